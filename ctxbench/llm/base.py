@@ -1,0 +1,80 @@
+"""The chat-model interface every memory system and the evaluator use, and usage counting.
+
+A backend (``llm=hf`` local transformers, ``llm=openai`` any OpenAI-compatible server) is built
+with ``registry.build("llm", cfg)`` and implements :meth:`ChatLLM.chat`. Every call is counted in
+the backend's :class:`UsageMeter` under a *phase* ("construction" while building memory,
+"answer" while answering), so a system reports what it really spent.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
+
+
+@dataclass
+class ChatResult:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached: bool = False
+    failed: bool = False
+    error: str = ""
+
+
+@dataclass
+class PhaseCount:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    failures: int = 0
+    cached: int = 0
+
+
+@dataclass
+class UsageMeter:
+    phases: dict[str, PhaseCount] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, phase: str, r: ChatResult) -> None:
+        with self._lock:
+            c = self.phases.setdefault(phase, PhaseCount())
+            c.calls += 1
+            c.prompt_tokens += r.prompt_tokens
+            c.completion_tokens += r.completion_tokens
+            c.failures += int(r.failed)
+            c.cached += int(r.cached)
+
+    def get(self, phase: str) -> PhaseCount:
+        return self.phases.get(phase, PhaseCount())
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        with self._lock:
+            return {k: dict(vars(v)) for k, v in self.phases.items()}
+
+
+class ChatLLM(Protocol):
+    meter: UsageMeter
+    model_name: str
+
+    def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
+             phase: str = "answer", json_mode: bool = False) -> ChatResult: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    @property
+    def context_window(self) -> int: ...
+
+
+def as_messages(prompt: str, system: str | None = None) -> list[Message]:
+    msgs: list[Message] = []
+    if system:
+        msgs.append({"role": "system", "content": system})
+    msgs.append({"role": "user", "content": prompt})
+    return msgs
+
+
+def describe(cfg: Any) -> str:
+    return f"{cfg.get('name')}:{cfg.get('model', '')}"

@@ -1,0 +1,88 @@
+"""What a trainable method is, for the one training loop and the one evaluator.
+
+A method is a ``torch.nn.Module`` registered with ``@register("method", NAME)`` and built as
+``cls(cfg, bundle=ModelBundle)``. It owns the base model (``self.bundle.model``) and whatever it
+adds (LoRA, memory embeddings, a compressor). It exposes:
+
+- ``train_examples(samples) -> list``: turn dataset samples into training examples (tokenised);
+- ``collate(examples) -> dict``: a batch for ``forward``;
+- ``forward(batch) -> MethodOutput``: the training loss (``loss(batch)`` is the same call), and the
+  number of tokens the loss covers (for tokens/s);
+- ``trainable_state_dict() / load_trainable(state)``: only what is trained, saved as safetensors
+  by the loop (see :mod:`ctxbench.checkpoint`); ``export_config()`` the JSON needed to rebuild;
+- as an evaluated system: ``ingest(history)`` and ``answer(question) -> Prediction``.
+
+Helpers shared by methods (never another method's internals) live here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class MethodOutput:
+    loss: torch.Tensor
+    n_tokens: int
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+class TrainableMethod(torch.nn.Module):
+    """Small shared defaults; subclasses override what they need."""
+
+    def __init__(self, cfg: Any, bundle: Any):
+        super().__init__()
+        self.cfg = cfg
+        self.bundle = bundle
+        self.tokenizer = bundle.tokenizer
+
+    # -- training ---------------------------------------------------------------------------
+    def loss(self, batch: dict[str, Any]) -> MethodOutput:
+        return self(batch)
+
+    def trainable_state_dict(self) -> dict[str, torch.Tensor]:
+        return {n: p.detach().cpu().contiguous() for n, p in self.named_parameters() if p.requires_grad}
+
+    def load_trainable(self, state: dict[str, torch.Tensor]) -> None:
+        own = dict(self.named_parameters())
+        missing = [k for k in state if k not in own]
+        if missing:
+            raise KeyError(f"checkpoint has weights this method does not: {missing[:5]}")
+        with torch.no_grad():
+            for k, v in state.items():
+                own[k].copy_(v.to(own[k].dtype))
+
+    def export_config(self) -> dict[str, Any]:
+        from omegaconf import OmegaConf
+
+        return OmegaConf.to_container(self.cfg, resolve=True)  # type: ignore[return-value]
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.bundle.model.parameters()).device
+
+
+def pad_batch(seqs: list[list[int]], pad_id: int, labels: list[list[int]] | None = None,
+              ) -> dict[str, torch.Tensor]:
+    """Right-pad token lists into input_ids / attention_mask (/ labels with -100)."""
+    n = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), n), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), n), dtype=torch.long)
+    out = {"input_ids": ids, "attention_mask": mask}
+    if labels is not None:
+        lab = torch.full((len(seqs), n), -100, dtype=torch.long)
+        out["labels"] = lab
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+        mask[i, : len(s)] = 1
+        if labels is not None:
+            lab[i, : len(labels[i])] = torch.tensor(labels[i], dtype=torch.long)
+    return out
+
+
+def chunk_tokens(ids: list[int], size: int, stride: int | None = None) -> list[list[int]]:
+    """Split a token list into windows of ``size`` (non-overlapping unless ``stride`` < size)."""
+    stride = stride or size
+    return [ids[i : i + size] for i in range(0, max(len(ids) - 1, 1), stride) if len(ids[i : i + size]) > 1]

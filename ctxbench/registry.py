@@ -1,0 +1,106 @@
+"""Names → classes and functions, for ``ls``, "did you mean", and tests that cover every entry.
+
+A module registers what it defines with ``@register(kind, name)``; :func:`discover` imports every
+module of the packages below once, so adding a method is adding one file (and one config).
+Objects are built one way everywhere: ``build(kind, cfg, **deps)`` looks ``cfg.name`` up and calls
+the factory with the config and its dependencies.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+import pkgutil
+from typing import Any, Callable
+
+KINDS = ("model", "method", "memory", "dataset", "metric", "llm", "embedder", "bench", "table")
+PACKAGES = (
+    "ctxbench.models",
+    "ctxbench.methods",
+    "ctxbench.memory",
+    "ctxbench.data",
+    "ctxbench.metrics",
+    "ctxbench.llm",
+    "ctxbench.report",
+    "ctxbench.bench",
+)
+
+_REGISTRY: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
+_ALIASES: dict[str, dict[str, str]] = {k: {} for k in KINDS}
+_discovered = False
+
+
+class UnknownName(KeyError):
+    def __str__(self) -> str:  # KeyError quotes its message; we want it plain
+        return str(self.args[0])
+
+
+def register(kind: str, name: str, aliases: tuple[str, ...] = ()) -> Callable[[Any], Any]:
+    if kind not in _REGISTRY:
+        raise ValueError(f"unknown registry kind {kind!r}; kinds are {', '.join(KINDS)}")
+
+    def deco(obj: Any) -> Any:
+        prev = _REGISTRY[kind].get(name)
+        if prev is not None and prev is not obj and _qual(prev) != _qual(obj):
+            raise ValueError(f"{kind} {name!r} registered twice: {_qual(prev)} and {_qual(obj)}")
+        _REGISTRY[kind][name] = obj
+        for a in aliases:
+            _ALIASES[kind][a] = name
+        return obj
+
+    return deco
+
+
+def _qual(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
+
+
+def discover() -> None:
+    """Import every module of the registered packages (once)."""
+    global _discovered
+    if _discovered:
+        return
+    for pkg_name in PACKAGES:
+        try:
+            pkg = importlib.import_module(pkg_name)
+        except ModuleNotFoundError as e:
+            if e.name == pkg_name:
+                continue
+            raise
+        for mod in pkgutil.walk_packages(pkg.__path__, pkg_name + "."):
+            importlib.import_module(mod.name)
+    _discovered = True
+
+
+def names(kind: str) -> list[str]:
+    discover()
+    return sorted(_REGISTRY[kind])
+
+
+def aliases(kind: str) -> dict[str, str]:
+    discover()
+    return dict(_ALIASES[kind])
+
+
+def suggest(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return f"{hint} Available: {', '.join(sorted(choices))}."
+
+
+def get(kind: str, name: str) -> Any:
+    discover()
+    if kind not in _REGISTRY:
+        raise UnknownName(f"unknown registry kind {kind!r}.{suggest(kind, list(KINDS))}")
+    name = _ALIASES[kind].get(name, name)
+    try:
+        return _REGISTRY[kind][name]
+    except KeyError:
+        raise UnknownName(f"unknown {kind} {name!r}.{suggest(name, list(_REGISTRY[kind]))}") from None
+
+
+def build(kind: str, cfg: Any, **deps: Any) -> Any:
+    """Build the object named by ``cfg.name`` with ``factory(cfg, **deps)``."""
+    name = cfg.get("name") if hasattr(cfg, "get") else None
+    if not name:
+        raise UnknownName(f"the {kind} config has no 'name' key.{suggest('', names(kind))}")
+    return get(kind, name)(cfg, **deps)

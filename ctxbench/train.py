@@ -1,0 +1,289 @@
+"""The one training loop (Accelerate): every trainable method trains here.
+
+Read top to bottom: build → data order → optimizer/schedule → (resume) → loop → save.
+
+- The data order is a pure function of (seed, epoch): micro-batch ``i`` of the run is always the
+  same examples, so a resumed run continues exactly where it stopped (position = micro-step count).
+- One optimizer step = ``grad_accum`` micro-batches on every rank; loss is averaged over both.
+- Checkpoints hold only trainable weights + optimizer/scheduler/RNG/data position (checkpoint.py).
+- Only rank 0 writes (metrics.jsonl, checkpoints, wandb).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from . import checkpoint as ckpt_mod
+from .registry import build
+
+
+def run_dir_of(cfg: DictConfig) -> Path:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except Exception:  # called without Hydra (tests, notebooks)
+        return Path(cfg.get("run_dir") or "outputs/train/run")
+
+
+def make_accelerator(cfg: DictConfig):
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
+
+    t, launcher = cfg.trainer, cfg.launcher
+    precision = launcher.get("mixed_precision") or {"bf16": "bf16", "fp16": "fp16"}.get(t.precision, "no")
+    handlers = [DistributedDataParallelKwargs(find_unused_parameters=bool(launcher.get("find_unused_parameters", True)))]
+    if not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        handlers.append(InitProcessGroupKwargs(backend="gloo"))
+    kwargs: dict[str, Any] = {}
+    if launcher.get("deepspeed"):
+        from accelerate.utils import DeepSpeedPlugin
+
+        ds = OmegaConf.to_container(launcher.deepspeed, resolve=True)
+        ds.setdefault("train_micro_batch_size_per_gpu", int(t.batch_size))
+        ds.setdefault("gradient_accumulation_steps", int(t.grad_accum))
+        ds.setdefault("gradient_clipping", float(t.max_grad_norm or 0.0))
+        ds.setdefault("zero_force_ds_cpu_optimizer", False)
+        kwargs["deepspeed_plugin"] = DeepSpeedPlugin(hf_ds_config=ds)
+    return Accelerator(gradient_accumulation_steps=int(t.grad_accum), mixed_precision=precision,
+                       cpu=bool(launcher.get("cpu", False)), kwargs_handlers=handlers, **kwargs)
+
+
+def split_examples(examples: list, fraction: float, seed: int) -> tuple[list, list]:
+    if not fraction or len(examples) < 4:
+        return examples, []
+    g = torch.Generator().manual_seed(seed + 7919)
+    order = torch.randperm(len(examples), generator=g).tolist()
+    n_eval = max(1, int(len(examples) * fraction))
+    held = set(order[:n_eval])
+    return [e for i, e in enumerate(examples) if i not in held], [e for i, e in enumerate(examples) if i in held]
+
+
+def micro_batch(examples: list, micro: int, batch_size: int, seed: int, rank: int, world: int) -> list:
+    """The examples of this rank's ``micro``-th micro-batch: deterministic in (seed, epoch)."""
+    per_epoch = max(1, len(examples) // (batch_size * world))
+    epoch, idx = divmod(micro, per_epoch)
+    g = torch.Generator().manual_seed(seed * 100003 + epoch)
+    order = torch.randperm(len(examples), generator=g).tolist()
+    start = (idx * world + rank) * batch_size
+    return [examples[i] for i in order[start : start + batch_size]]
+
+
+def make_scheduler(name: str, optimizer: torch.optim.Optimizer, warmup: int, total: int):
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        if name == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * progress))
+        if name == "linear":
+            return 1.0 - progress
+        if name == "constant":
+            return 1.0
+        raise ValueError(f"trainer.scheduler={name!r}: use cosine, linear or constant")
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+class MetricsLog:
+    """metrics.jsonl (rank 0) mirrored to wandb when ``logger=wandb``."""
+
+    def __init__(self, run_dir: Path, cfg: DictConfig, enabled: bool, resume_step: int):
+        self.path = run_dir / "metrics.jsonl"
+        self.enabled = enabled
+        self.wandb = None
+        if not enabled:
+            return
+        if self.path.exists():  # drop lines past the checkpoint we resume from
+            keep = [ln for ln in self.path.read_text().splitlines()
+                    if ln.strip() and json.loads(ln).get("step", 0) <= resume_step]
+            ckpt_mod.atomic_write_text(self.path, "".join(k + "\n" for k in keep))
+        if cfg.logger.name == "wandb":
+            self.wandb = start_wandb(cfg, run_dir)
+
+    def write(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if self.wandb is not None:
+            self.wandb.log({k: v for k, v in record.items() if k != "step"}, step=record["step"])
+
+    def close(self) -> None:
+        if self.wandb is not None:
+            self.wandb.finish()
+
+
+def start_wandb(cfg: DictConfig, run_dir: Path):
+    import wandb
+
+    from .secrets import redact
+
+    id_file = run_dir / "wandb_id"
+    run_id = id_file.read_text().strip() if id_file.exists() else wandb.util.generate_id()
+    id_file.write_text(run_id)
+    mode = os.environ.get("WANDB_MODE") or cfg.logger.get("mode", "offline")
+    return wandb.init(project=cfg.logger.get("project", "ctxbench"), entity=cfg.logger.get("entity"),
+                      id=run_id, resume="allow", dir=str(run_dir), mode=mode, tags=list(cfg.logger.get("tags", [])),
+                      config=redact(OmegaConf.to_container(cfg, resolve=True)))
+
+
+@torch.no_grad()
+def evaluate_loss(model: Any, method: Any, examples: list, cfg: DictConfig, device: torch.device) -> float | None:
+    if not examples:
+        return None
+    model.eval()
+    bs, losses = int(cfg.trainer.batch_size), []
+    for i in range(0, min(len(examples), bs * int(cfg.trainer.max_eval_batches)), bs):
+        batch = to_device(method.collate(examples[i : i + bs]), device)
+        losses.append(float(model(batch).loss))
+    model.train()
+    return sum(losses) / len(losses)
+
+
+def to_device(batch: Any, device: torch.device) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_device(v, device) for v in batch)
+    return batch
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    from accelerate.utils import set_seed
+    from tqdm.auto import tqdm
+
+    from .models.loading import load_model
+
+    t = cfg.trainer
+    acc = make_accelerator(cfg)
+    run_dir = run_dir_of(cfg)
+    is_main = acc.is_main_process
+    set_seed(int(cfg.seed))
+
+    # -- build: model, method, data --------------------------------------------------------
+    bundle = load_model(cfg.model)
+    if t.gradient_checkpointing:
+        bundle.model.gradient_checkpointing_enable()
+    method = build("method", cfg.method, bundle=bundle)
+    if cfg.get("checkpoint"):
+        used = ckpt_mod.load_trained(method, cfg.checkpoint)
+        acc.print(f"initialised trainable weights from {used}")
+    samples = build("dataset", cfg.dataset)
+    examples = method.train_examples(samples)
+    if not examples:
+        raise ValueError(f"dataset {cfg.dataset.name!r} gave no training examples for method {cfg.method.name!r}")
+    train_ex, eval_ex = split_examples(examples, float(t.eval_fraction), int(cfg.seed))
+
+    params = [p for p in method.parameters() if p.requires_grad]
+    n_train = sum(p.numel() for p in params)
+    n_total = sum(p.numel() for p in method.parameters())
+    optimizer = torch.optim.AdamW(params, lr=float(t.lr), weight_decay=float(t.weight_decay), betas=tuple(t.betas))
+    total = int(t.max_steps)
+    warmup = int(t.warmup_steps) if t.warmup_steps is not None else int(round(float(t.warmup_ratio) * total))
+    scheduler = make_scheduler(str(t.scheduler), optimizer, warmup, total)
+    model, optimizer = acc.prepare(method, optimizer)
+
+    # -- resume ----------------------------------------------------------------------------
+    step, micro = 0, 0
+    ckpt_root = run_dir / "checkpoints"
+    resume = t.get("resume")
+    if resume:
+        found = ckpt_mod.list_checkpoints(ckpt_root) if str(resume) == "auto" else [ckpt_mod.resolve_checkpoint(resume)]
+        if found:
+            state = ckpt_mod.load_training_state(found[-1], optimizer, scheduler)
+            acc.unwrap_model(model).load_trainable(ckpt_mod.load_weights(found[-1]))
+            step, micro = int(state["step"]), int(state["micro"])
+            ckpt_mod.set_rng_state(state["rng"][str(acc.process_index)] if str(acc.process_index) in state["rng"]
+                                   else state["rng"]["0"])
+            acc.print(f"resumed from {found[-1]} at step {step}")
+    log = MetricsLog(run_dir, cfg, is_main, step)
+    if is_main and step == 0:
+        acc.print(f"method={cfg.method.name} model={cfg.model.name} examples={len(train_ex)} (+{len(eval_ex)} held out) "
+                  f"trainable={n_train:,}/{n_total:,} params ({100 * n_train / max(1, n_total):.2f}%) → {run_dir}")
+
+    def save(at_step: int) -> None:
+        rngs = acc.gather_for_metrics([json.dumps(ckpt_mod.rng_state())], use_gather_object=True) \
+            if acc.num_processes > 1 else [json.dumps(ckpt_mod.rng_state())]
+        if is_main:
+            ckpt_mod.save_checkpoint(
+                ckpt_root, at_step, trainable=acc.unwrap_model(model).trainable_state_dict(),
+                method_config=acc.unwrap_model(model).export_config(), optimizer=optimizer, scheduler=scheduler,
+                state={"micro": micro, "rng": {str(i): json.loads(r) for i, r in enumerate(rngs)},
+                       "model": cfg.model.name, "method": cfg.method.name},
+                keep=int(t.keep_checkpoints))
+        acc.wait_for_everyone()
+
+    # -- loop ------------------------------------------------------------------------------
+    model.train()
+    bar = tqdm(total=total, initial=step, disable=not (is_main and t.progress), desc=f"train {cfg.method.name}")
+    last_eval, grad_norm = None, None
+    while step < total:
+        t0, loss_sum, tokens, stats_sum = time.perf_counter(), 0.0, 0, {}
+        for _ in range(int(t.grad_accum)):
+            batch = micro_batch(train_ex, micro, int(t.batch_size), int(cfg.seed), acc.process_index, acc.num_processes)
+            batch = to_device(method.collate(batch), acc.device)
+            micro += 1
+            with acc.accumulate(model), acc.autocast():
+                out = model(batch)
+                acc.backward(out.loss)
+                if acc.sync_gradients and t.max_grad_norm and not acc.distributed_type == "DEEPSPEED":
+                    grad_norm = acc.clip_grad_norm_(params, float(t.max_grad_norm))
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            loss_sum += float(out.loss.detach())
+            tokens += int(out.n_tokens)
+            for k, v in out.stats.items():
+                stats_sum[k] = stats_sum.get(k, 0.0) + float(v)
+        scheduler.step()
+        step += 1
+        dt = time.perf_counter() - t0
+        loss = float(acc.reduce(torch.tensor(loss_sum / int(t.grad_accum), device=acc.device), "mean"))
+        tokens_all = int(acc.reduce(torch.tensor(tokens, device=acc.device), "sum"))
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tokens_all / dt:.0f}")
+        if t.eval_every and step % int(t.eval_every) == 0:
+            last_eval = evaluate_loss(model, method, eval_ex, cfg, acc.device)
+        if step % int(t.log_every) == 0 or step == total:
+            gn = grad_norm
+            record = {"step": step, "loss": loss, "lr": scheduler.get_last_lr()[0], "tokens_per_s": tokens_all / dt,
+                      "grad_norm": float(gn) if gn is not None else None, "tokens": tokens_all,
+                      **{k: v / int(t.grad_accum) for k, v in stats_sum.items()}}
+            if last_eval is not None and t.eval_every and step % int(t.eval_every) == 0:
+                record["eval_loss"] = last_eval
+            log.write(record)
+        if t.save_every and step % int(t.save_every) == 0 and step < total:
+            save(step)
+        if t.get("stop_after") and step >= int(t.stop_after):
+            bar.close()
+            acc.print(f"stopping after step {step} (trainer.stop_after); resume with trainer.resume=auto")
+            acc.end_training()
+            return {"step": step, "loss": loss, "run_dir": str(run_dir), "stopped": True}
+    bar.close()
+    final_eval = evaluate_loss(model, method, eval_ex, cfg, acc.device)
+    save(step)
+    summary = {"step": step, "loss": loss, "eval_loss": final_eval, "run_dir": str(run_dir),
+               "trainable_params": n_train, "total_params": n_total}
+    if is_main:
+        log.write({"step": step, "final": True, "eval_loss": final_eval})
+        ckpt_mod.atomic_write_text(run_dir / "train_summary.json", json.dumps(summary, indent=2))
+        log.close()
+        acc.print(f"done: step {step} loss {loss:.4f} eval_loss {final_eval} → {run_dir}")
+    acc.wait_for_everyone()
+    acc.end_training()
+    return summary
+
+
+def main(cfg: DictConfig) -> None:
+    train(cfg)

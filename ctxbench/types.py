@@ -1,0 +1,117 @@
+"""The few dataclasses every loader yields and every system consumes.
+
+A *history* is either sessions of timestamped turns (LoCoMo, DialSim) or one long document
+(PwC context, Pile text). A *sample* is a history with the questions asked about it. Systems
+ingest a history and answer questions with a :class:`Prediction` that carries its own
+:class:`Usage` (counted by the system that did the work, never estimated afterwards).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass
+class Turn:
+    speaker: str
+    text: str
+    id: str = ""  # e.g. LoCoMo dia_id "D1:3"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Session:
+    id: str
+    turns: list[Turn]
+    date: str = ""  # as the dataset writes it, e.g. "1:56 pm on 8 May, 2023"
+
+
+@dataclass
+class History:
+    """Sessions of turns, or a single document (``text``) when ``sessions`` is empty."""
+
+    id: str
+    sessions: list[Session] = field(default_factory=list)
+    text: str = ""
+    speakers: list[str] = field(default_factory=list)
+
+    def render(self, with_dates: bool = True) -> str:
+        """The whole history as plain text (what a full-context system shows the model)."""
+        if not self.sessions:
+            return self.text
+        return "\n\n".join(render_session(s, with_dates) for s in self.sessions)
+
+
+def render_session(session: Session, with_date: bool = True) -> str:
+    head = f"DATE: {session.date}\n" if with_date and session.date else ""
+    return head + "\n".join(f"{t.speaker}: {t.text}" for t in session.turns)
+
+
+@dataclass
+class Question:
+    id: str
+    question: str
+    answer: str
+    category: int | str = 0
+    category_name: str = ""
+    evidence: list[str] = field(default_factory=list)
+    adversarial_answer: str | None = None
+    options: list[str] | None = None  # multiple-choice (DialSim)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Sample:
+    history: History
+    questions: list[Question]
+
+
+@dataclass
+class Usage:
+    """Cost of one answer, as counted by the system.
+
+    Construction (memory building) is counted per history; the evaluator amortises it over the
+    history's questions. Answer fields are per question.
+    """
+
+    construction_prompt_tokens: int = 0
+    construction_completion_tokens: int = 0
+    construction_calls: int = 0
+    answer_prompt_tokens: int = 0
+    answer_completion_tokens: int = 0
+    answer_calls: int = 0
+    context_tokens: int = 0  # tokens (or slots) of history the answering model actually saw
+    memory_items: int = 0  # records / slots / KV entries kept
+    memory_tokens: int = 0  # tokens stored in memory
+    kv_bytes: int = 0
+    ingest_seconds: float = 0.0
+    answer_seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Usage":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class Prediction:
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class System(Protocol):
+    """Everything evaluated is a system that answers from a history.
+
+    ``ingest`` builds the state (slots, compressed KV, memory store) from the history;
+    ``answer`` decodes from that state. ``construction_usage`` reports what ingest cost.
+    """
+
+    def ingest(self, history: History) -> None: ...
+
+    def answer(self, question: Question) -> Prediction: ...
