@@ -46,6 +46,7 @@ def make_accelerator(cfg: DictConfig):
     if launcher.get("deepspeed"):
         from accelerate.utils import DeepSpeedPlugin
 
+        os.environ.setdefault("ACCELERATE_USE_DEEPSPEED", "true")  # what `accelerate launch --use_deepspeed` sets
         ds = OmegaConf.to_container(launcher.deepspeed, resolve=True)
         ds.setdefault("train_micro_batch_size_per_gpu", int(t.batch_size))
         ds.setdefault("gradient_accumulation_steps", int(t.grad_accum))
@@ -211,7 +212,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     log = MetricsLog(run_dir, cfg, is_main, step)
     if is_main and step == 0:
         acc.print(f"method={cfg.method.name} model={cfg.model.name} examples={len(train_ex)} (+{len(eval_ex)} held out) "
-                  f"trainable={n_train:,}/{n_total:,} params ({100 * n_train / max(1, n_total):.2f}%) → {run_dir}")
+                  f"trainable={n_train:,}/{n_total:,} params ({100 * n_train / max(1, n_total):.2f}%) "
+                  f"[{acc.distributed_type} x{acc.num_processes}, {acc.mixed_precision}] → {run_dir}")
 
     def save(at_step: int) -> None:
         rngs = acc.gather_for_metrics([json.dumps(ckpt_mod.rng_state())], use_gather_object=True) \

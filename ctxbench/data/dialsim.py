@@ -1,0 +1,185 @@
+"""DialSim (v1.0/v1.1): ``{friends,bigbang,theoffice}_dialsim.pickle``, read without running code.
+
+Official layout (jiho283/Simulator ``simulator.py``)::
+
+    data[episode][session] = {"script": str, "date": str,
+                              "hard_q": {type: [question, ...]},        # temporal-KG questions
+                              "easy_q": {type: {qid: question, ...}}}   # fan-quiz questions
+    question = {"questions": {asker: phrasing, ..., "default": phrasing},
+                "answer": str, "options": [A, B, C, D, E]}             # E = "I don't know"-style
+
+hard types: past, cur, fu, past_cur, ... (12); easy types: ans_w_time, ans_wo_time,
+before_event_unans, dont_know_unans, dont_know_unans_time.
+
+A show is one continuous history (its episodes' sessions in order; ``dataset.per_episode=true`` for
+one sample per episode) with every question of its sessions; ``Question.meta["session"]`` says after
+which session it is asked. ``dataset.answer_format``: ``multi_choice`` (options A–E; an answer that
+matches no option cannot be scored and is dropped and counted, as the official simulator skips it)
+or ``open_ended`` (option E answers become "I don't know.", as the official open-ended format).
+Scripts become turns "Speaker: line"; lines without a speaker continue the previous turn; credit
+lines (Teleplay:/Story:) are skipped and stage directions ("[Scene: ...]") are narrator turns.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from ..registry import register
+from ..types import History, Question, Sample, Session, Turn
+from .errors import DataError
+from .records import field
+from .safe_pickle import safe_load
+from .samples import Samples
+from .sources import downloads_dir, locate
+
+OPTION_LETTERS = ("(A)", "(B)", "(C)", "(D)", "(E)")
+UNKNOWN_ANSWER = "I don't know."
+FORMATS = ("multi_choice", "open_ended")
+CREDIT = re.compile(r"^(Teleplay|Story|Written by|Directed by)\s*:", re.I)
+SPEAKER = re.compile(r"^([^:\[\]()]{1,60}?):\s?(.*)$")
+NARRATOR = "Narrator"
+
+
+def script_turns(script: str, session_id: str, quirks: Counter) -> list[Turn]:
+    """A DialSim script → turns ("Speaker: line"); continuation lines join the previous turn."""
+    turns: list[Turn] = []
+    for raw in script.split("\n"):
+        line = raw.strip()
+        if not line:
+            continue
+        if CREDIT.match(line):
+            quirks["credit_lines_skipped"] += 1
+            continue
+        m = SPEAKER.match(line)
+        if m and not line.startswith(("[", "(")):
+            turns.append(Turn(speaker=m.group(1).strip(), text=m.group(2).strip(),
+                              id=f"{session_id}:{len(turns) + 1}"))
+        elif line.startswith(("[", "(")) or not turns:
+            quirks["narration_lines"] += 1
+            turns.append(Turn(speaker=NARRATOR, text=line, id=f"{session_id}:{len(turns) + 1}"))
+        else:
+            quirks["continuation_lines"] += 1
+            turns[-1].text += "\n" + line
+    return turns
+
+
+def _question(raw: Any, path: Path, rec: str, qid: str, qtype: str, level: str, session_id: str,
+              fmt: str, quirks: Counter) -> Question | None:
+    phrasings = field(raw, "questions", dict, path, rec)
+    for k, v in phrasings.items():
+        if not isinstance(v, str):
+            raise DataError(path, f"expected a string, got {type(v).__name__}", record=rec, field=f"questions[{k!r}]")
+    if not phrasings:
+        raise DataError(path, "no phrasing", record=rec, field="questions")
+    text = phrasings.get("default") or next(iter(phrasings.values()))
+    answer = field(raw, "answer", (str, int, float), path, rec)
+    if not isinstance(answer, str):
+        quirks["non_string_answers"] += 1
+        answer = str(answer)
+    options = field(raw, "options", list, path, rec, default=None)
+    if options is not None:
+        for k, o in enumerate(options):
+            if not isinstance(o, (str, int, float)):
+                raise DataError(path, f"expected a string, got {type(o).__name__}", record=rec, field=f"options[{k}]")
+        options = [str(o) for o in options]
+        if len(options) != len(OPTION_LETTERS):
+            quirks["options_not_five"] += 1
+    letter = None
+    if options:
+        letter = next((OPTION_LETTERS[i] for i, o in enumerate(options[:5]) if o.strip().lower() == answer.strip().lower()), None)
+    meta = {"session": session_id, "level": level, "type": qtype, "phrasings": dict(phrasings), "answer_letter": letter}
+    if fmt == "multi_choice":
+        if letter is None:
+            quirks["dropped_answer_not_in_options"] += 1
+            return None
+        gold, opts = answer, options
+    else:
+        gold = UNKNOWN_ANSWER if letter == "(E)" else answer
+        opts = None
+        meta["options"] = options
+    return Question(id=qid, question=text, answer=gold, category=qtype, category_name=qtype,
+                    options=opts, meta=meta)
+
+
+def _bucket_items(bucket: Any, path: Path, rec: str) -> list[tuple[str, Any]]:
+    if isinstance(bucket, list):
+        return [(str(i), q) for i, q in enumerate(bucket)]
+    if isinstance(bucket, dict):
+        return [(str(k), q) for k, q in bucket.items()]
+    raise DataError(path, f"expected a list or an object of questions, got {type(bucket).__name__}", record=rec)
+
+
+def load_dialsim_file(path: Path, fmt: str = "multi_choice", per_episode: bool = False,
+                      episodes: list[str] | None = None, max_episodes: int | None = None,
+                      question_types: list[str] | None = None, levels: list[str] | None = None) -> Samples:
+    if fmt not in FORMATS:
+        raise DataError(path, f"unknown answer format {fmt!r} (choose {', '.join(FORMATS)})", field="dataset.answer_format")
+    data = safe_load(path)
+    if not isinstance(data, dict):
+        raise DataError(path, f"expected a dict of episodes, got {type(data).__name__}")
+    show = path.stem.replace("_dialsim", "")
+    names = [str(e) for e in data]
+    if episodes:
+        missing = [e for e in episodes if str(e) not in names]
+        if missing:
+            raise DataError(path, f"unknown episode(s) {missing}; first episodes: {names[:5]}", field="dataset.episodes")
+        keep = {str(e) for e in episodes}
+    else:
+        keep = set(names[: max_episodes or None])
+    types = set(question_types or [])
+    quirks: Counter = Counter(credit_lines_skipped=0, narration_lines=0, continuation_lines=0, non_string_answers=0,
+                              options_not_five=0, dropped_answer_not_in_options=0, sessions_without_questions=0)
+    groups: list[tuple[str, list[Session], list[Question]]] = []
+    for epi, epi_data in data.items():
+        if str(epi) not in keep:
+            continue
+        if not isinstance(epi_data, dict):
+            raise DataError(path, f"expected a dict of sessions, got {type(epi_data).__name__}", record=f"episode {epi}")
+        sessions: list[Session] = []
+        questions: list[Question] = []
+        for sc, sess in epi_data.items():
+            rec = f"episode {epi} session {sc}"
+            sid = f"{epi}/{sc}"
+            script = field(sess, "script", str, path, rec)
+            date = field(sess, "date", str, path, rec, default="")
+            sessions.append(Session(id=sid, turns=script_turns(script, sid, quirks), date=date))
+            n_before = len(questions)
+            for level, key in (("hard", "hard_q"), ("easy", "easy_q")):
+                if levels and level not in levels:
+                    continue
+                buckets = field(sess, key, dict, path, rec, default={})
+                for qtype, bucket in buckets.items():
+                    if types and qtype not in types:
+                        continue
+                    for qid, q in _bucket_items(bucket, path, f"{rec} {key}[{qtype!r}]"):
+                        qrec = f"{rec} {key}[{qtype!r}][{qid}]"
+                        made = _question(q, path, qrec, f"{show}-{sid}-{level}-{qtype}-{qid}", str(qtype), level, sid,
+                                         fmt, quirks)
+                        if made is not None:
+                            questions.append(made)
+            if len(questions) == n_before:
+                quirks["sessions_without_questions"] += 1
+        groups.append((str(epi), sessions, questions))
+    if per_episode:
+        samples = [Sample(History(id=f"{show}-{epi}", sessions=s), q) for epi, s, q in groups]
+    else:
+        samples = [Sample(History(id=show, sessions=[x for _, s, _ in groups for x in s]),
+                          [x for _, _, q in groups for x in q])]
+    return Samples(samples, source=str(path), quirks=quirks)
+
+
+@register("dataset", "dialsim", aliases=("dialsim_sample",))
+def load_dialsim(cfg: Any) -> Samples:
+    raw = cfg.get("path") or str(downloads_dir() / "dialsim" / f"{cfg.get('show', 'friends')}_dialsim.pickle")
+    path = locate(raw, "dialsim")
+    samples = load_dialsim_file(
+        path, fmt=cfg.get("answer_format", "multi_choice"), per_episode=bool(cfg.get("per_episode", False)),
+        episodes=list(cfg.get("episodes") or []) or None, max_episodes=cfg.get("max_episodes"),
+        question_types=list(cfg.get("question_types") or []) or None, levels=list(cfg.get("levels") or []) or None)
+    samples.log_quirks("dialsim")
+    limit = cfg.get("limit")
+    if limit:
+        samples = samples.derive(Sample(s.history, s.questions[: int(limit)]) for s in samples)
+    return samples

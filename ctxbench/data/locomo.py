@@ -1,0 +1,184 @@
+"""LoCoMo (``locomo10.json``): sessions of turns per conversation, QA with category ids and names.
+
+Quirks of the official file, each handled and counted in ``Samples.quirks`` (never dropped):
+
+- category-5 (adversarial) items carry only ``adversarial_answer`` (444 of 446): the gold answer is
+  the correct option of LoCoMo's two-option prompt, "Not mentioned in the conversation"; the
+  distractor is kept in ``Question.adversarial_answer``; an ``answer`` a few of them also have
+  is kept in ``meta["raw_answer"]``;
+- integer answers (``2022``) become strings;
+- malformed evidence ids ("D8:6; D9:17", "D", "D:11:26") are kept raw and counted;
+- sessions come from the ``session_N`` keys, not the date keys (conv-26 has 35 dates, 19 sessions);
+- image turns: the BLIP caption is appended to the text the system sees,
+  ``... [shares a photo: <caption>]`` (raw text and image fields kept in ``Turn.meta``).
+
+Subsetting: ``dataset.conversations=[conv-26]``, ``dataset.categories=[1,temporal]``,
+``dataset.limit=N`` (first N questions per conversation after the category filter).
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..registry import register
+from ..types import History, Question, Sample, Session, Turn
+from .categories import ADVERSARIAL_GOLD, category_name, parse_categories
+from .errors import DataError
+from .records import field, read_json
+from .samples import Samples
+from .sources import locate
+
+SESSION_KEY = re.compile(r"session_(\d+)$")
+DATE_KEY = re.compile(r"session_(\d+)_date_time$")
+EVIDENCE_ID = re.compile(r"D(\d+):(\d+)$")
+EVIDENCE_LOOSE = re.compile(r"D:?(\d+):(\d+)")
+QUIRKS = ("adversarial_answer_only", "adversarial_with_answer", "non_string_answers", "malformed_evidence",
+          "date_keys_without_session", "sessions_without_date", "image_turns", "empty_sessions",
+          "adversarial_without_distractor", "turns_without_dia_id")
+
+
+def image_text(text: str, caption: str) -> str:
+    """The turn text a system sees for an image turn."""
+    return f"{text} [shares a photo: {caption}]" if text else f"[shares a photo: {caption}]"
+
+
+def parse_evidence_id(raw: str) -> list[tuple[int, int]]:
+    """(session, turn) pairs in an evidence string; lenient for malformed ones ("D8:6; D9:17" → two,
+    "D:11:26" → (11, 26), "D" → none)."""
+    m = EVIDENCE_ID.fullmatch(raw.strip())
+    if m:
+        return [(int(m.group(1)), int(m.group(2)))]
+    return [(int(a), int(b)) for a, b in EVIDENCE_LOOSE.findall(raw)]
+
+
+def _turn(raw: Any, path: Path, rec: str, quirks: Counter) -> Turn:
+    speaker = field(raw, "speaker", str, path, rec)
+    text = field(raw, "text", str, path, rec)
+    dia_id = field(raw, "dia_id", str, path, rec, default="")
+    if not dia_id:
+        quirks["turns_without_dia_id"] += 1
+    caption = field(raw, "blip_caption", str, path, rec, default=None)
+    meta: dict[str, Any] = {}
+    if caption is not None:
+        quirks["image_turns"] += 1
+        meta = {"raw_text": text, "blip_caption": caption}
+        for k in ("img_url", "query"):
+            if k in raw:
+                meta[k] = raw[k]
+        text = image_text(text, caption)
+    return Turn(speaker=speaker, text=text, id=dia_id, meta=meta)
+
+
+def _question(raw: Any, path: Path, sample_id: str, j: int, quirks: Counter) -> Question:
+    rec = f"{sample_id} qa[{j}]"
+    text = field(raw, "question", str, path, rec)
+    cat = field(raw, "category", int, path, rec)
+    if cat not in (1, 2, 3, 4, 5):
+        raise DataError(path, f"category must be 1-5, got {cat}", record=rec, field="category")
+    evidence = field(raw, "evidence", list, path, rec, default=[])
+    for k, e in enumerate(evidence):
+        if not isinstance(e, str):
+            raise DataError(path, f"expected a string, got {type(e).__name__}", record=rec, field=f"evidence[{k}]")
+        if not EVIDENCE_ID.fullmatch(e.strip()):
+            quirks["malformed_evidence"] += 1
+    answer = field(raw, "answer", (str, int, float), path, rec, default=None)
+    if answer is not None and not isinstance(answer, str):
+        quirks["non_string_answers"] += 1
+        answer = str(answer)
+    meta: dict[str, Any] = {"conversation": sample_id, "index": j}
+    adversarial = None
+    if cat == 5:
+        adversarial = field(raw, "adversarial_answer", (str, int, float), path, rec, default=None)
+        if adversarial is None:
+            quirks["adversarial_without_distractor"] += 1
+        else:
+            adversarial = str(adversarial)
+        if answer is None:
+            quirks["adversarial_answer_only"] += 1
+        else:
+            quirks["adversarial_with_answer"] += 1
+            meta["raw_answer"] = answer
+        answer = ADVERSARIAL_GOLD
+    elif answer is None:
+        raise DataError(path, "missing required field (only category-5 items may omit it)", record=rec, field="answer")
+    return Question(id=f"{sample_id}-q{j}", question=text, answer=answer, category=cat,
+                    category_name=category_name(cat), evidence=list(evidence),
+                    adversarial_answer=adversarial, meta=meta)
+
+
+def _conversation(rec: Any, path: Path, i: int, quirks: Counter) -> Sample:
+    sample_id = field(rec, "sample_id", str, path, f"index {i}")
+    conv = field(rec, "conversation", dict, path, sample_id)
+    speakers = [field(conv, k, str, path, sample_id, prefix="conversation.") for k in ("speaker_a", "speaker_b")]
+    nums = sorted(int(m.group(1)) for k in conv if (m := SESSION_KEY.fullmatch(k)))
+    dates = {int(m.group(1)) for k in conv if (m := DATE_KEY.fullmatch(k))}
+    quirks["date_keys_without_session"] += len(dates - set(nums))
+    sessions = []
+    for n in nums:
+        key = f"session_{n}"
+        turns_raw = field(conv, key, list, path, sample_id, prefix="conversation.")
+        if not turns_raw:
+            quirks["empty_sessions"] += 1
+        turns = [_turn(t, path, f"{sample_id} {key}[{k}]", quirks) for k, t in enumerate(turns_raw)]
+        date = field(conv, f"{key}_date_time", str, path, sample_id, default="", prefix="conversation.")
+        if not date:
+            quirks["sessions_without_date"] += 1
+        sessions.append(Session(id=key, turns=turns, date=date))
+    qa = field(rec, "qa", list, path, sample_id)
+    questions = [_question(q, path, sample_id, j, quirks) for j, q in enumerate(qa)]
+    return Sample(History(id=sample_id, sessions=sessions, speakers=speakers), questions)
+
+
+def load_locomo_file(path: Path) -> Samples:
+    """Every conversation of a LoCoMo-format file, with quirk counts."""
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise DataError(path, f"expected a JSON list of conversations, got {type(data).__name__}")
+    quirks: Counter = Counter({k: 0 for k in QUIRKS})
+    samples = [_conversation(rec, path, i, quirks) for i, rec in enumerate(data)]
+    seen: set[str] = set()
+    for s in samples:
+        if s.history.id in seen:
+            raise DataError(path, "duplicate sample_id", record=s.history.id, field="sample_id")
+        seen.add(s.history.id)
+    return Samples(samples, source=str(path), quirks=quirks)
+
+
+def select(samples: Samples, conversations: Iterable[str] | None = None,
+           categories: Iterable[object] | None = None, limit: int | None = None) -> Samples:
+    """Subset by conversation id, category (ids or names) and questions per conversation."""
+    if isinstance(conversations, str):
+        conversations = [conversations]
+    out = list(samples)
+    if conversations:
+        wanted = [str(c) for c in conversations]
+        have = {s.history.id for s in out}
+        missing = [c for c in wanted if c not in have]
+        if missing:
+            raise DataError(samples.source, f"unknown conversation(s) {missing}; available: {sorted(have)}",
+                            field="dataset.conversations")
+        out = [s for s in out if s.history.id in set(wanted)]
+    cats = parse_categories(categories)
+    if cats is not None or limit:
+        if limit is not None and int(limit) < 0:
+            raise DataError(samples.source, f"must be >= 0, got {limit}", field="dataset.limit")
+        out = [Sample(s.history, [q for q in s.questions if cats is None or q.category in cats][: limit or None])
+               for s in out]
+    return samples.derive(out)
+
+
+def stats(samples: Samples) -> dict[str, Any]:
+    """Per-category counts and quirk counts (the README table)."""
+    from .stats import dataset_stats
+
+    return dataset_stats(samples)
+
+
+@register("dataset", "locomo", aliases=("locomo_sample",))
+def load_locomo(cfg: Any) -> Samples:
+    path = locate(cfg.get("path"), "locomo")
+    samples = load_locomo_file(path)
+    samples.log_quirks("locomo")
+    return select(samples, cfg.get("conversations"), cfg.get("categories"), cfg.get("limit"))
