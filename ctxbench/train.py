@@ -240,9 +240,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             with acc.accumulate(model), acc.autocast():
                 out = model(batch)
                 acc.backward(out.loss)
-                if acc.sync_gradients and t.max_grad_norm and not acc.distributed_type == "DEEPSPEED":
+                if acc.sync_gradients and t.max_grad_norm and acc.distributed_type != "DEEPSPEED":
                     grad_norm = acc.clip_grad_norm_(params, float(t.max_grad_norm))
                 optimizer.step()
+                if acc.sync_gradients and acc.distributed_type == "DEEPSPEED":  # DeepSpeed clips itself
+                    grad_norm = model.get_global_grad_norm()
                 optimizer.zero_grad(set_to_none=True)
             loss_sum += float(out.loss.detach())
             tokens += int(out.n_tokens)
