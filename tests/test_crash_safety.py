@@ -1,0 +1,59 @@
+"""kill -9 in the middle of real work, then rerun: nothing lost, nothing done twice, same results."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+
+
+def _losses(run: Path) -> dict[int, float]:
+    out = {}
+    for line in (run / "metrics.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if "loss" in rec:
+            assert rec["step"] not in out, f"step {rec['step']} logged twice"
+            out[rec["step"]] = rec["loss"]
+    return out
+
+
+def _start(args: list[str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ctxbench", *args], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def _kill_when(proc: subprocess.Popen, ready, timeout: float = 300) -> None:
+    t0 = time.time()
+    while not ready():
+        if proc.poll() is not None:
+            pytest.fail("the process finished before it could be killed; make the job longer")
+        if time.time() - t0 > timeout:
+            proc.kill()
+            pytest.fail("timed out waiting for the process to reach the kill point")
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def test_kill9_during_training_then_resume_matches(tmp_path):
+    args = ["train", "method=lm", "model=tiny", "trainer.max_steps=40", "trainer.save_every=4",
+            "trainer.progress=false", "method.lora.dropout=0.1", "method.seq_len=64"]
+    full = tmp_path / "full"
+    assert run_cli(*args, f"hydra.run.dir={full}").returncode == 0
+    killed = tmp_path / "killed"
+    proc = _start([*args, f"hydra.run.dir={killed}"])
+    _kill_when(proc, lambda: (killed / "checkpoints" / "step_0000012").exists())
+    assert not (killed / "train_summary.json").exists()
+    r = run_cli(*args, "trainer.resume=auto", f"hydra.run.dir={killed}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    a, b = _losses(full), _losses(killed)
+    assert sorted(b) == list(range(1, 41))
+    for step in range(1, 41):
+        assert b[step] == pytest.approx(a[step], abs=1e-6), step
