@@ -1,0 +1,356 @@
+"""The one evaluator: ``python -m ctxbench eval`` runs a system over a dataset, ``score`` scores a file.
+
+Every system (compression method or memory system) is judged here with the same prompts, metrics
+and cost accounting::
+
+    for each history:   system.ingest(history)            (once; skipped if all its questions are done)
+        for each question:  system.answer(question) → Prediction(text, usage)
+                            → one line appended to predictions.jsonl (flushed, fsynced)
+    at the end:         metrics per line → predictions.jsonl, results.json, results.md
+
+A rerun in the same run folder (``hydra.run.dir=DIR``) skips questions already in
+predictions.jsonl, so a killed run resumes without answering anything twice.
+"""
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from tqdm import tqdm
+
+from .data.errors import DataError
+from .metrics.aggregate import aggregate, metric_versions, score_records
+from .metrics.base import Metric, answer_text, build_metrics, canonical_name
+from .metrics.cost import aggregate_cost
+from .qa_prompts import postprocess
+from .results import (JsonlAppender, atomic_write_text, read_jsonl_tolerant, results_markdown, run_metadata,
+                      write_json, write_jsonl)
+from .types import Question, Sample, Usage
+
+DEFAULT_METRICS = ["f1", "f1_set", "bleu1", "rouge1", "rouge2", "rougeL"]
+PREDICTIONS, RESULTS_JSON, RESULTS_MD = "predictions.jsonl", "results.json", "results.md"
+
+
+# ---- run folder and common output ----------------------------------------------------------------
+
+def run_dir(cfg: Any) -> Path:
+    """Hydra's output folder for this job (``hydra.run.dir``), else ``cfg.run_dir``, else cwd."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            return Path(HydraConfig.get().runtime.output_dir)
+    except ImportError:  # pragma: no cover
+        pass
+    return Path(cfg.get("run_dir") or ".")
+
+
+def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric], cfg: Any, command: str,
+             with_cost: bool, extra: dict[str, Any] | None = None, progress: bool = True) -> dict[str, Any]:
+    """Score ``records``; write predictions.jsonl (with metric fields), results.json, results.md."""
+    names = [m.name for m in metrics]
+    scored = score_records(records, metrics, progress=progress)
+    results = aggregate(scored, names)
+    results["metrics"] = metric_versions(metrics)
+    if with_cost:
+        results["cost"] = aggregate_cost(records)
+    results.update(run_metadata(cfg, command, extra))
+    write_jsonl(out_dir / PREDICTIONS, scored)
+    write_json(out_dir / RESULTS_JSON, results)
+    ex = extra or {}
+    title = command + (f": {ex['system']}" if ex.get("system") else "")
+    title += f" on {ex['dataset']}" if ex.get("dataset") else ""
+    atomic_write_text(out_dir / RESULTS_MD, results_markdown(results, names, title=title))
+    return results
+
+
+def summary_line(results: dict[str, Any], names: list[str]) -> str:
+    ov = results["overall"]
+    parts = [f"n={ov['n']}"] + [f"{m}={ov[m]:.4f}" for m in names if ov.get(m) is not None]
+    return " ".join(parts)
+
+
+def _judge_llm(cfg: Any, llm: Any = None) -> Any:
+    names = [str(m) for m in (cfg.get("metrics") or DEFAULT_METRICS)]
+    if "llm_judge" not in names:
+        return None
+    from .registry import build
+
+    judge_cfg = cfg.get("judge_llm") or cfg.get("llm")
+    if judge_cfg is None:
+        raise DataError("metrics", "llm_judge needs a judge LLM: set judge_llm or llm", field="llm_judge")
+    if llm is not None and cfg.get("judge_llm") is None:
+        return llm
+    return build("llm", judge_cfg)
+
+
+# ---- score ---------------------------------------------------------------------------------------
+
+REQUIRED = ("id", "prediction", "answer", "category")
+
+
+def load_prediction_file(path: str | Path) -> list[dict[str, Any]]:
+    """Lines {id, prediction, answer, category, [category_name, adversarial_answer, question, ...]}.
+
+    Any problem is a :class:`DataError` naming the file, the line and the field.
+    """
+    import json
+
+    from .data.paths import resolve
+
+    p = resolve(path, what="predictions")
+    records = []
+    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"line {i}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(p, f"malformed JSON ({e.msg} at column {e.colno})", record=where) from None
+        if not isinstance(rec, dict):
+            raise DataError(p, f"expected a JSON object, got {type(rec).__name__}", record=where)
+        adversarial = "adversarial_answer" in rec and (
+            canonical_name(str(rec.get("category_name") or "")) == "adversarial" or str(rec.get("category")) == "5")
+        for key in REQUIRED:
+            if key not in rec and not (key == "answer" and adversarial):
+                raise DataError(p, "missing required field", record=where, field=key)
+        if isinstance(rec["id"], bool) or not isinstance(rec["id"], (str, int)):
+            raise DataError(p, f"must be a string or an integer, got {type(rec['id']).__name__}", record=where,
+                            field="id")
+        if not isinstance(rec["prediction"], (str, int, float)) or isinstance(rec["prediction"], bool):
+            raise DataError(p, f"must be a string, got {type(rec['prediction']).__name__}", record=where,
+                            field="prediction")
+        ans = rec.get("answer")
+        if ans is not None and not isinstance(ans, (str, int, float, list)) or isinstance(ans, bool):
+            raise DataError(p, f"must be a string, number or list, got {type(ans).__name__}", record=where,
+                            field="answer")
+        if isinstance(rec["category"], bool) or not isinstance(rec["category"], (str, int)):
+            raise DataError(p, f"must be an integer id or a name, got {type(rec['category']).__name__}",
+                            record=where, field="category")
+        rec["prediction"] = str(rec["prediction"])
+        records.append(rec)
+    if not records:
+        raise DataError(p, "no prediction lines")
+    return records
+
+
+def score_main(cfg: Any) -> dict[str, Any]:
+    """``python -m ctxbench score predictions=FILE.jsonl [metrics=[...]] hydra.run.dir=DIR``."""
+    if not cfg.get("predictions"):
+        raise DataError("score", "set predictions=FILE.jsonl", field="predictions")
+    records = load_prediction_file(cfg.predictions)
+    metrics = build_metrics([str(m) for m in (cfg.get("metrics") or DEFAULT_METRICS)], llm=_judge_llm(cfg))
+    out = run_dir(cfg)
+    results = finalize(out, records, metrics, cfg, "score", with_cost=False,
+                       extra={"predictions": str(cfg.predictions)}, progress=bool(cfg.get("progress", True)))
+    print(f"score: {summary_line(results, [m.name for m in metrics])} → {out}")
+    return results
+
+
+# ---- eval ----------------------------------------------------------------------------------------
+
+def _meter_phase(llm: Any, phase: str) -> tuple[int, int, int, int]:
+    if llm is None or not hasattr(llm, "meter"):
+        return (0, 0, 0, 0)
+    c = llm.meter.get(phase)
+    return (c.prompt_tokens, c.completion_tokens, c.calls, c.failures)
+
+
+def _delta(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(y - x for x, y in zip(a, b))
+
+
+def _construction_usage(system: Any) -> Usage | None:
+    cu = getattr(system, "construction_usage", None)
+    if callable(cu):
+        cu = cu()
+    return cu if isinstance(cu, Usage) else None
+
+
+def question_record(q: Question, history_id: str) -> dict[str, Any]:
+    rec: dict[str, Any] = {"id": q.id, "history_id": history_id, "question": q.question,
+                           "answer": answer_text(q.answer), "category": q.category,
+                           "category_name": q.category_name}
+    if q.adversarial_answer is not None:
+        rec["adversarial_answer"] = q.adversarial_answer
+    if q.evidence:
+        rec["evidence"] = list(q.evidence)
+    return rec
+
+
+def run_system(system: Any, samples: list[Sample], out_dir: str | Path, *, llm: Any = None,
+               limit: int | None = None, progress: bool = True,
+               rebuild: Callable[[], Any] | None = None) -> list[dict[str, Any]]:
+    """Answer every question (the first ``limit``), resuming from ``out_dir/predictions.jsonl``.
+
+    Returns the records of this dataset's questions, in dataset order. ``rebuild`` makes a fresh
+    system for each history when the system has no ``reset()``.
+    """
+    out_dir = Path(out_dir)
+    pred_path = out_dir / PREDICTIONS
+    existing, dropped = read_jsonl_tolerant(pred_path)
+    if dropped:
+        tqdm.write(f"eval: dropped a torn last line of {pred_path} (interrupted write); it will be re-answered")
+        write_jsonl(pred_path, existing)
+    done = {str(r["id"]): r for r in existing}
+
+    work: list[tuple[Sample, list[Question]]] = []
+    seen: set[str] = set()
+    budget = None if limit in (None, 0) else int(limit)
+    for s in samples:
+        qs = []
+        for q in s.questions:
+            if budget is not None and budget <= 0:
+                break
+            if q.id in seen:
+                raise DataError(s.history.id, "duplicate question id (ids must be unique across the dataset)",
+                                record=q.id, field="id")
+            seen.add(q.id)
+            qs.append(q)
+            if budget is not None:
+                budget -= 1
+        if qs:
+            work.append((s, qs))
+    order = [q.id for _, qs in work for q in qs]
+    pending_total = sum(1 for qid in order if qid not in done)
+
+    bar = tqdm(total=len(order), initial=len(order) - pending_total, desc="eval", unit="q",
+               disable=not progress, dynamic_ncols=True)
+    first = True
+    with JsonlAppender(pred_path) as out:
+        for sample, qs in work:
+            pending = [q for q in qs if q.id not in done]
+            if not pending:
+                continue
+            if hasattr(system, "reset"):
+                system.reset()
+            elif rebuild is not None and not first:
+                system = rebuild()
+            first = False
+            bar.set_postfix_str(f"ingest {sample.history.id}")
+            m0, t0 = _meter_phase(llm, "construction"), time.perf_counter()
+            system.ingest(sample.history)
+            ingest_s = time.perf_counter() - t0
+            meter_con = _delta(m0, _meter_phase(llm, "construction"))
+            construction: dict[str, Any] | None = None
+            bar.set_postfix_str(sample.history.id)
+            for q in pending:
+                a0, t1 = _meter_phase(llm, "answer"), time.perf_counter()
+                pred = system.answer(q)
+                answer_s = time.perf_counter() - t1
+                meter_ans = _delta(a0, _meter_phase(llm, "answer"))
+                usage = pred.usage if isinstance(pred.usage, Usage) else Usage.from_dict(dict(pred.usage or {}))
+                if usage.answer_calls == 0 and meter_ans[2] > 0:  # the system did not count; the meter did
+                    usage.answer_prompt_tokens, usage.answer_completion_tokens, usage.answer_calls = meter_ans[:3]
+                if meter_ans[3] and "failed_calls" not in usage.extra:
+                    usage.extra["failed_calls"] = meter_ans[3]
+                if construction is None:
+                    construction = _history_construction(system, usage, meter_con, ingest_s)
+                rec = question_record(q, sample.history.id)
+                rec.update(prediction=postprocess(q, pred.text), raw_prediction=pred.text,
+                           usage=usage.to_dict(), answer_seconds=round(answer_s, 4), construction=construction)
+                if pred.meta:
+                    rec["meta"] = {k: v for k, v in pred.meta.items() if k != "context"}
+                out.append(rec)
+                done[q.id] = rec
+                bar.update(1)
+    bar.close()
+    return [done[qid] for qid in order]
+
+
+def _history_construction(system: Any, usage: Usage, meter: tuple[int, ...], seconds: float) -> dict[str, Any]:
+    """What ingesting one history cost: the system's own count if it reports one, else the meter's."""
+    cu = _construction_usage(system) or usage
+    reported = (cu.construction_prompt_tokens, cu.construction_completion_tokens, cu.construction_calls)
+    tokens = reported if any(reported) else meter[:3]
+    return {"prompt_tokens": int(tokens[0]), "completion_tokens": int(tokens[1]), "calls": int(tokens[2]),
+            "failed_calls": int(meter[3]), "seconds": round(max(seconds, float(cu.ingest_seconds or 0.0)), 4),
+            "memory_items": int(usage.memory_items), "memory_tokens": int(usage.memory_tokens),
+            "kv_bytes": int(usage.kv_bytes)}
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:  # pragma: no cover
+        pass
+    import sys
+
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(seed)
+
+
+def build_system(cfg: Any, out_dir: Path) -> tuple[Any, Any, Callable[[], Any] | None, str]:
+    """(system, llm or None, rebuild factory or None, display name) from ``method=`` or ``memory=``."""
+    from .registry import build
+
+    if cfg.get("method"):
+        from .models.loading import load_model
+
+        bundle = load_model(cfg.model)
+        system = build("method", cfg.method, bundle=bundle)
+        if cfg.get("checkpoint"):
+            from .checkpoint import load_trained
+
+            load_trained(system, cfg.checkpoint)
+        if hasattr(system, "eval"):
+            system.eval()
+        return system, None, None, f"method={cfg.method.name}"
+    mem = cfg.get("memory")
+    if not mem:
+        raise DataError("eval", "choose a system: memory=NAME or method=NAME", field="memory")
+    llm = build("llm", cfg.llm)
+    embedder = None
+    if mem.get("needs_embedder", False):
+        if not cfg.get("embedder"):
+            raise DataError("eval", f"memory={mem.name} needs an embedder (embedder=minilm)", field="embedder")
+        embedder = build("embedder", cfg.embedder)
+
+    def make() -> Any:
+        return build("memory", mem, llm=llm, embedder=embedder, workdir=out_dir)
+
+    return make(), llm, make, f"memory={mem.name}"
+
+
+def main(cfg: Any) -> dict[str, Any]:
+    """``python -m ctxbench eval memory=NAME|method=NAME dataset=NAME [limit=N] [hydra.run.dir=DIR]``."""
+    from .registry import build
+
+    _seed_everything(int(cfg.get("seed", 0)))
+    out = run_dir(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    samples = build("dataset", cfg.dataset)
+    n_q = sum(len(s.questions) for s in samples)
+    if n_q == 0:
+        raise DataError(f"dataset={cfg.dataset.name}", "has no questions to answer (eval needs a QA dataset)")
+    system, llm, rebuild, name = build_system(cfg, out)
+    progress = bool(cfg.get("progress", True))
+    records = run_system(system, list(samples), out, llm=llm, limit=cfg.get("limit"), progress=progress,
+                         rebuild=rebuild)
+    metrics = build_metrics([str(m) for m in (cfg.get("metrics") or DEFAULT_METRICS)], llm=_judge_llm(cfg, llm))
+    extra = {"system": name, "dataset": str(cfg.dataset.name),
+             "llm": None if llm is None else {"backend": str(cfg.llm.name), "model": llm.model_name,
+                                              "context_window": llm.context_window,
+                                              "meter": llm.meter.snapshot(),
+                                              "truncated_calls": getattr(llm, "truncated_calls", None)}}
+    results = finalize(out, records, metrics, cfg, "eval", with_cost=True, extra=extra, progress=progress)
+    print(f"eval {name} on {cfg.dataset.name}: {summary_line(results, [m.name for m in metrics])} → {out}")
+    return results
+
+
+def evaluate_samples(system: Any, samples: list[Sample], out_dir: str | Path, *, cfg: Any = None,
+                     llm: Any = None, metrics: list[str] | None = None, limit: int | None = None,
+                     progress: bool = False, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run ``system`` on in-memory samples and write the three result files (no Hydra needed)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    records = run_system(system, samples, out, llm=llm, limit=limit, progress=progress)
+    ms = build_metrics(metrics or DEFAULT_METRICS, llm=llm)
+    return finalize(out, records, ms, cfg if cfg is not None else {}, "eval", with_cost=True,
+                    extra=extra or {"system": type(system).__name__}, progress=progress)

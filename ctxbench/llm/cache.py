@@ -1,0 +1,138 @@
+"""A SQLite call cache for any chat backend, so a rerun or a resumed crash repeats no calls.
+
+The key is a SHA-256 of (backend, model id, messages, max_new_tokens, temperature, json_mode).
+Only successful calls are stored. A cache hit returns the stored text and token counts (so the
+cost a system reports does not depend on the cache) with ``cached=True``, and is counted in the
+meter like any call. The file is ``llm.cache_path`` if set, else
+``$CTXBENCH_CACHE/llm_cache.sqlite`` (default ``~/.cache/ctxbench/llm_cache.sqlite``), shared by
+runs; ``llm.cache=false`` turns caching off. Safe across threads and processes (WAL, busy timeout).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .base import ChatResult, Message
+
+
+def default_cache_path() -> Path:
+    from ..models.loading import cache_dir
+
+    return cache_dir() / "llm_cache.sqlite"
+
+
+def cache_key(backend: str, model: str, messages: list[Message], **params: Any) -> str:
+    payload = json.dumps({"backend": backend, "model": model, "messages": messages, "params": params},
+                         sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class CallCache:
+    """key → (text, prompt_tokens, completion_tokens) in one SQLite table."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path).expanduser()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._conn() as c:
+            c.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, text TEXT NOT NULL, "
+                      "prompt_tokens INTEGER, completion_tokens INTEGER, created REAL)")
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=60)
+            conn.execute("PRAGMA journal_mode=WAL")
+            self._local.conn = conn
+        return conn
+
+    def get(self, key: str) -> tuple[str, int, int] | None:
+        row = self._conn().execute("SELECT text, prompt_tokens, completion_tokens FROM calls WHERE key=?",
+                                   (key,)).fetchone()
+        return None if row is None else (row[0], int(row[1]), int(row[2]))
+
+    def put(self, key: str, r: ChatResult) -> None:
+        with self._conn() as c:
+            c.execute("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?)",
+                      (key, r.text, r.prompt_tokens, r.completion_tokens, time.time()))
+
+    def __len__(self) -> int:
+        return int(self._conn().execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+
+
+class CachedLLM:
+    """Wraps a backend (``inner``); shares its meter, window and token counting."""
+
+    def __init__(self, inner: Any, path: str | Path, backend: str):
+        self.inner = inner
+        self.cache = CallCache(path)
+        self.backend = backend
+        self.meter = inner.meter
+
+    @property
+    def model_name(self) -> str:
+        return self.inner.model_name
+
+    @property
+    def context_window(self) -> int:
+        return self.inner.context_window
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def __getattr__(self, name: str) -> Any:  # tokenizer, model, ... of the inner backend
+        return getattr(self.inner, name)
+
+    def _key(self, messages: list[Message], max_new_tokens: int, temperature: float, json_mode: bool) -> str:
+        model_id = getattr(self.inner, "cache_id", self.inner.model_name)
+        return cache_key(self.backend, model_id, messages, max_new_tokens=max_new_tokens,
+                         temperature=float(temperature), json_mode=bool(json_mode))
+
+    def _hit(self, key: str, phase: str) -> ChatResult | None:
+        got = self.cache.get(key)
+        if got is None:
+            return None
+        r = ChatResult(text=got[0], prompt_tokens=got[1], completion_tokens=got[2], cached=True)
+        self.meter.add(phase, r)
+        return r
+
+    def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
+             phase: str = "answer", json_mode: bool = False) -> ChatResult:
+        key = self._key(messages, max_new_tokens, temperature, json_mode)
+        hit = self._hit(key, phase)
+        if hit is not None:
+            return hit
+        r = self.inner.chat(messages, max_new_tokens=max_new_tokens, temperature=temperature,
+                            phase=phase, json_mode=json_mode)
+        if not r.failed:
+            self.cache.put(key, r)
+        return r
+
+    def chat_batch(self, batch: list[list[Message]], *, max_new_tokens: int = 64, temperature: float = 0.0,
+                   phase: str = "answer", json_mode: bool = False) -> list[ChatResult]:
+        keys = [self._key(m, max_new_tokens, temperature, json_mode) for m in batch]
+        out: list[ChatResult | None] = [self._hit(k, phase) for k in keys]
+        todo = [i for i, r in enumerate(out) if r is None]
+        if todo:
+            kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, phase=phase, json_mode=json_mode)
+            if hasattr(self.inner, "chat_batch"):
+                fresh = self.inner.chat_batch([batch[i] for i in todo], **kw)
+            else:
+                fresh = [self.inner.chat(batch[i], **kw) for i in todo]
+            for i, r in zip(todo, fresh):
+                out[i] = r
+                if not r.failed:
+                    self.cache.put(keys[i], r)
+        return [r for r in out if r is not None]
+
+
+def maybe_cached(llm: Any, cfg: Any) -> Any:
+    """Wrap ``llm`` in the call cache unless ``cfg.cache`` is false."""
+    if not cfg.get("cache", True):
+        return llm
+    return CachedLLM(llm, cfg.get("cache_path") or default_cache_path(), backend=str(cfg.get("name")))

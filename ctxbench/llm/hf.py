@@ -1,0 +1,132 @@
+"""``llm=hf``: a local transformers chat model (default: the packaged SmolLM2-135M-Instruct).
+
+``llm.model`` names a model config (``conf/model/<name>.yaml``, e.g. ``smollm2_135m``, ``tiny``),
+or is a hub id / local folder loaded as ``model=hf``. Prompts go through the tokenizer's chat
+template; generation is greedy (``temperature=0``) or sampled, batched with left padding in
+``chat_batch``. Prompt and completion tokens are counted with the model's tokenizer. A prompt
+longer than ``context_window - max_new_tokens`` is cut from the left (its oldest tokens) and
+counted in ``truncated_calls``: systems should fit their prompts, this is the last guard.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..registry import register
+from .base import ChatResult, Message, UsageMeter
+from .cache import maybe_cached
+
+CONF_MODEL_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
+
+
+def model_config(spec: Any) -> Any:
+    """A model config from a name of conf/model/*.yaml, a hub id / folder, or a mapping."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(spec, (dict, DictConfig)):
+        return OmegaConf.create(dict(spec) if isinstance(spec, dict) else spec)
+    name = str(spec)
+    yaml = CONF_MODEL_DIR / f"{name}.yaml"
+    if yaml.exists():
+        return OmegaConf.load(yaml)
+    return OmegaConf.create({"name": "hf", "path": name})
+
+
+class HFChatLLM:
+    def __init__(self, cfg: Any, bundle: Any = None):
+        import torch
+
+        if bundle is None:
+            from ..models.loading import load_model
+
+            mcfg = model_config(cfg.get("model") or "smollm2_135m")
+            if cfg.get("dtype"):
+                mcfg.dtype = cfg.dtype
+            bundle = load_model(mcfg)
+        self.bundle = bundle
+        self.model = bundle.model.eval()
+        self.tokenizer = bundle.tokenizer
+        self.tokenizer.padding_side = "left"
+        self.model_name = str(bundle.name)
+        self.cache_id = f"{bundle.name}@{bundle.path}"
+        window = cfg.get("context_window") or getattr(self.model.config, "max_position_embeddings", 2048)
+        self._window = int(window)
+        self.batch_size = int(cfg.get("batch_size", 4))
+        self.meter = UsageMeter()
+        self.truncated_calls = 0
+        self._lock = threading.Lock()
+        self._torch = torch
+        eos = {self.tokenizer.eos_token_id}
+        im_end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        if isinstance(im_end, int) and im_end != self.tokenizer.unk_token_id:
+            eos.add(im_end)
+        self.eos_ids = sorted(i for i in eos if i is not None)
+
+    @property
+    def context_window(self) -> int:
+        return self._window
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def encode_chat(self, messages: list[Message]) -> list[int]:
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
+             phase: str = "answer", json_mode: bool = False) -> ChatResult:
+        return self.chat_batch([messages], max_new_tokens=max_new_tokens, temperature=temperature,
+                               phase=phase, json_mode=json_mode)[0]
+
+    def chat_batch(self, batch: list[list[Message]], *, max_new_tokens: int = 64, temperature: float = 0.0,
+                   phase: str = "answer", json_mode: bool = False) -> list[ChatResult]:
+        """Generate for many conversations, ``batch_size`` at a time (longest first)."""
+        encoded = [self._fit(self.encode_chat(m), max_new_tokens) for m in batch]
+        order = sorted(range(len(batch)), key=lambda i: -len(encoded[i]))
+        results: list[ChatResult | None] = [None] * len(batch)
+        for s in range(0, len(order), self.batch_size):
+            idx = order[s:s + self.batch_size]
+            for i, r in zip(idx, self._generate([encoded[i] for i in idx], max_new_tokens, temperature)):
+                results[i] = r
+                self.meter.add(phase, r)
+        return [r for r in results if r is not None]
+
+    def _fit(self, ids: list[int], max_new_tokens: int) -> list[int]:
+        budget = max(1, self._window - max_new_tokens)
+        if len(ids) > budget:
+            self.truncated_calls += 1
+            return ids[-budget:]
+        return ids
+
+    def _generate(self, seqs: list[list[int]], max_new_tokens: int, temperature: float) -> list[ChatResult]:
+        from transformers import GenerationConfig
+
+        torch = self._torch
+        width = max(len(s) for s in seqs)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], dtype=torch.long)
+        mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], dtype=torch.long)
+        sample = temperature > 0
+        gen = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=sample,
+                               temperature=temperature if sample else None, top_p=None, top_k=None,
+                               pad_token_id=pad, eos_token_id=self.eos_ids)
+        device = next(self.model.parameters()).device
+        with self._lock, torch.no_grad():
+            out = self.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
+                                      generation_config=gen)
+        results = []
+        for row, s in zip(out[:, width:].tolist(), seqs):
+            n = len(row)
+            for j, t in enumerate(row):
+                if t in self.eos_ids:
+                    n = j + 1
+                    break
+            text = self.tokenizer.decode(row[:n], skip_special_tokens=True)
+            results.append(ChatResult(text=text.strip(), prompt_tokens=len(s), completion_tokens=n))
+        return results
+
+
+@register("llm", "hf")
+def build_hf(cfg: Any, bundle: Any = None) -> Any:
+    return maybe_cached(HFChatLLM(cfg, bundle=bundle), cfg)

@@ -1,0 +1,87 @@
+"""Cost aggregation over prediction records written by the evaluator.
+
+Each record carries ``usage`` (the :class:`~ctxbench.types.Usage` of that answer, as counted by
+the system), ``history_id``, ``answer_seconds`` and ``construction`` (what ingesting its history
+cost: tokens, calls, seconds, memory footprint; identical for the questions of one history).
+Construction is amortised per question: a history's construction cost is divided by the number of
+its questions answered.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+COST_VERSION = "ctxbench-cost-1"
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear-interpolated percentile (numpy's default), ``q`` in [0, 100]."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _r(x: float | None, nd: int = 4) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(records)
+    if n == 0:
+        return {"version": COST_VERSION, "n_questions": 0}
+    histories: dict[str, dict[str, Any]] = {}
+    counts: dict[str, int] = {}
+    for r in records:
+        h = str(r.get("history_id", ""))
+        counts[h] = counts.get(h, 0) + 1
+        histories.setdefault(h, r.get("construction") or {})
+
+    def usage(r: dict[str, Any], key: str) -> float:
+        return float((r.get("usage") or {}).get(key, 0) or 0)
+
+    def csum(key: str) -> float:
+        return sum(float(c.get(key, 0) or 0) for c in histories.values())
+
+    ans_prompt = sum(usage(r, "answer_prompt_tokens") for r in records) / n
+    ans_comp = sum(usage(r, "answer_completion_tokens") for r in records) / n
+    ans_calls = sum(usage(r, "answer_calls") for r in records) / n
+    context = sum(usage(r, "context_tokens") for r in records) / n
+    con_prompt, con_comp = csum("prompt_tokens") / n, csum("completion_tokens") / n
+    con_calls = csum("calls") / n
+    answer_lat = [float(r.get("answer_seconds", 0.0)) for r in records]
+    ingest_lat = [float(c.get("seconds", 0.0)) for c in histories.values()]
+    nh = len(histories)
+    return {
+        "version": COST_VERSION,
+        "n_questions": n,
+        "n_histories": nh,
+        "tokens_per_question": {
+            "context": _r(context, 2),  # tokens (or slots) of history the answering model saw
+            "answer_prompt": _r(ans_prompt, 2),
+            "answer_completion": _r(ans_comp, 2),
+            "construction_prompt_amortised": _r(con_prompt, 2),
+            "construction_completion_amortised": _r(con_comp, 2),
+            "total": _r(ans_prompt + ans_comp + con_prompt + con_comp, 2),
+        },
+        "llm_calls_per_question": {
+            "answer": _r(ans_calls, 3), "construction_amortised": _r(con_calls, 3),
+            "total": _r(ans_calls + con_calls, 3)},
+        "llm_calls_total": {"answer": int(sum(usage(r, "answer_calls") for r in records)),
+                            "construction": int(csum("calls"))},
+        "failed_calls": int(sum(float((r.get("usage") or {}).get("extra", {}).get("failed_calls", 0) or 0)
+                                for r in records) + csum("failed_calls")),
+        "latency_s": {
+            "ingest": {"p50": _r(percentile(ingest_lat, 50)), "p95": _r(percentile(ingest_lat, 95)),
+                       "total": _r(sum(ingest_lat), 3), "n": nh},
+            "answer": {"p50": _r(percentile(answer_lat, 50)), "p95": _r(percentile(answer_lat, 95)),
+                       "mean": _r(sum(answer_lat) / n), "n": n},
+        },
+        "memory_per_history": {
+            "items": _r(csum("memory_items") / nh, 2),
+            "tokens": _r(csum("memory_tokens") / nh, 2),
+            "kv_bytes": _r(csum("kv_bytes") / nh, 1),
+        },
+    }

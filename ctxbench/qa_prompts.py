@@ -1,0 +1,154 @@
+"""The question-answering prompts every system uses, as the LoCoMo reference code writes them.
+
+From snap-research/locomo ``task_eval/evaluate_gpts.py`` (single-question mode, no system
+prompt — one user message):
+
+- the conversation is introduced by ``CONV_START_PROMPT`` and rendered session by session as
+  ``DATE: <date>\\nCONVERSATION:\\n<speaker> said, "<text>"\\n...`` (:func:`render_conversation`);
+- every question gets ``QA_PROMPT`` (short phrase, exact words from the context);
+- temporal questions (category 2) get the hint " Use DATE of CONVERSATION to answer with an
+  approximate date.";
+- adversarial questions (category 5) become a two-option choice between "Not mentioned in the
+  conversation" and the adversarial answer, asked with ``QA_PROMPT_CAT_5``; a reply of "a", "b",
+  "(a)" or "(b)" is mapped back to the option's text (:func:`postprocess`). The reference draws
+  the option order with ``random.random()``; here it is a stable hash of the question id, so
+  every system sees the same order and reruns are identical.
+
+Questions that are not LoCoMo's (PwC, Pile) use the plain form (context, then the question), and
+multiple-choice questions (DialSim) list their options. Systems that carry the context themselves
+(memory slots, compressed KV) use :func:`qa_instruction`, the same text without the context.
+"""
+from __future__ import annotations
+
+import hashlib
+
+from .metrics.base import NOT_MENTIONED, category_name
+from .types import History, Question
+
+# Verbatim from the reference (including its "wriiten").
+CONV_START_PROMPT = ("Below is a conversation between two people: {} and {}. The conversation takes place "
+                     "over multiple days and the date of each conversation is wriiten at the beginning of "
+                     "the conversation.\n\n")
+QA_PROMPT = ("\nBased on the above context, write an answer in the form of a short phrase for the following "
+             "question. Answer with exact words from the context whenever possible.\n\nQuestion: {} Short answer:\n")
+QA_PROMPT_CAT_5 = "\nBased on the above context, answer the following question.\n\nQuestion: {} Short answer:\n"
+TEMPORAL_HINT = " Use DATE of CONVERSATION to answer with an approximate date."
+ADVERSARIAL_FORM = " Select the correct answer: (a) {} (b) {}. "
+LOCOMO_NAMES = {"multi-hop", "temporal", "open-domain", "single-hop", "adversarial"}
+OPTION_LETTERS = "ABCDEFGHIJ"
+
+
+def prompt_style(question: Question) -> str:
+    """'locomo', 'choice' (options given) or 'plain'; ``question.meta['prompt_style']`` overrides."""
+    style = question.meta.get("prompt_style") if question.meta else None
+    if style:
+        return str(style)
+    if category_name(question) in LOCOMO_NAMES:
+        return "locomo"
+    return "choice" if question.options else "plain"
+
+
+def adversarial_options(question: Question) -> dict[str, str]:
+    """The two options {'a': ..., 'b': ...} in a stable order drawn from the question id ({} if no distractor)."""
+    wrong = question.adversarial_answer if question.adversarial_answer not in (None, "") else question.answer
+    wrong = str(wrong)
+    if not wrong.strip() or wrong == NOT_MENTIONED:
+        return {}
+    if hashlib.md5(question.id.encode()).digest()[0] < 128:
+        return {"a": NOT_MENTIONED, "b": wrong}
+    return {"a": wrong, "b": NOT_MENTIONED}
+
+
+def question_text(question: Question) -> str:
+    """The question as the model reads it (temporal hint, adversarial choice, options)."""
+    style = prompt_style(question)
+    if style == "locomo":
+        cat = category_name(question)
+        if cat == "temporal":
+            return question.question + TEMPORAL_HINT
+        if cat == "adversarial":
+            opts = adversarial_options(question)
+            if not opts:  # no distractor to offer: ask the question alone
+                return question.question
+            return question.question + ADVERSARIAL_FORM.format(opts["a"], opts["b"])
+        return question.question
+    if style == "choice" and question.options:
+        opts = " ".join(f"({OPTION_LETTERS[i]}) {o}" for i, o in enumerate(question.options))
+        return f"{question.question} Options: {opts}. Answer with one option."
+    return question.question
+
+
+def qa_instruction(question: Question) -> str:
+    """The question part of the prompt (no context): what follows the context."""
+    if prompt_style(question) != "locomo":
+        return "\n" + question_text(question) + "\n"
+    template = QA_PROMPT_CAT_5 if category_name(question) == "adversarial" else QA_PROMPT
+    return template.format(question_text(question))
+
+
+def conversation_intro(speakers: list[str]) -> str:
+    if len(speakers) >= 2:
+        return CONV_START_PROMPT.format(speakers[0], speakers[1])
+    return ""
+
+
+def render_turn(speaker: str, text: str) -> str:
+    return f'{speaker} said, "{text}"\n'
+
+
+def render_session_block(date: str, turn_lines: list[str]) -> str:
+    return f"DATE: {date}\nCONVERSATION:\n" + "".join(turn_lines)
+
+
+def render_conversation(history: History) -> str:
+    """The whole history the way the reference puts it in the prompt (documents: their text)."""
+    if not history.sessions:
+        return history.text
+    return "".join(render_session_block(s.date, [render_turn(t.speaker, t.text) for t in s.turns]) + "\n\n"
+                   for s in history.sessions)
+
+
+def qa_prompt(question: Question, context: str, speakers: list[str] | None = None) -> str:
+    """One user message: [conversation intro] + context + "\\n\\n" + question instruction."""
+    intro = conversation_intro(speakers or []) if context else ""
+    if not context:
+        return qa_instruction(question).lstrip("\n")
+    return intro + context + "\n\n" + qa_instruction(question)
+
+
+def qa_messages(question: Question, context: str, speakers: list[str] | None = None,
+                system: str | None = None) -> list[dict[str, str]]:
+    """Chat messages for :func:`qa_prompt`; no system message unless given (as the reference)."""
+    msgs = [{"role": "system", "content": system}] if system else []
+    return msgs + [{"role": "user", "content": qa_prompt(question, context, speakers)}]
+
+
+def memory_messages(context: str, question: Question | str) -> list[dict[str, str]]:
+    """Answer messages for a memory system: retrieved memories as the context, then the question.
+
+    Pass the :class:`Question` (not its text) so temporal and adversarial questions get their forms.
+    """
+    if isinstance(question, str):
+        question = Question(id="", question=question, answer="", category_name="single-hop")
+    return qa_messages(question, context)
+
+
+def postprocess(question: Question, text: str) -> str:
+    """Clean a raw reply: strip; map an adversarial 'a'/'(a)' reply to its option (reference rule)."""
+    pred = text.strip()
+    style = prompt_style(question)
+    low = pred.lower()
+    if style == "locomo" and category_name(question) == "adversarial":
+        opts = adversarial_options(question)
+        if not opts:
+            return pred
+        if len(low) == 1:
+            return opts["a"] if "a" in low else opts["b"]
+        if len(low) == 3:
+            return opts["a"] if "(a)" in low else opts["b"]
+        return pred
+    if style == "choice" and question.options:
+        letter = low.strip("().: ")
+        if len(letter) == 1 and letter.upper() in OPTION_LETTERS[:len(question.options)]:
+            return question.options[OPTION_LETTERS.index(letter.upper())]
+    return pred

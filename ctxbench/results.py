@@ -1,0 +1,173 @@
+"""Run outputs: atomic writes of results.json / results.md / predictions.jsonl, and run metadata.
+
+Metadata written with every result: the resolved config with secrets redacted
+(:func:`ctxbench.secrets.redact`; ``*_env`` keys only *name* a variable and are kept), the seed,
+the git commit (and whether tracked files were modified), the metric versions.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from .secrets import redact, redact_override
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write to a temp file in the same folder, fsync, rename over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> None:
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows))
+
+
+class JsonlAppender:
+    """Append one JSON line at a time, flushed and fsynced, so a crash loses at most one line."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = open(self.path, "a", encoding="utf-8")
+
+    def append(self, row: dict[str, Any]) -> None:
+        self._f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> "JsonlAppender":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def read_jsonl_tolerant(path: str | Path) -> tuple[list[dict[str, Any]], int]:
+    """Rows of a JSONL file the evaluator wrote; a torn last line (crash mid-write) is dropped.
+
+    Returns (rows, number of dropped lines). A malformed line that is not the last is an error.
+    """
+    path = Path(path)
+    if not path.exists():
+        return [], 0
+    lines = path.read_text(encoding="utf-8").splitlines()
+    rows, dropped = [], 0
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if i == len(lines):
+                dropped += 1
+                continue
+            from .data.errors import DataError
+
+            raise DataError(path, f"malformed JSON ({e.msg}); fix or delete the line to resume",
+                            record=f"line {i}") from None
+    return rows, dropped
+
+
+def plain_config(cfg: Any) -> Any:
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+
+        if isinstance(cfg, (DictConfig, ListConfig)):
+            return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+    except Exception:  # unresolvable interpolations: keep them unresolved
+        from omegaconf import OmegaConf
+
+        return OmegaConf.to_container(cfg, resolve=False)
+    return cfg
+
+
+def git_info() -> dict[str, Any]:
+    def run(*args: str) -> str | None:
+        try:
+            p = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return p.stdout.strip() if p.returncode == 0 else None
+
+    commit = run("rev-parse", "HEAD")
+    status = run("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def run_metadata(cfg: Any, command: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    plain = plain_config(cfg)
+    seed = plain.get("seed") if isinstance(plain, dict) else None
+    return {"command": command, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "argv": [redact_override(a) for a in sys.argv[1:]], "seed": seed, "git": git_info(),
+            "config": redact(plain), **(extra or {})}
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.1f}" if abs(v) >= 100 else f"{v:.4f}"
+    return str(v)
+
+
+def results_markdown(results: dict[str, Any], metric_names: list[str], title: str = "Results") -> str:
+    """A per-category table (rows: categories then overall; columns: n and each metric) and cost."""
+    lines = [f"# {title}", ""]
+    head = ["category", "id", "n", *metric_names]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, row in results["by_category"].items():
+        lines.append("| " + " | ".join([name, _fmt(row.get("id")), _fmt(row["n"]),
+                                        *(_fmt(row.get(m)) for m in metric_names)]) + " |")
+    ov = results["overall"]
+    lines.append("| " + " | ".join(["**overall**", "", _fmt(ov["n"]), *(_fmt(ov.get(m)) for m in metric_names)])
+                 + " |")
+    cost = results.get("cost")
+    if cost and cost.get("n_questions"):
+        tq, lat, mem = cost["tokens_per_question"], cost["latency_s"], cost["memory_per_history"]
+        lines += ["", "## Cost", "",
+                  "| measure | value |", "|---|---|",
+                  f"| questions / histories | {cost['n_questions']} / {cost['n_histories']} |",
+                  f"| context tokens per question | {_fmt(tq['context'])} |",
+                  f"| answer prompt + completion tokens per question | {_fmt(tq['answer_prompt'])} + "
+                  f"{_fmt(tq['answer_completion'])} |",
+                  f"| construction tokens per question (amortised) | "
+                  f"{_fmt(tq['construction_prompt_amortised'])} + {_fmt(tq['construction_completion_amortised'])} |",
+                  f"| total tokens per question | {_fmt(tq['total'])} |",
+                  f"| LLM calls per question (answer + construction) | {_fmt(cost['llm_calls_per_question']['total'])} |",
+                  f"| failed LLM calls | {cost['failed_calls']} |",
+                  f"| ingest latency p50 / p95 (s) | {_fmt(lat['ingest']['p50'])} / {_fmt(lat['ingest']['p95'])} |",
+                  f"| answer latency p50 / p95 (s) | {_fmt(lat['answer']['p50'])} / {_fmt(lat['answer']['p95'])} |",
+                  f"| memory per history: items / tokens / KV bytes | {_fmt(mem['items'])} / {_fmt(mem['tokens'])} / "
+                  f"{_fmt(mem['kv_bytes'])} |"]
+    versions = results.get("metrics", {})
+    if versions:
+        lines += ["", "## Metrics", ""] + [f"- `{k}` {v['version']}: {v['reference']}" for k, v in versions.items()]
+    git = results.get("git") or {}
+    lines += ["", f"git commit: {git.get('commit') or 'none'}{' (dirty)' if git.get('dirty') else ''}; "
+                  f"seed: {results.get('seed')}; created {results.get('created')}", ""]
+    return "\n".join(lines)
