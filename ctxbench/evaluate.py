@@ -181,22 +181,40 @@ def question_record(q: Question, history_id: str) -> dict[str, Any]:
     return rec
 
 
-def run_system(system: Any, samples: list[Sample], out_dir: str | Path, *, llm: Any = None,
-               limit: int | None = None, progress: bool = True,
-               rebuild: Callable[[], Any] | None = None) -> list[dict[str, Any]]:
-    """Answer every question (the first ``limit``), resuming from ``out_dir/predictions.jsonl``.
-
-    Returns the records of this dataset's questions, in dataset order. ``rebuild`` makes a fresh
-    system for each history when the system has no ``reset()``.
-    """
-    out_dir = Path(out_dir)
-    pred_path = out_dir / PREDICTIONS
+def _read_predictions(pred_path: Path) -> dict[str, dict[str, Any]]:
     existing, dropped = read_jsonl_tolerant(pred_path)
     if dropped:
         tqdm.write(f"eval: dropped a torn last line of {pred_path} (interrupted write); it will be re-answered")
         write_jsonl(pred_path, existing)
-    done = {str(r["id"]): r for r in existing}
+    return {str(r["id"]): r for r in existing}
 
+
+def _answered(out_dir: Path) -> dict[str, dict[str, Any]]:
+    """Every answer already written: the merged file and any per-rank shard files."""
+    done: dict[str, dict[str, Any]] = {}
+    for path in [out_dir / PREDICTIONS, *sorted(out_dir.glob(SHARD_GLOB))]:
+        done.update(_read_predictions(path))
+    return done
+
+
+SHARD_GLOB = "predictions.rank*.jsonl"
+
+
+def merge_shards(out_dir: Path, order: list[str]) -> list[dict[str, Any]]:
+    """Rank 0 after the barrier: one predictions.jsonl in dataset order, shard files removed."""
+    done = _answered(out_dir)
+    missing = [q for q in order if q not in done]
+    if missing:
+        raise RuntimeError(f"{len(missing)} questions have no prediction after merging shards (first: {missing[0]})")
+    rows = [done[q] for q in order]
+    write_jsonl(out_dir / PREDICTIONS, rows)
+    for f in out_dir.glob(SHARD_GLOB):
+        f.unlink()
+    return rows
+
+
+def plan(samples: list[Sample], limit: int | None) -> list[tuple[Sample, list[Question]]]:
+    """The histories and questions to answer: the first ``limit`` questions in dataset order."""
     work: list[tuple[Sample, list[Question]]] = []
     seen: set[str] = set()
     budget = None if limit in (None, 0) else int(limit)
@@ -214,6 +232,27 @@ def run_system(system: Any, samples: list[Sample], out_dir: str | Path, *, llm: 
                 budget -= 1
         if qs:
             work.append((s, qs))
+    return work
+
+
+def run_system(system: Any, samples: list[Sample], out_dir: str | Path, *, llm: Any = None,
+               limit: int | None = None, progress: bool = True,
+               rebuild: Callable[[], Any] | None = None,
+               shard: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+    """Answer every question (the first ``limit``), resuming from what ``out_dir`` already holds.
+
+    Returns the records of this dataset's questions, in dataset order. ``rebuild`` makes a fresh
+    system for each history when the system has no ``reset()``. With ``shard=(rank, world)`` this
+    process answers histories ``rank::world`` into ``predictions.rank<rank>.jsonl`` and returns
+    only those; :func:`merge_shards` joins them.
+    """
+    out_dir = Path(out_dir)
+    pred_path = out_dir / (PREDICTIONS if shard is None else f"predictions.rank{shard[0]}.jsonl")
+    done = _answered(out_dir)
+
+    work = plan(samples, limit)
+    if shard is not None:
+        work = work[shard[0]::shard[1]]
     order = [q.id for _, qs in work for q in qs]
     pending_total = sum(1 for qid in order if qid not in done)
 
@@ -318,6 +357,25 @@ def build_system(cfg: Any, out_dir: Path) -> tuple[Any, Any, Callable[[], Any] |
     return make(), llm, make, f"memory={mem.name}"
 
 
+def _distributed() -> tuple[int, int, Callable[[], None]] | None:
+    """(rank, world, barrier) under a multi-process launch, else None."""
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    import torch.distributed as td
+
+    if not td.is_initialized():
+        td.init_process_group(backend="nccl" if _cuda() else "gloo")
+    return td.get_rank(), td.get_world_size(), td.barrier
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def main(cfg: Any) -> dict[str, Any]:
     """``python -m ctxbench eval memory=NAME|method=NAME dataset=NAME [limit=N] [hydra.run.dir=DIR]``."""
     from .registry import build
@@ -331,8 +389,20 @@ def main(cfg: Any) -> dict[str, Any]:
         raise DataError(f"dataset={cfg.dataset.name}", "has no questions to answer (eval needs a QA dataset)")
     system, llm, rebuild, name = build_system(cfg, out)
     progress = bool(cfg.get("progress", True))
-    records = run_system(system, list(samples), out, llm=llm, limit=cfg.get("limit"), progress=progress,
-                         rebuild=rebuild)
+    dist = _distributed()
+    if dist is None:
+        records = run_system(system, list(samples), out, llm=llm, limit=cfg.get("limit"), progress=progress,
+                             rebuild=rebuild)
+    else:  # `accelerate launch -m ctxbench eval ...`: histories split across processes
+        rank, world, barrier = dist
+        run_system(system, list(samples), out, llm=llm, limit=cfg.get("limit"), progress=progress and rank == 0,
+                   rebuild=rebuild, shard=(rank, world))
+        barrier()
+        if rank != 0:
+            barrier()
+            return {}
+        order = [q.id for _, qs in plan(list(samples), cfg.get("limit")) for q in qs]
+        records = merge_shards(out, order)
     metrics = build_metrics([str(m) for m in (cfg.get("metrics") or DEFAULT_METRICS)], llm=_judge_llm(cfg, llm))
     extra = {"system": name, "dataset": str(cfg.dataset.name),
              "llm": None if llm is None else {"backend": str(cfg.llm.name), "model": llm.model_name,
@@ -340,6 +410,8 @@ def main(cfg: Any) -> dict[str, Any]:
                                               "meter": llm.meter.snapshot(),
                                               "truncated_calls": getattr(llm, "truncated_calls", None)}}
     results = finalize(out, records, metrics, cfg, "eval", with_cost=True, extra=extra, progress=progress)
+    if dist is not None:
+        dist[2]()
     print(f"eval {name} on {cfg.dataset.name}: {summary_line(results, [m.name for m in metrics])} → {out}")
     return results
 

@@ -61,3 +61,29 @@ def test_deepspeed_zero2_two_processes_match_one(tmp_path, single):
     assert "DEEPSPEED x2" in r.stdout + r.stderr
     assert losses(run) == pytest.approx(single, rel=1e-3)
     assert (run / "checkpoints").is_dir()
+
+
+EVAL = ["eval", "memory=full_context", "dataset=locomo_sample", "llm.model=tiny", "llm.cache=false",
+        "llm.context_window=384", "memory.max_new_tokens=6", "progress=false"]
+
+
+def test_two_process_eval_matches_one(tmp_path):
+    from conftest import run_cli
+
+    one = tmp_path / "one"
+    r = run_cli(*EVAL, f"hydra.run.dir={one}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    two = tmp_path / "two"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1"}
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
+           "-m", "ctxbench", *EVAL, f"hydra.run.dir={two}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    a = [json.loads(x) for x in (one / "predictions.jsonl").read_text().splitlines()]
+    b = [json.loads(x) for x in (two / "predictions.jsonl").read_text().splitlines()]
+    assert [x["id"] for x in a] == [x["id"] for x in b]
+    assert [x["prediction"] for x in a] == [x["prediction"] for x in b]
+    assert not list(two.glob("predictions.rank*.jsonl"))
+    ra, rb = (json.loads((d / "results.json").read_text()) for d in (one, two))
+    assert ra["overall"]["f1"] == rb["overall"]["f1"]
