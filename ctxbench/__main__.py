@@ -58,16 +58,40 @@ def run_command(command: str, argv: list[str]) -> None:
     mod_name, fn_name = COMMANDS[command]
 
     def task(cfg) -> None:
+        from .secrets import redact_override
+
+        _scrub_hydra_outputs()
+        sys.argv[:] = [redact_override(a) for a in sys.argv]  # wandb and others record argv
         fn = getattr(importlib.import_module(mod_name), fn_name)
         try:
             fn(cfg)
         except KnownErrors() as e:  # noqa: B030 - dynamic tuple
             _fail(_one_line(e))
+        except Exception:  # Hydra would print the overrides (keys included) with the traceback
+            import traceback
+
+            from .secrets import scrub_text
+
+            print(scrub_text(traceback.format_exc()), file=sys.stderr, end="")
+            raise SystemExit(1) from None
 
     task.__module__ = "ctxbench.__main__"
     app = hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=command)(task)
     sys.argv = [f"ctxbench {command}"] + _rank_safe(command, argv)
     app()
+
+
+def _scrub_hydra_outputs() -> None:
+    """Hydra saved the config and overrides already; take any secret back out of them."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        out = HydraConfig.get().runtime.output_dir
+    except Exception:
+        return
+    from .secrets import scrub_run_files
+
+    scrub_run_files(out)
 
 
 def _rank_safe(command: str, argv: list[str]) -> list[str]:
@@ -115,6 +139,8 @@ def main(argv: list[str] | None = None) -> None:
         while rest and len(pos) < 2 and "=" not in rest[0] and not rest[0].startswith("-"):
             pos.append(rest.pop(0))
         rest = [f"{k}={v}" for k, v in zip(("action", "name"), pos)] + rest
+    if command == "report":  # `report sweep=DIR`: conf/sweep/ is a config group, so the folder travels as sweep_dir
+        rest = ["sweep_dir=" + a.partition("=")[2] if a.startswith("sweep=") else a for a in rest]
     check_group_choices(rest)
     check_overrides(command, rest)
     quiet_cpu_warnings()

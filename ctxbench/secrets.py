@@ -11,16 +11,22 @@ import os
 import re
 from typing import Any
 
-SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|bearer)", re.I)
-SAFE_SUFFIX = re.compile(r"(_env|_var|_name|_tokens?_?count|max_new_tokens|tokens)$", re.I)
 REDACTED = "***"
 
 
 def is_secret_key(key: str) -> bool:
-    k = str(key)
-    if re.fullmatch(r"(pad|bos|eos|unk|sep|cls|mask|comp|mem)_token(_id)?", k, re.I):
+    """api_key, OPENAI_API_KEY, hf_token, password, secret ... but not api_key_env, max_new_tokens, pad_token."""
+    parts = [p for p in re.split(r"[_\-.]", str(key).lower()) if p]
+    if not parts or parts[-1] in ("env", "var", "name", "path", "file", "dir", "url"):
         return False
-    return bool(SECRET_KEY.search(k)) and not SAFE_SUFFIX.search(k) and "tokens" not in k.lower()
+    if {"password", "passwd", "secret", "authorization", "bearer", "apikey", "credentials"} & set(parts):
+        return True
+    if "api" in parts and parts[-1] == "key":
+        return True
+    return parts[-1] == "token" and parts[0] not in SPECIAL_TOKENS
+
+
+SPECIAL_TOKENS = {"pad", "bos", "eos", "unk", "sep", "cls", "mask", "comp", "mem", "ae", "lm", "ft"}
 
 
 def redact(obj: Any) -> Any:
@@ -45,3 +51,51 @@ def scrub_text(text: str) -> str:
 def redact_override(arg: str) -> str:
     key, sep, _ = arg.partition("=")
     return f"{key}={REDACTED}" if sep and is_secret_key(key.split(".")[-1]) else scrub_text(arg)
+
+
+def scrub_run_files(run_dir) -> int:
+    """Rewrite Hydra's saved ``.hydra/*.yaml`` and logs in a run folder without secrets.
+
+    Hydra writes the composed config and the command-line overrides before our code runs, so a key
+    given as ``+llm.api_key=...`` would otherwise land on disk. Returns the number of files changed.
+    """
+    from pathlib import Path
+
+    import yaml
+
+    changed = 0
+    run = Path(run_dir)
+    for f in list((run / ".hydra").glob("*.yaml")) + list(run.glob("*.log")):
+        try:
+            text = f.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        new = text
+        if f.suffix == ".yaml":
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError:
+                data = None
+            if isinstance(data, list):  # overrides.yaml
+                data = [redact_override(x) if isinstance(x, str) else x for x in data]
+                new = yaml.safe_dump(data, sort_keys=False)
+            elif isinstance(data, dict):
+                red = _redact_hydra(data)
+                if red != data:
+                    new = yaml.safe_dump(red, sort_keys=False)
+        new = scrub_text(new)
+        if new != text:
+            tmp = f.with_name(f.name + ".tmp")
+            tmp.write_text(new, encoding="utf-8")
+            tmp.replace(f)
+            changed += 1
+    return changed
+
+
+def _redact_hydra(obj):
+    """redact(), and also the override strings Hydra keeps inside hydra.yaml."""
+    if isinstance(obj, dict):
+        return {k: (REDACTED if is_secret_key(k) and v not in (None, "") else _redact_hydra(v)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact_override(v) if isinstance(v, str) and "=" in v else _redact_hydra(v) for v in obj]
+    return obj

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,7 @@ def start_wandb(cfg: DictConfig, run_dir: Path):
     from .secrets import redact
 
     id_file = run_dir / "wandb_id"
-    run_id = id_file.read_text().strip() if id_file.exists() else wandb.util.generate_id()
+    run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:12]
     id_file.write_text(run_id)
     mode = os.environ.get("WANDB_MODE") or cfg.logger.get("mode", "offline")
     return wandb.init(project=cfg.logger.get("project", "ctxbench"), entity=cfg.logger.get("entity"),
