@@ -1,0 +1,333 @@
+"""CCM — Compressed Context Memory (Kim et al., ICLR 2024, arXiv 2312.03414): ``method=ccm_concat``
+and ``method=ccm_merge``.
+
+The history arrives step by step (a LoCoMo session, a chunk of ``step_tokens`` of a document). After
+each step the model reads ``[memory][ctx_t][COMP_t]``; a conditional LoRA (:mod:`.ccm_lora`) active
+only at the ``n_tok`` trainable ``<COMP>`` tokens turns them into a compressed state, and only the
+COMP tokens' key/values are kept:
+
+- ``concat``: memory_t = [memory_{t-1}; KV(COMP_t)] (grows by ``n_tok`` slots per step and layer);
+- ``merge``:  memory_t = (1 - 1/t) memory_{t-1} + (1/t) KV(COMP_t) (stays ``n_tok`` slots).
+
+Training runs all steps in one forward (:mod:`.ccm_mask`: 4-D mask, "skip" position ids, merged
+memory columns) that is exactly the recurrent computation; the loss is on the continuation text
+of every step after the first (read from the compressed memory of the steps before) and on the
+answer of a QA target. Answering decodes from memory + question only (adapters off: the base
+model reads the compressed KV).
+
+Usage per answer: ``memory_items`` = ``context_tokens`` = memory slots (KV positions per layer),
+``kv_bytes`` = bytes of all layers' K and V, ``extra.kv_entries`` = slots × layers × kv-heads × 2;
+construction = the tokens fed while compressing (text + COMP) and one call per step.
+
+Positions follow the reference ("skip": text tokens count on across steps, COMP tokens do not
+advance the counter), so on a long history (a LoCoMo conversation is ~20k SmolLM2 tokens) positions
+grow past a small model's trained window, as in the reference.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..registry import register
+from ..types import History, Prediction, Question, Sample, Session, Usage
+from .base import MethodOutput, TrainableMethod
+from .ccm_lora import CompGate, install_gated_lora, lora_config
+from .ccm_mask import (Layout, ParallelState, build_layout, causal_with_past, collate_layouts, parallel_mask,
+                       use_ccm_attention)
+
+MODES = ("concat", "merge")
+
+
+@dataclass
+class Memory:
+    """Compressed context memory: per layer, keys/values ``[1, kv_heads, slots, head_dim]``."""
+
+    keys: list[torch.Tensor] = field(default_factory=list)
+    values: list[torch.Tensor] = field(default_factory=list)
+    n_steps: int = 0
+    text_pos: int = 0  # text tokens seen so far (the position counter; COMP tokens do not advance it)
+    tokens_seen: int = 0
+
+    @property
+    def slots(self) -> int:
+        return int(self.keys[0].shape[2]) if self.keys else 0
+
+    @property
+    def kv_entries(self) -> int:
+        """Key/value vectors held: slots × layers × kv-heads × 2."""
+        return sum(int(k.shape[1] * k.shape[2]) * 2 for k in self.keys)
+
+    @property
+    def kv_bytes(self) -> int:
+        return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in zip(self.keys, self.values))
+
+
+def _session_text(session: Session, intro: str = "", start_turn: int = 0) -> str:
+    from ..qa_prompts import render_session_block, render_turn
+
+    return intro + render_session_block(session.date, [render_turn(t.speaker, t.text) for t in session.turns[start_turn:]])
+
+
+def _session_number(session: Session, index: int) -> int:
+    m = re.search(r"(\d+)$", session.id or "")
+    return int(m.group(1)) if m else index + 1
+
+
+class CCM(TrainableMethod):
+    """One class for both modes; ``method.mode`` (or the registry name) picks concat / merge."""
+
+    def __init__(self, cfg: Any, bundle: Any):
+        super().__init__(cfg, bundle)
+        mode = str(cfg.get("mode") or str(cfg.get("name", "")).replace("ccm_", ""))
+        if mode not in MODES:
+            raise ValueError(f"method.mode must be one of {MODES}, got {mode!r}")
+        self.mode = mode
+        self.n_tok = int(cfg.get("n_tok", 8))
+        if self.n_tok < 1:
+            raise ValueError(f"method.n_tok must be >= 1, got {self.n_tok}")
+        self.model = bundle.model
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+        self.gate = CompGate()
+        self.pstate = ParallelState()
+        lc = lora_config(cfg)
+        self.lora_layers = install_gated_lora(self.model, self.gate, lc["targets"], lc["r"], lc["alpha"], lc["dropout"])
+        emb = self.model.get_input_embeddings().weight
+        gen = torch.Generator().manual_seed(int(cfg.get("seed", 0)))
+        # COMP embeddings start near the vocabulary mean, each a little different.
+        init = emb.detach().float().mean(0, keepdim=True) + emb.detach().float().std() * 0.1 * torch.randn(
+            self.n_tok, emb.shape[1], generator=gen)
+        self.comp_embeddings = nn.Parameter(init.to(emb.dtype).to(emb.device))
+        self.attn_implementation = use_ccm_attention(self.model, self.pstate)
+        self.memory = Memory()
+        self._speakers: list[str] = []
+        self._construction = Usage()
+
+    # ---- shared pieces ----------------------------------------------------------------------------
+    @property
+    def decoder(self) -> nn.Module:
+        return self.model.base_model
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _embed(self, ids: torch.Tensor, is_comp: torch.Tensor, comp_k: torch.Tensor) -> torch.Tensor:
+        emb = self.model.get_input_embeddings()(ids)
+        comp = self.comp_embeddings.to(emb.dtype)[comp_k.clamp(min=0)]
+        return torch.where(is_comp.unsqueeze(-1), comp, emb)
+
+    @property
+    def _placeholder(self) -> int:
+        return int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0)
+
+    def _dtype(self) -> torch.dtype:
+        return self.model.get_input_embeddings().weight.dtype
+
+    # ---- parallel training -----------------------------------------------------------------------
+    def parallel_hidden(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Last hidden states of the one-pass forward over all steps (``[B, L, H]``)."""
+        dtype = self._dtype()
+        mask, avg = parallel_mask(batch, self.mode, self.n_tok, dtype)
+        emb = self._embed(batch["input_ids"], batch["is_comp"], batch["comp_k"])
+        self.gate.set(batch["is_comp"])
+        self.pstate.avg = avg
+        # With gradient checkpointing the layers run again during backward: keep the gate and the
+        # merge matrix set until then (every other entry point sets its own state first).
+        keep = torch.is_grad_enabled() and self.training and self._checkpointing()
+        try:
+            out = self.decoder(inputs_embeds=emb, attention_mask=mask, position_ids=batch["position_ids"],
+                               use_cache=False)
+        finally:
+            if not keep:
+                self.clear_state()
+        return out.last_hidden_state
+
+    def _checkpointing(self) -> bool:
+        return any(getattr(mod, "gradient_checkpointing", False) is True for mod in self.model.modules())
+
+    def clear_state(self) -> None:
+        """No COMP gate, no merged columns: the model computes the plain base model."""
+        self.gate.set(None)
+        self.pstate.avg = None
+
+    def parallel_logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.model.get_output_embeddings()(self.parallel_hidden(batch))
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> MethodOutput:
+        h = self.parallel_hidden(batch)
+        labels = batch["labels"]
+        sel = labels != -100
+        n = int(sel.sum())
+        if n == 0:
+            return MethodOutput(loss=h.sum() * 0.0, n_tokens=0)
+        logits = self.model.get_output_embeddings()(h[sel]).float()
+        loss = nn.functional.cross_entropy(logits, labels[sel])
+        return MethodOutput(loss=loss, n_tokens=n, stats={"steps_per_example": float(batch["n_steps"].float().mean())})
+
+    def collate(self, examples: list[Layout]) -> dict[str, torch.Tensor]:
+        return collate_layouts(examples, self._placeholder)
+
+    # ---- training data ---------------------------------------------------------------------------
+    def layout(self, steps: list[list[int]], target: list[int] | None = None,
+               target_labels: list[int] | None = None, loss_steps_from: int | None = None) -> Layout:
+        lsf = int(self.cfg.get("loss_steps_from", 2)) if loss_steps_from is None else loss_steps_from
+        return build_layout(steps, self.n_tok, self._placeholder, target, target_labels, lsf)
+
+    def train_examples(self, samples: list[Sample]) -> list[Layout]:
+        """Text documents → chunk streams; session histories → session streams and QA targets."""
+        from .ccm_data import examples_from_samples
+
+        return examples_from_samples(self, samples)
+
+    def qa_target(self, question: Question, answer: str | None) -> tuple[list[int], list[int]]:
+        """Chat-formatted question (no labels) + answer tokens (labels), as ``answer`` decodes."""
+        prompt = self._question_ids(question)
+        if answer is None:
+            return prompt, [-100] * len(prompt)
+        eos = self.tokenizer.eos_token or ""
+        ans = self.encode(str(answer) + eos)
+        ids = prompt + ans
+        labels = [-100] * (len(prompt) - 1) + ans + [-100]
+        return ids, labels
+
+    def _question_ids(self, question: Question) -> list[int]:
+        from ..qa_prompts import qa_instruction
+
+        msgs = [{"role": "user", "content": qa_instruction(question).lstrip("\n")}]
+        tok = self.tokenizer
+        if getattr(tok, "chat_template", None):
+            text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        else:
+            text = msgs[0]["content"]
+        return self.encode(text)
+
+    # ---- recurrent compression (inference) ---------------------------------------------------------
+    def _cache(self, memory: Memory):
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        for i, (k, v) in enumerate(zip(memory.keys, memory.values)):
+            cache.update(k, v, i)
+        return cache
+
+    @torch.no_grad()
+    def compress_step(self, memory: Memory, tokens: list[int], return_logits: bool = False
+                      ) -> tuple[Memory, torch.Tensor | None]:
+        """Read ``[memory][tokens][COMP]`` and return the new memory (and the text tokens' logits)."""
+        n, L = self.n_tok, len(tokens)
+        dev, dtype = self.device, self._dtype()
+        ids = torch.tensor([list(tokens) + [self._placeholder] * n], device=dev)
+        is_comp = torch.tensor([[False] * L + [True] * n], device=dev)
+        comp_k = torch.tensor([[-1] * L + list(range(n))], device=dev)
+        pos = torch.arange(memory.text_pos, memory.text_pos + L + n, device=dev)[None]
+        cache = self._cache(memory)
+        mask = causal_with_past(L + n, memory.slots, dtype, dev)
+        self.clear_state()
+        self.gate.set(is_comp)
+        try:
+            out = self.decoder(inputs_embeds=self._embed(ids, is_comp, comp_k), attention_mask=mask, position_ids=pos,
+                               cache=cache, use_cache=True)
+        finally:
+            self.clear_state()
+        logits = self.model.get_output_embeddings()(out.last_hidden_state[:, :L]) if return_logits else None
+        t = memory.n_steps + 1
+        keys, values = [], []
+        for i, layer in enumerate(out.cache.layers):
+            k_new, v_new = layer.keys[:, :, -n:], layer.values[:, :, -n:]
+            if self.mode == "concat" or not memory.keys:
+                k = torch.cat([memory.keys[i], k_new], 2) if memory.keys else k_new
+                v = torch.cat([memory.values[i], v_new], 2) if memory.keys else v_new
+            else:  # running mean, a_t = 1/t
+                k = memory.keys[i] + (k_new - memory.keys[i]) / t
+                v = memory.values[i] + (v_new - memory.values[i]) / t
+            keys.append(k.contiguous())
+            values.append(v.contiguous())
+        new = Memory(keys, values, t, memory.text_pos + L, memory.tokens_seen + L + n)
+        return new, logits
+
+    @torch.no_grad()
+    def read(self, memory: Memory, tokens: list[int]) -> tuple[torch.Tensor, Any]:
+        """Logits of ``tokens`` read after ``memory`` (adapters off), and the cache after them."""
+        dev, L = self.device, len(tokens)
+        self.clear_state()
+        ids = torch.tensor([tokens], device=dev)
+        pos = torch.arange(memory.text_pos, memory.text_pos + L, device=dev)[None]
+        out = self.model(input_ids=ids, attention_mask=causal_with_past(L, memory.slots, self._dtype(), dev),
+                         position_ids=pos, cache=self._cache(memory), use_cache=True)
+        return out.logits, out.cache
+
+    def history_steps(self, history: History) -> list[list[int]]:
+        """Token lists of the history's steps: sessions (with date; long ones split), or chunks."""
+        size = int(self.cfg.get("step_tokens", 256))
+        cap = int(self.cfg.get("max_session_tokens") or 0)
+        if history.sessions:
+            steps = []
+            for s in history.sessions:
+                if not s.turns:
+                    continue
+                ids = self.encode(_session_text(s) + "\n")
+                steps.extend([ids[j:j + cap] for j in range(0, len(ids), cap)] if cap else [ids])
+            return steps
+        ids = self.encode(history.text)
+        return [ids[j:j + size] for j in range(0, len(ids), size)]
+
+    @torch.no_grad()
+    def ingest(self, history: History) -> None:
+        from tqdm.auto import tqdm
+
+        t0 = time.perf_counter()
+        self.eval()
+        steps = self.history_steps(history)
+        memory = Memory()
+        for toks in tqdm(steps, desc=f"ccm_{self.mode} ingest", disable=not self.cfg.get("progress", False)):
+            memory, _ = self.compress_step(memory, toks)
+        self.memory = memory
+        self._speakers = list(history.speakers)
+        self._construction = Usage(construction_prompt_tokens=memory.tokens_seen, construction_calls=len(steps),
+                                   ingest_seconds=time.perf_counter() - t0)
+
+    @torch.no_grad()
+    def generate(self, memory: Memory, prompt: list[int], max_new_tokens: int) -> list[int]:
+        """Greedy decoding from memory + prompt (adapters off)."""
+        tok = self.tokenizer
+        stops = {i for i in (tok.eos_token_id, tok.convert_tokens_to_ids("<|im_end|>")) if isinstance(i, int) and i >= 0}
+        logits, cache = self.read(memory, prompt)
+        dev, pos, out = self.device, memory.text_pos + len(prompt), []
+        for _ in range(max_new_tokens):
+            nxt = int(logits[0, -1].argmax())
+            if nxt in stops:
+                break
+            out.append(nxt)
+            past = cache.get_seq_length()
+            res = self.model(input_ids=torch.tensor([[nxt]], device=dev), position_ids=torch.tensor([[pos]], device=dev),
+                             attention_mask=causal_with_past(1, past, self._dtype(), dev), cache=cache,
+                             use_cache=True)
+            logits, cache, pos = res.logits, res.cache, pos + 1
+        return out
+
+    @torch.no_grad()
+    def answer(self, question: Question) -> Prediction:
+        from ..qa_prompts import postprocess
+
+        t0 = time.perf_counter()
+        self.eval()
+        prompt = self._question_ids(question)
+        new = self.generate(self.memory, prompt, int(self.cfg.get("max_new_tokens", 32)))
+        text = postprocess(question, self.tokenizer.decode(new, skip_special_tokens=True))
+        m, c = self.memory, self._construction
+        usage = Usage(construction_prompt_tokens=c.construction_prompt_tokens, construction_calls=c.construction_calls,
+                      ingest_seconds=c.ingest_seconds, answer_prompt_tokens=len(prompt),
+                      answer_completion_tokens=len(new), answer_calls=1, context_tokens=m.slots,
+                      memory_items=m.slots, memory_tokens=m.slots, kv_bytes=m.kv_bytes,
+                      answer_seconds=time.perf_counter() - t0,
+                      extra={"kv_entries": m.kv_entries, "steps": m.n_steps, "mode": self.mode})
+        return Prediction(text=text, usage=usage)
+
+
+register("method", "ccm_concat")(CCM)
+register("method", "ccm_merge")(CCM)

@@ -1,0 +1,199 @@
+"""CCM training examples (offline) and the paper's hub datasets (for users with the network).
+
+Offline sources, all laid out by :func:`ctxbench.methods.ccm_mask.build_layout`:
+
+- **text documents** (``dataset=text``, PwC contexts, Pile): token chunks of ``method.step_tokens``;
+  an example is ``method.train_steps`` consecutive chunks; the loss is on every chunk after the
+  first, read from the compressed memory of the chunks before it (the next-step continuation);
+  a document's questions (PwC) add examples: its chunks (at most ``max_qa_steps``) as steps, then
+  the question, loss on the answer;
+- **session histories** (LoCoMo): sessions as steps (rendered with their date, capped at
+  ``method.max_session_tokens``), windows of ``train_steps`` consecutive sessions; the loss is on
+  each next session's first turns;
+- **questions** with evidence: the sessions up to the last evidence session (at most
+  ``train_steps``; an evidence session starts two turns before its first evidence turn) as steps,
+  then the chat-formatted question as target, loss on the answer.
+
+Hub loaders (``dataset=text dataset.name=ccm_dailydialog`` etc., or a conf/dataset yaml with that
+name): DailyDialog (turns as steps, the last turn as output — the reference's dialogue setting),
+MetaICL (demonstrations as steps, the test input as question) and LaMP (profile items as steps).
+They need ``datasets.load_dataset`` to reach the hub and fail with a clear message offline.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..data.errors import DataError
+from ..registry import register
+from ..types import History, Question, Sample, Session, Turn
+from .ccm_mask import Layout
+
+
+def _evidence_turns(question: Question) -> list[tuple[int, int]]:
+    from ..data.locomo import parse_evidence_id
+
+    out: list[tuple[int, int]] = []
+    for e in question.evidence or []:
+        out.extend(parse_evidence_id(str(e)))
+    return out
+
+
+def _cap(ids: list[int], cap: int) -> list[int]:
+    return ids[:cap] if cap else ids
+
+
+def examples_from_samples(method: Any, samples: list[Sample]) -> list[Layout]:
+    """All training layouts for ``samples`` (see module docstring)."""
+    from .ccm import _session_number, _session_text
+
+    cfg = method.cfg
+    size = int(cfg.get("step_tokens", 128))
+    k = int(cfg.get("train_steps", 4))
+    cap = int(cfg.get("max_session_tokens") or 0)
+    use_sessions = bool(cfg.get("session_examples", True))
+    use_qa = bool(cfg.get("qa_examples", True))
+    limit = cfg.get("max_examples")
+    out: list[Layout] = []
+    for sample in samples:
+        h = sample.history
+        if not h.sessions:
+            ids = method.encode(h.text)
+            chunks = [ids[j:j + size] for j in range(0, len(ids), size)]
+            chunks = [c for c in chunks if len(c) > 1]
+            for j in range(0, len(chunks) - 1, k):  # windows of k chunks (the last may be shorter, >= 2)
+                win = chunks[j:j + k]
+                if len(win) >= 2:
+                    out.append(method.layout(win))
+            if use_qa and chunks:  # PwC-style: the whole document as steps, then question → answer
+                for q in sample.questions:
+                    ids_, labels = method.qa_target(q, q.answer)
+                    out.append(method.layout(chunks[-int(cfg.get("max_qa_steps", 16)):], ids_, labels,
+                                             loss_steps_from=len(chunks) + 2))
+            continue
+        sessions = [s for s in h.sessions if s.turns]
+
+        def render(s: Session, start_turn: int = 0) -> list[int]:
+            return _cap(method.encode(_session_text(s, "", start_turn) + "\n"), cap)
+
+        if use_sessions and len(sessions) >= 2:
+            rendered = [render(s) for s in sessions]
+            for j in range(0, max(1, len(rendered) - k + 1)):
+                win = rendered[j:j + k]
+                if len(win) >= 2:
+                    out.append(method.layout(win))
+        if not use_qa:
+            continue
+        by_num = {_session_number(s, i): (i, s) for i, s in enumerate(sessions)}
+        for q in sample.questions:
+            ev = _evidence_turns(q)
+            if ev:
+                last = max(s for s, _ in ev if s in by_num) if any(s in by_num for s, _ in ev) else None
+                if last is None:
+                    continue
+                idx = by_num[last][0]
+            elif q.meta.get("ccm_steps") == "all":
+                idx = len(sessions) - 1
+            else:
+                continue
+            lo = max(0, idx - k + 1)
+            steps = []
+            for i in range(lo, idx + 1):
+                s = sessions[i]
+                num = _session_number(s, i)
+                turn_nums = [t for sn, t in ev if sn == num]
+                start = 0
+                if turn_nums:
+                    ids_ = [tt.id for tt in s.turns]
+                    want = f"D{num}:{min(turn_nums)}"
+                    start = max(0, ids_.index(want) - 2) if want in ids_ else 0
+                steps.append(render(s, start))
+            if q.meta.get("ccm_target") == "continuation":
+                prompt = method.encode(q.question + "\n")
+                ans = method.encode(str(q.answer) + (method.tokenizer.eos_token or ""))
+                ids, labels = prompt + ans, [-100] * (len(prompt) - 1) + ans + [-100]
+            else:
+                ids, labels = method.qa_target(q, q.answer)
+            out.append(method.layout(steps, ids, labels, loss_steps_from=k + 2))  # loss on the answer only
+        if limit and len(out) >= int(limit):
+            break
+    return out[: int(limit)] if limit else out
+
+
+# ---- hub datasets of the paper (network needed) --------------------------------------------------
+
+def _load_hub(cfg: Any, default_id: str, split: str):
+    from omegaconf.errors import MissingMandatoryValue
+
+    try:
+        hub_id = cfg.get("hub_id") or default_id
+    except MissingMandatoryValue:
+        hub_id = ""
+    if os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise DataError(hub_id or cfg.get("name"), "needs the Hugging Face hub, but HF_DATASETS_OFFLINE / "
+                        "HF_HUB_OFFLINE is set; use dataset=locomo or dataset=text offline")
+    if not hub_id:
+        raise DataError(cfg.get("name"), "set dataset.hub_id to the hub dataset to read", field="hub_id")
+    import datasets
+
+    try:
+        return datasets.load_dataset(hub_id, cfg.get("subset"), split=split)
+    except Exception as e:  # noqa: BLE001 - report the hub failure with the dataset named
+        first = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+        raise DataError(hub_id, f"could not be loaded from the hub ({type(e).__name__}: {first})") from None
+
+
+def _rows(ds: Any, cfg: Any) -> list[dict]:
+    n = int(cfg.get("limit") or 1000)
+    return [ds[i] for i in range(min(n, len(ds)))]
+
+
+@register("dataset", "ccm_dailydialog")
+def load_dailydialog(cfg: Any) -> list[Sample]:
+    """DailyDialog: every turn but the last two is a step; the second-to-last is read raw and the
+    last is the output (as the reference's DialogueDataset)."""
+    ds = _load_hub(cfg, "li2017dailydialog/daily_dialog", cfg.get("split", "train"))
+    out = []
+    for i, row in enumerate(_rows(ds, cfg)):
+        turns = [str(t).strip() for t in row[cfg.get("field", "dialog")]]
+        if len(turns) < 3:
+            continue
+        speakers = ["A", "B"]
+        sessions = [Session(id=f"session_{j + 1}", turns=[Turn(speakers[j % 2], t)]) for j, t in enumerate(turns[:-2])]
+        q = Question(id=f"dd-{i}", question=f"{speakers[len(turns) % 2]}: {turns[-2]}", answer=f"{turns[-1]}",
+                     meta={"ccm_steps": "all", "ccm_target": "continuation"})
+        out.append(Sample(History(id=f"dd-{i}", sessions=sessions, speakers=speakers), [q]))
+    return out
+
+
+@register("dataset", "ccm_metaicl")
+def load_metaicl(cfg: Any) -> list[Sample]:
+    """MetaICL-style rows {demonstrations: [{input, output}], input, output} (field names configurable)."""
+    ds = _load_hub(cfg, "", cfg.get("split", "train"))
+    out = []
+    for i, row in enumerate(_rows(ds, cfg)):
+        demos = row[cfg.get("demos_field", "demonstrations")]
+        sessions = [Session(id=f"session_{j + 1}", turns=[Turn("Input", f"{d['input']}\nOutput: {d['output']}")])
+                    for j, d in enumerate(demos)]
+        q = Question(id=f"icl-{i}", question=f"Input: {row[cfg.get('input_field', 'input')]}\nOutput:",
+                     answer=str(row[cfg.get("output_field", "output")]),
+                     meta={"ccm_steps": "all", "ccm_target": "continuation"})
+        out.append(Sample(History(id=f"icl-{i}", sessions=sessions), [q]))
+    return out
+
+
+@register("dataset", "ccm_lamp")
+def load_lamp(cfg: Any) -> list[Sample]:
+    """LaMP rows {input, profile: [{...}], output}: profile items as steps, the input as question."""
+    ds = _load_hub(cfg, "", cfg.get("split", "train"))
+    out = []
+    for i, row in enumerate(_rows(ds, cfg)):
+        prof = row[cfg.get("profile_field", "profile")][: int(cfg.get("max_profile", 16))]
+        sessions = [Session(id=f"session_{j + 1}", turns=[Turn("Profile", " ".join(f"{k}: {v}" for k, v in p.items()
+                                                                                   if k != "id"))])
+                    for j, p in enumerate(prof)]
+        q = Question(id=str(row.get("id", i)), question=str(row[cfg.get("input_field", "input")]),
+                     answer=str(row[cfg.get("output_field", "output")]), meta={"ccm_steps": "all",
+                                                                              "ccm_target": "continuation"})
+        out.append(Sample(History(id=f"lamp-{i}", sessions=sessions), [q]))
+    return out
