@@ -1,0 +1,85 @@
+"""``python -m ctxbench bench [suite=all|NAME] [<suite>.<knob>=...]`` → bench.json + bench.md.
+
+Each suite is a module here registered with ``@register("bench", NAME)`` as ``run(cfg, ctx) ->
+dict`` (``rows``, ``columns`` for the markdown table, ``params``, ``notes``). The suites build their
+subjects from what is registered at run time; a method or system that is missing or cannot run is a
+row with ``status: skipped`` and the reason, and a suite that fails is recorded (``status: error``)
+without stopping the others. bench.json and bench.md are rewritten after every suite, so an
+interrupted run keeps what it measured. Ratios are always taken inside one run (the machine is
+shared and noisy) and timings are medians over repeats.
+"""
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+SUITES = ("train_step", "kv_memory", "memory_systems", "retrieval", "eval_throughput")
+
+
+def run_dir(cfg: Any) -> Path:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            return Path(HydraConfig.get().runtime.output_dir)
+    except ImportError:  # pragma: no cover
+        pass
+    return Path(cfg.get("run_dir") or "outputs/bench/run")
+
+
+def selected(cfg: Any) -> list[str]:
+    from ..registry import UnknownName, suggest
+
+    raw = cfg.get("suite", "all")
+    names = list(raw) if not isinstance(raw, str) else [s.strip() for s in str(raw).split(",") if s.strip()]
+    if names == ["all"]:
+        return list(SUITES)
+    for n in names:
+        if n not in SUITES:
+            raise UnknownName(f"unknown bench suite {n!r}.{suggest(n, list(SUITES) + ['all'])}")
+    return names
+
+
+def main(cfg: Any) -> dict[str, Any]:
+    """Run the selected suites; write bench.json and bench.md into the run folder."""
+    from ..registry import discover, get
+    from ..results import plain_config, write_json
+    from ..secrets import redact, redact_override
+    from .common import machine_info
+    from .report import markdown
+
+    suites = selected(cfg)
+    out = run_dir(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    discover()
+    doc: dict[str, Any] = {
+        "command": ("python -m ctxbench bench " + " ".join(redact_override(a) for a in sys.argv[1:])).strip(),
+        "machine": machine_info(), "config": redact(plain_config(cfg)), "suites": {}}
+    for name in suites:
+        print(f"bench: {name} ...", flush=True)
+        t0 = time.perf_counter()
+        try:
+            res = get("bench", name)(cfg.get(name) or {}, {"run_dir": out, "cfg": cfg})
+            res.setdefault("status", "ok")
+        except Exception as e:  # noqa: BLE001 - a failed suite is recorded, the others still run
+            from .common import Skip
+
+            if isinstance(e, Skip):
+                res = {"status": "skipped", "reason": str(e)}
+            else:
+                res = {"status": "error", "reason": f"{type(e).__name__}: {e}",
+                       "traceback": traceback.format_exc(limit=8)}
+        res["seconds"] = round(time.perf_counter() - t0, 2)
+        doc["suites"][name] = res
+        doc["machine"]["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        write_json(out / "bench.json", doc)
+        from ..results import atomic_write_text
+
+        atomic_write_text(out / "bench.md", markdown(doc))
+        print(f"bench: {name} {res['status']} in {res['seconds']:.1f}s"
+              + (f" ({res.get('reason')})" if res["status"] != "ok" else ""), flush=True)
+    print(f"bench: wrote {out / 'bench.json'} and {out / 'bench.md'}")
+    return doc
