@@ -1,0 +1,222 @@
+"""What every agent memory system shares: the build contract, resumable ingestion, usage counting.
+
+A system is built as ``cls(cfg, *, llm, embedder, workdir)``. :meth:`MemorySystem.ingest` turns a
+history into an ordered list of *steps* (a turn, a message pair, a day's summary ...) and applies
+them one by one; after each step the records, the system's state, the construction cost so far and
+the step counter are committed together to SQLite in ``workdir``. A rerun after a crash therefore
+continues after the last committed step without redoing LLM calls already applied.
+"""
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxbench.llm.base import ChatLLM
+from ctxbench.qa_prompts import memory_messages
+from ctxbench.types import History, Prediction, Question, Session, Usage
+
+from .stores.records import Record, RecordStore
+from .stores.structured import StructuredCaller
+from .stores.vector import VectorIndex
+
+_DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B, %Y", "%d %B %Y",
+                 "%B %d, %Y", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d", "%Y/%m/%d")
+EPOCH = datetime(2000, 1, 1)
+
+
+def parse_date(text: str, fallback: datetime | None = None) -> datetime:
+    """A session date as written by LoCoMo ("1:56 pm on 8 May, 2023") or ISO-like formats.
+
+    Unparseable or missing dates fall back to ``fallback`` (callers pass the previous session's
+    time + 1 day, so time still moves forward).
+    """
+    s = re.sub(r"\s+", " ", (text or "").strip())
+    s = re.sub(r"\b(am|pm)\b", lambda m: m.group(1).upper(), s, flags=re.I)
+    for fmt in _DATE_FORMATS:
+        try:
+            return datetime.strptime(s, fmt)
+        except ValueError:
+            continue
+    return fallback if fallback is not None else EPOCH
+
+
+def session_times(sessions: list[Session]) -> list[datetime]:
+    out: list[datetime] = []
+    for s in sessions:
+        prev = out[-1] + timedelta(days=1) if out else EPOCH
+        out.append(parse_date(s.date, prev))
+    return out
+
+
+def days_between(a: datetime, b: datetime) -> float:
+    return (b - a).total_seconds() / 86400.0
+
+
+class MemorySystem:
+    """Base class: subclasses define :meth:`steps`, :meth:`apply`, :meth:`retrieve`."""
+
+    name = "memory"
+    needs_embedder = True
+
+    def __init__(self, cfg: Any, *, llm: ChatLLM, embedder: Any = None, workdir: str | Path = ".") -> None:
+        self.cfg = cfg
+        self.llm = llm
+        self.embedder = embedder
+        if self.needs_embedder and embedder is None:
+            raise ValueError(f"memory={self.name}: needs an embedder (set embedder=minilm)")
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.store = RecordStore(self.workdir / f"{self.name}.sqlite")
+        self.counts: Counter = Counter()
+        self.call = StructuredCaller(llm, retries=int(cfg.get("json_retries", 1)), counts=self.counts)
+        self.k = int(cfg.get("k", 10))
+        self.hid: str | None = None
+        self.index: VectorIndex | None = None
+        self.ingest_seconds = 0.0
+        self.construction: dict[str, int] = {}
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Drop in-memory state; the next :meth:`ingest` loads or builds the history's store."""
+        self.hid = None
+        self.index = VectorIndex(self.embedder.dim, self.cfg.get("index", "flat")) if self.embedder else None
+        self.counts.clear()
+        self.ingest_seconds = 0.0
+        self.construction = {}
+
+    def limit(self, history: History) -> list[Session]:
+        """The sessions to ingest: the first ``max_sessions``, then the first ``max_turns`` turns."""
+        n = self.cfg.get("max_sessions")
+        sessions = history.sessions[: int(n)] if n else list(history.sessions)
+        left = self.cfg.get("max_turns")
+        if not left:
+            return sessions
+        out, left = [], int(left)
+        for s in sessions:
+            if left <= 0:
+                break
+            out.append(Session(s.id, s.turns[:left], s.date))
+            left -= len(out[-1].turns)
+        return out
+
+    def ingest(self, history: History) -> None:
+        self.reset()
+        self.hid = history.id
+        if self.cfg.get("rebuild", False):
+            self.store.clear(history.id)
+        self.load()
+        steps = self.steps(history)
+        done = self.store.progress(self.hid)
+        st = self.store.get_state(self.hid, "_cost", {})
+        self.construction = st.get("construction", {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0})
+        self.counts.update(st.get("counts", {}))
+        self.ingest_seconds = float(st.get("seconds", 0.0))
+        try:
+            from tqdm import tqdm
+            it = tqdm(range(done, len(steps)), desc=f"{self.name} ingest {history.id}", initial=done,
+                      total=len(steps), disable=len(steps) - done < 2 or not self.cfg.get("progress", True))
+        except ImportError:  # pragma: no cover
+            it = range(done, len(steps))
+        for i in it:
+            t0 = time.perf_counter()
+            before = self.llm.meter.get("construction")
+            b = (before.prompt_tokens, before.completion_tokens, before.calls)
+            self.apply(steps[i], i)
+            after = self.llm.meter.get("construction")
+            self.construction["prompt_tokens"] += after.prompt_tokens - b[0]
+            self.construction["completion_tokens"] += after.completion_tokens - b[1]
+            self.construction["calls"] += after.calls - b[2]
+            self.ingest_seconds += time.perf_counter() - t0
+            self.save_state()
+            self.store.set_state(self.hid, "_cost", {"construction": self.construction,
+                                                     "counts": dict(self.counts),
+                                                     "seconds": self.ingest_seconds})
+            self.store.set_progress(self.hid, i + 1)
+            self.store.commit()
+        self._memory_stats = self.memory_stats()
+
+    # ---- hooks ---------------------------------------------------------------------------------
+    def load(self) -> None:
+        """Rebuild in-memory indexes from the store (resume); default: live records with embeddings."""
+        recs = [r for r in self.store.records(self.hid) if r.emb is not None]
+        if recs and self.index is not None:
+            self.index.add([r.id for r in recs], np.stack([r.emb for r in recs]))
+
+    def save_state(self) -> None:
+        """Persist in-memory state that is not in records (called before each commit)."""
+
+    def steps(self, history: History) -> list[Any]:
+        raise NotImplementedError
+
+    def apply(self, step: Any, i: int) -> None:
+        raise NotImplementedError
+
+    def retrieve(self, question: Question) -> str:
+        raise NotImplementedError
+
+    def memory_stats(self) -> tuple[int, int]:
+        recs = self.store.records(self.hid)
+        return len(recs), sum(self.llm.count_tokens(r.text) for r in recs)
+
+    # ---- helpers -------------------------------------------------------------------------------
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self.embedder.encode(texts)
+
+    def add_record(self, kind: str, text: str, meta: dict | None = None, time_: str = "",
+                   index: bool = True, emb: np.ndarray | None = None) -> int:
+        if index and emb is None:
+            emb = self.embed([text])[0]
+        rid = self.store.add(self.hid, kind, text, meta, time_, emb)
+        if index and self.index is not None:
+            self.index.add([rid], emb[None, :])
+        return rid
+
+    def search(self, text: str, k: int, kinds: set[str] | None = None) -> list[tuple[Record, float]]:
+        if self.index is None or k <= 0:
+            return []
+        q = self.embed([text])[0]
+        allowed = None
+        if kinds is not None:
+            allowed = {r.id for r in self.store.records(self.hid) if r.kind in kinds}
+        return [(self.store.get(i), s) for i, s in self.index.search(q, k, allowed)]
+
+    # ---- answering -----------------------------------------------------------------------------
+    def answer_messages(self, context: str, question: Question) -> list[dict[str, str]]:
+        """The shared QA prompt (``ctxbench.qa_prompts``) with the retrieved memories as context."""
+        return memory_messages(context, question)
+
+    def answer(self, question: Question) -> Prediction:
+        if self.hid is None:
+            raise RuntimeError(f"memory={self.name}: answer() before ingest()")
+        t0 = time.perf_counter()
+        a = self.llm.meter.get("answer")
+        a0 = (a.prompt_tokens, a.completion_tokens, a.calls)
+        context = self.retrieve(question)
+        r = self.llm.chat(self.answer_messages(context, question),
+                          max_new_tokens=int(self.cfg.get("answer_max_tokens", 32)), temperature=0.0,
+                          phase="answer")
+        a = self.llm.meter.get("answer")
+        self.store.commit()  # recall side effects (MemoryBank strength) persist
+        items, mtoks = getattr(self, "_memory_stats", None) or self.memory_stats()
+        usage = Usage(
+            construction_prompt_tokens=self.construction.get("prompt_tokens", 0),
+            construction_completion_tokens=self.construction.get("completion_tokens", 0),
+            construction_calls=self.construction.get("calls", 0),
+            answer_prompt_tokens=a.prompt_tokens - a0[0], answer_completion_tokens=a.completion_tokens - a0[1],
+            answer_calls=a.calls - a0[2], context_tokens=self.llm.count_tokens(context),
+            memory_items=items, memory_tokens=mtoks, ingest_seconds=self.ingest_seconds,
+            answer_seconds=time.perf_counter() - t0, extra=dict(self.counts))
+        return Prediction(text=r.text.strip(), usage=usage,
+                          meta={"context": context, "prompt_version": self.prompt_version()})
+
+    def prompt_version(self) -> str:
+        return "none"
+
+    def close(self) -> None:
+        self.store.close()

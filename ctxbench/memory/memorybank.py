@@ -1,0 +1,156 @@
+"""MemoryBank (Zhong et al., 2024; zhongwanjun/MemoryBank-SiliconFriend).
+
+Memory: every turn as a timestamped record; per day an LLM event summary and a running user
+portrait; after the last day a global summary of the daily events. Forgetting follows the
+Ebbinghaus curve R = exp(−t/S): ``t`` is days since the memory was stored or last recalled,
+measured on the conversation's own dates; ``S`` (strength) starts at 1 and grows by 1 at each
+recall, which also resets ``t``. (The reference code computes exp(−t/5·S), i.e. exp(−t·S/5), which
+makes stronger memories fade *faster*; this follows the paper instead.)
+
+When a later day is ingested, the day's turns first recall their most similar stored turns
+(cosine ≥ ``recall_threshold``, top ``recall_k``), then turn memories with R < ``forget_threshold``
+are forgotten (soft-deleted, kept in the change history); summaries are never forgotten.
+Answering retrieves top-``k`` turn and event memories — a recall, so their S grows and t resets at
+the time of the last session — and shows them with the global summary and the portrait.
+"""
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from ctxbench.registry import register
+from ctxbench.types import History, Question, Session
+
+from .base import MemorySystem, days_between, session_times
+from .prompts import memorybank as P
+from .stores.records import Record
+
+
+def retention(days: float, strength: float) -> float:
+    """Ebbinghaus retention R = exp(−t/S), t in days."""
+    return math.exp(-max(days, 0.0) / strength)
+
+
+def render(session: Session) -> str:
+    return "\n".join(f"{t.speaker}: {t.text}" for t in session.turns)
+
+
+@register("memory", "memorybank")
+class MemoryBank(MemorySystem):
+    name = "memorybank"
+
+    def __init__(self, cfg: Any, **deps: Any) -> None:
+        super().__init__(cfg, **deps)
+        self.forget_threshold = float(cfg.get("forget_threshold", 0.01))
+        self.recall_k = int(cfg.get("recall_k", 3))
+        self.recall_threshold = float(cfg.get("recall_threshold", 0.6))
+        self.portrait_on = bool(cfg.get("portrait", True))
+        self.portrait, self.global_summary, self.now = "", "", ""
+
+    # ---- steps -------------------------------------------------------------------------------
+    def steps(self, history: History) -> list[tuple]:
+        """("day", [session idx]) for each conversation day, then ("global",)."""
+        self._sessions = self.limit(history)
+        self._times = session_times(self._sessions)
+        days: list[list[int]] = []
+        for i, t in enumerate(self._times):
+            if days and self._times[days[-1][0]].date() == t.date():
+                days[-1].append(i)
+            else:
+                days.append([i])
+        return [("day", d) for d in days] + [("global",)]
+
+    def load(self) -> None:
+        super().load()
+        st = self.store.get_state(self.hid, "mb", {})
+        self.portrait, self.global_summary = st.get("portrait", ""), st.get("global", "")
+        self.now = st.get("now", "")
+
+    def save_state(self) -> None:
+        self.store.set_state(self.hid, "mb", {"portrait": self.portrait, "global": self.global_summary,
+                                              "now": self.now})
+
+    def apply(self, step: tuple, i: int) -> None:
+        if step[0] == "global":
+            events = [r.text for r in self.store.records(self.hid, "event")]
+            if events:
+                r = self.llm.chat(P.global_messages(events), phase="construction",
+                                  max_new_tokens=int(self.cfg.get("summary_max_tokens", 128)))
+                self.global_summary = r.text.strip()
+            return
+        sessions = [self._sessions[j] for j in step[1]]
+        when = self._times[step[1][0]]
+        for s, t in zip(sessions, (self._times[j] for j in step[1])):
+            self.ingest_session(s, t)
+        date = when.strftime("%d %B %Y")
+        transcript = "\n".join(render(s) for s in sessions)
+        r = self.llm.chat(P.event_messages(date, transcript), phase="construction",
+                          max_new_tokens=int(self.cfg.get("summary_max_tokens", 128)))
+        if r.text.strip():
+            self.add_record("event", f"[{date}] {r.text.strip()}", {"day": date}, when.isoformat())
+        if self.portrait_on:
+            r = self.llm.chat(P.portrait_messages(self.portrait, date, transcript), phase="construction",
+                              max_new_tokens=int(self.cfg.get("portrait_max_tokens", 128)))
+            if r.text.strip():
+                self.portrait = r.text.strip()
+
+    def ingest_session(self, s: Session, when: datetime) -> None:
+        texts = [f"{t.speaker}: {t.text}" for t in s.turns]
+        embs = self.embed(texts) if texts else []
+        if self.recall_k > 0:
+            for e in embs:
+                for rid, sim in self.index.search(e, self.recall_k, self._turn_ids()):
+                    if sim >= self.recall_threshold:
+                        self.recall(self.store.get(rid), when)
+        self.forget(when)
+        for t, text, e in zip(s.turns, texts, embs):
+            self.add_record("turn", text, {"S": 1.0, "last": when.isoformat(), "turn": t.id, "date": s.date},
+                            when.isoformat(), emb=e)
+        self.now = when.isoformat()
+
+    # ---- forgetting curve ------------------------------------------------------------------------
+    def _turn_ids(self) -> set[int]:
+        return {r.id for r in self.store.records(self.hid, "turn")}
+
+    def recall(self, r: Record, when: datetime) -> None:
+        """A recall strengthens a memory: S += 1 and t restarts at ``when``."""
+        if r.meta.get("last") == when.isoformat() and r.meta.get("recalled_at") == when.isoformat():
+            return  # one recall per memory per moment
+        meta = {**r.meta, "S": float(r.meta.get("S", 1.0)) + 1.0, "last": when.isoformat(),
+                "recalled_at": when.isoformat()}
+        self.store.update(self.hid, r.id, meta=meta, op="RECALL")
+        self.counts["recalls"] += 1
+
+    def retention_of(self, r: Record, now: datetime) -> float:
+        return retention(days_between(datetime.fromisoformat(r.meta["last"]), now), float(r.meta.get("S", 1.0)))
+
+    def forget(self, now: datetime) -> None:
+        for r in self.store.records(self.hid, "turn"):
+            if self.retention_of(r, now) < self.forget_threshold:
+                self.store.delete(self.hid, r.id, op="FORGET")
+                self.index.remove([r.id])
+                self.counts["forgotten"] += 1
+
+    # ---- answering -------------------------------------------------------------------------------
+    def retrieve(self, question: Question) -> str:
+        hits = self.search(question.question, self.k, {"turn", "event"})
+        now = datetime.fromisoformat(self.now) if self.now else None
+        lines = []
+        for r, _ in hits:
+            if r.kind == "turn":
+                if now is not None:
+                    self.recall(r, now)
+                lines.append(f"[{r.meta.get('date', r.time)}] {r.text}")
+            else:
+                lines.append(r.text)
+        parts = []
+        if self.global_summary:
+            parts.append(f"Summary: {self.global_summary}")
+        if self.portrait:
+            parts.append(f"Portrait: {self.portrait}")
+        parts.append("Memories:\n" + "\n".join(lines))
+        return "\n\n".join(parts)
+
+    def prompt_version(self) -> str:
+        return P.VERSION

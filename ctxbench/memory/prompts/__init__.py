@@ -1,0 +1,1 @@
+"""Prompt modules, one per memory system, each with a ``VERSION`` string recorded in results."""

@@ -1,0 +1,158 @@
+"""Graph store for Mem0g: entities (nodes with an embedding) and relation edges that are never
+deleted — a contradicted edge is marked ``valid = false`` with the time it was invalidated.
+
+Backends (``memory.graph.backend``):
+
+- ``ladybug`` (default): LadybugDB, the maintained fork of Kùzu — embedded, on-disk, Cypher; the
+  embedded graph database mem0's graph memory supports (as ``kuzu``), so no server is needed.
+- ``neo4j``: the official ``neo4j`` driver against a server (``uri``, ``user``, ``password``);
+  the driver is imported only when this backend is chosen.
+
+Both speak the same Cypher; the graph of each history is kept apart by a ``hid`` property.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Node:
+    id: int
+    name: str
+    emb: np.ndarray
+
+
+@dataclass
+class Edge:
+    id: int
+    src: int
+    dst: int
+    src_name: str
+    relation: str
+    dst_name: str
+    valid: bool
+    created: str  # conversation time the edge was learnt
+    invalidated: str  # conversation time it was contradicted ("" while valid)
+    emb: np.ndarray | None = None
+
+    def text(self) -> str:
+        return f"{self.src_name} {self.relation} {self.dst_name}"
+
+
+class _CypherGraph:
+    """Shared logic; subclasses implement ``_run(query, params) -> list[list]``."""
+
+    def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        raise NotImplementedError
+
+    def _next_id(self, what: str) -> int:
+        q = ("MATCH (n:Entity) RETURN max(n.id)" if what == "node"
+             else "MATCH ()-[r:Rel]->() RETURN max(r.id)")
+        rows = self._run(q)
+        cur = rows[0][0] if rows and rows[0] and rows[0][0] is not None else 0
+        return int(cur) + 1
+
+    def add_node(self, hid: str, name: str, emb: np.ndarray) -> int:
+        nid = self._next_id("node")
+        self._run("CREATE (:Entity {id: $id, hid: $hid, name: $name, emb: $emb})",
+                  {"id": nid, "hid": hid, "name": name, "emb": json.dumps([float(x) for x in emb])})
+        return nid
+
+    def nodes(self, hid: str) -> list[Node]:
+        rows = self._run("MATCH (n:Entity) WHERE n.hid = $hid RETURN n.id, n.name, n.emb ORDER BY n.id",
+                         {"hid": hid})
+        return [Node(int(r[0]), r[1], np.asarray(json.loads(r[2]), dtype=np.float32)) for r in rows]
+
+    def add_edge(self, hid: str, src: int, relation: str, dst: int, created: str,
+                 emb: np.ndarray | None = None) -> int:
+        eid = self._next_id("edge")
+        self._run("MATCH (a:Entity), (b:Entity) WHERE a.id = $s AND b.id = $d "
+                  "CREATE (a)-[:Rel {id: $id, hid: $hid, relation: $rel, valid: true, created: $c, "
+                  "invalidated: '', emb: $emb}]->(b)",
+                  {"s": src, "d": dst, "id": eid, "hid": hid, "rel": relation, "c": created,
+                   "emb": "" if emb is None else json.dumps([float(x) for x in emb])})
+        return eid
+
+    def invalidate(self, eid: int, at: str) -> None:
+        self._run("MATCH ()-[r:Rel]->() WHERE r.id = $id SET r.valid = false, r.invalidated = $at",
+                  {"id": eid, "at": at})
+
+    def edges(self, hid: str, node_ids: list[int] | None = None, valid_only: bool = True) -> list[Edge]:
+        q = "MATCH (a:Entity)-[r:Rel]->(b:Entity) WHERE r.hid = $hid"
+        params: dict[str, Any] = {"hid": hid}
+        if valid_only:
+            q += " AND r.valid = true"
+        if node_ids is not None:
+            q += " AND (a.id IN $ids OR b.id IN $ids)"
+            params["ids"] = [int(i) for i in node_ids]
+        q += " RETURN r.id, a.id, b.id, a.name, r.relation, b.name, r.valid, r.created, r.invalidated, r.emb ORDER BY r.id"
+        out = []
+        for r in self._run(q, params):
+            emb = np.asarray(json.loads(r[9]), dtype=np.float32) if r[9] else None
+            out.append(Edge(int(r[0]), int(r[1]), int(r[2]), r[3], r[4], r[5], bool(r[6]), r[7], r[8], emb))
+        return out
+
+    def clear(self, hid: str) -> None:
+        self._run("MATCH (n:Entity) WHERE n.hid = $hid DETACH DELETE n", {"hid": hid})
+
+
+class LadybugGraph(_CypherGraph):
+    """Embedded on-disk graph (LadybugDB / Kùzu Cypher) at ``path``."""
+
+    def __init__(self, path: str | Path) -> None:
+        import ladybug
+
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.db = ladybug.Database(str(path))
+        self.conn = ladybug.Connection(self.db)
+        self.conn.execute("CREATE NODE TABLE IF NOT EXISTS Entity(id INT64, hid STRING, name STRING, "
+                          "emb STRING, PRIMARY KEY(id))")
+        self.conn.execute("CREATE REL TABLE IF NOT EXISTS Rel(FROM Entity TO Entity, id INT64, hid STRING, "
+                          "relation STRING, valid BOOLEAN, created STRING, invalidated STRING, emb STRING)")
+
+    def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        res = self.conn.execute(query, params or {})
+        rows = []
+        while res.has_next():
+            rows.append(res.get_next())
+        return rows
+
+    def close(self) -> None:
+        self.conn.close()
+        self.db.close()
+
+
+class Neo4jGraph(_CypherGraph):
+    """A Neo4j server through the official driver (``pip install neo4j``)."""
+
+    def __init__(self, uri: str, user: str, password: str, database: str | None = None) -> None:
+        try:
+            import neo4j
+        except ImportError as e:
+            raise RuntimeError("memory.graph.backend=neo4j needs the official driver: pip install neo4j") from e
+        self.driver = neo4j.GraphDatabase.driver(uri, auth=(user, password))
+        self.database = database
+        self._run("CREATE INDEX entity_id IF NOT EXISTS FOR (n:Entity) ON (n.id)")
+
+    def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        records, _, _ = self.driver.execute_query(query, params or {}, database_=self.database)
+        return [list(r.values()) for r in records]
+
+    def close(self) -> None:
+        self.driver.close()
+
+
+def open_graph(cfg: Any, workdir: Path) -> _CypherGraph:
+    """Build the backend named by ``cfg.backend`` (``ladybug`` or ``neo4j``)."""
+    backend = (cfg or {}).get("backend", "ladybug")
+    if backend == "ladybug":
+        return LadybugGraph(Path(workdir) / (cfg.get("path") or "graph.lbdb"))
+    if backend == "neo4j":
+        return Neo4jGraph(cfg.get("uri", "bolt://localhost:7687"), cfg.get("user", "neo4j"),
+                          cfg.get("password", ""), cfg.get("database"))
+    raise ValueError(f"memory.graph.backend: unknown backend {backend!r}; choose 'ladybug' or 'neo4j'")

@@ -1,0 +1,152 @@
+"""SQLite store of memory records, their change history, ingestion progress and per-history state.
+
+One file per system in the run folder. Every add / update / delete writes a row to ``changes``
+(old and new text and metadata), so what a memory system did to its store can be audited and
+tested. Work is committed per ingestion step together with the progress counter, which is what
+lets an interrupted evaluation resume exactly after the last applied step.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time as _time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, history_id TEXT NOT NULL, kind TEXT NOT NULL,
+  text TEXT NOT NULL, meta TEXT NOT NULL DEFAULT '{}', time TEXT NOT NULL DEFAULT '',
+  deleted INTEGER NOT NULL DEFAULT 0, emb BLOB);
+CREATE INDEX IF NOT EXISTS records_hk ON records(history_id, kind);
+CREATE TABLE IF NOT EXISTS changes (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, history_id TEXT NOT NULL, record_id INTEGER,
+  op TEXT NOT NULL, old TEXT, new TEXT, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS progress (
+  history_id TEXT NOT NULL, stage TEXT NOT NULL, done INTEGER NOT NULL,
+  PRIMARY KEY(history_id, stage));
+CREATE TABLE IF NOT EXISTS state (
+  history_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY(history_id, key));
+"""
+
+
+@dataclass
+class Record:
+    id: int
+    kind: str
+    text: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    time: str = ""
+    deleted: bool = False
+    emb: np.ndarray | None = None
+
+
+def _emb_blob(emb: np.ndarray | None) -> bytes | None:
+    return None if emb is None else np.asarray(emb, dtype=np.float32).tobytes()
+
+
+class RecordStore:
+    """Records of one system, partitioned by history id. Call :meth:`commit` after each step."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(str(self.path))
+        self.conn.executescript(SCHEMA)
+        self.conn.commit()
+
+    # ---- records -------------------------------------------------------------------------
+    def _row(self, r: tuple) -> Record:
+        emb = None if r[6] is None else np.frombuffer(r[6], dtype=np.float32).copy()
+        return Record(id=r[0], kind=r[1], text=r[2], meta=json.loads(r[3]), time=r[4],
+                      deleted=bool(r[5]), emb=emb)
+
+    def add(self, hid: str, kind: str, text: str, meta: dict | None = None, time: str = "",
+            emb: np.ndarray | None = None) -> int:
+        meta = meta or {}
+        cur = self.conn.execute(
+            "INSERT INTO records(history_id, kind, text, meta, time, emb) VALUES (?,?,?,?,?,?)",
+            (hid, kind, text, json.dumps(meta), time, _emb_blob(emb)))
+        rid = int(cur.lastrowid)
+        self._log(hid, rid, "ADD", None, {"text": text, "meta": meta, "kind": kind})
+        return rid
+
+    def get(self, rid: int) -> Record:
+        r = self.conn.execute("SELECT id, kind, text, meta, time, deleted, emb FROM records WHERE id=?",
+                              (rid,)).fetchone()
+        if r is None:
+            raise KeyError(f"{self.path}: no record with id {rid}")
+        return self._row(r)
+
+    def update(self, hid: str, rid: int, text: str | None = None, meta: dict | None = None,
+               emb: np.ndarray | None = None, op: str = "UPDATE") -> None:
+        old = self.get(rid)
+        new_text = old.text if text is None else text
+        new_meta = old.meta if meta is None else meta
+        self.conn.execute("UPDATE records SET text=?, meta=?, emb=COALESCE(?, emb) WHERE id=?",
+                          (new_text, json.dumps(new_meta), _emb_blob(emb), rid))
+        self._log(hid, rid, op, {"text": old.text, "meta": old.meta},
+                  {"text": new_text, "meta": new_meta})
+
+    def delete(self, hid: str, rid: int, op: str = "DELETE") -> None:
+        """Soft delete: the record stays (with its history) but is no longer live."""
+        old = self.get(rid)
+        self.conn.execute("UPDATE records SET deleted=1 WHERE id=?", (rid,))
+        self._log(hid, rid, op, {"text": old.text, "meta": old.meta}, None)
+
+    def records(self, hid: str, kind: str | None = None, include_deleted: bool = False) -> list[Record]:
+        q = "SELECT id, kind, text, meta, time, deleted, emb FROM records WHERE history_id=?"
+        args: list[Any] = [hid]
+        if kind is not None:
+            q += " AND kind=?"
+            args.append(kind)
+        if not include_deleted:
+            q += " AND deleted=0"
+        return [self._row(r) for r in self.conn.execute(q + " ORDER BY id", args)]
+
+    def changes(self, hid: str) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT record_id, op, old, new, at FROM changes WHERE history_id=? ORDER BY seq", (hid,))
+        return [{"record_id": r[0], "op": r[1], "old": json.loads(r[2]) if r[2] else None,
+                 "new": json.loads(r[3]) if r[3] else None, "at": r[4]} for r in rows]
+
+    def _log(self, hid: str, rid: int | None, op: str, old: Any, new: Any) -> None:
+        self.conn.execute("INSERT INTO changes(history_id, record_id, op, old, new, at) VALUES (?,?,?,?,?,?)",
+                          (hid, rid, op, None if old is None else json.dumps(old),
+                           None if new is None else json.dumps(new), _time.time()))
+
+    # ---- progress and state ----------------------------------------------------------------
+    def progress(self, hid: str, stage: str = "steps") -> int:
+        r = self.conn.execute("SELECT done FROM progress WHERE history_id=? AND stage=?", (hid, stage)).fetchone()
+        return int(r[0]) if r else 0
+
+    def set_progress(self, hid: str, done: int, stage: str = "steps") -> None:
+        self.conn.execute("INSERT OR REPLACE INTO progress(history_id, stage, done) VALUES (?,?,?)",
+                          (hid, stage, int(done)))
+
+    def get_state(self, hid: str, key: str, default: Any = None) -> Any:
+        r = self.conn.execute("SELECT value FROM state WHERE history_id=? AND key=?", (hid, key)).fetchone()
+        return json.loads(r[0]) if r else default
+
+    def set_state(self, hid: str, key: str, value: Any) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO state(history_id, key, value) VALUES (?,?,?)",
+                          (hid, key, json.dumps(value)))
+
+    def clear(self, hid: str) -> None:
+        """Forget everything about one history (a fresh rebuild)."""
+        for table in ("records", "changes", "progress", "state"):
+            self.conn.execute(f"DELETE FROM {table} WHERE history_id=?", (hid,))
+        self.conn.commit()
+
+    def commit(self) -> None:
+        self.conn.commit()
+
+    def rollback(self) -> None:
+        self.conn.rollback()
+
+    def close(self) -> None:
+        self.conn.close()

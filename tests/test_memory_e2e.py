@@ -1,0 +1,44 @@
+"""End to end through the CLI on LoCoMo conv-26 with the packaged SmolLM2-135M and MiniLM (slow).
+
+Run with ``pytest -m slow tests/test_memory_e2e.py``. The first 6 turns of history and 3 questions per
+system keep it to minutes on CPU; the README table uses 10 questions (commands there).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["rag", "memorybank", "mem0", "mem0g", "amem"])
+def test_eval_cli(name, tmp_path):
+    if not DATA.exists():
+        pytest.skip(f"no {DATA}")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", WANDB_MODE="disabled",
+               CTXBENCH_CACHE=os.environ.get("CTXBENCH_CACHE", str(tmp_path / "cache")))
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "ctxbench", "eval", f"memory={name}", "dataset=locomo",
+           f"dataset.path={DATA}", "dataset.conversations=[conv-26]", "dataset.limit=3",
+           "memory.max_turns=6", "memory.json_retries=0", "progress=false", f"hydra.run.dir={out}"]
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    assert p.returncode == 0, p.stderr[-3000:]
+    preds = [json.loads(l) for l in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(preds) == 3
+    u = preds[0]["usage"]
+    assert u["answer_calls"] == 1
+    # an empty memory only when the model's construction output failed validation, and was counted
+    assert u["memory_items"] > 0 or u["extra"].get("json_failures", 0) > 0
+    if name != "rag":
+        assert preds[0]["construction"]["calls"] > 0
+    assert (out / "results.json").exists() and (out / f"{name}.sqlite").exists()
+    # a rerun in the same folder repeats nothing: all answered, memory resumed
+    p2 = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p2.returncode == 0, p2.stderr[-3000:]

@@ -1,0 +1,104 @@
+"""Stores: faiss index (exact and HNSW), SQLite records with change history, structured output
+parsing (retry, counted failure, placeholder rejection), LadybugDB graph keeps invalidated edges."""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from ctxbench.memory.stores.graph import LadybugGraph, open_graph
+from ctxbench.memory.stores.records import RecordStore
+from ctxbench.memory.stores.structured import SchemaError, StructuredCaller, extract_json, parse
+from ctxbench.memory.stores.vector import VectorIndex
+
+from memory_scripted import ScriptedLLM
+
+
+def unit(rows):
+    rows = np.asarray(rows, dtype=np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_vector_index_top_k_and_remove(kind):
+    rng = np.random.default_rng(1)
+    vecs = unit(rng.normal(size=(50, 16)))
+    idx = VectorIndex(16, kind)
+    idx.add(list(range(100, 150)), vecs)
+    q = vecs[7]
+    want = list(np.argsort(-(vecs @ q))[:5] + 100)
+    assert [i for i, _ in idx.search(q, 5)] == want
+    idx.remove([107])
+    assert 107 not in [i for i, _ in idx.search(q, 5)] and len(idx) == 49
+    assert [i for i, _ in idx.search(q, 3, allowed={120, 130})] == sorted({120, 130}, key=lambda i: -(vecs[i - 100] @ q))
+
+
+def test_records_history_and_progress(tmp_path):
+    st = RecordStore(tmp_path / "r.sqlite")
+    a = st.add("h", "fact", "x likes tea", {"s": 1}, "t0", np.ones(3))
+    st.update("h", a, text="x likes green tea")
+    st.delete("h", a)
+    st.set_progress("h", 4)
+    st.set_state("h", "summary", {"v": 1})
+    st.commit()
+    st2 = RecordStore(tmp_path / "r.sqlite")
+    assert st2.records("h") == [] and st2.records("h", include_deleted=True)[0].text == "x likes green tea"
+    assert [c["op"] for c in st2.changes("h")] == ["ADD", "UPDATE", "DELETE"]
+    assert st2.changes("h")[1]["old"]["text"] == "x likes tea"
+    assert st2.progress("h") == 4 and st2.get_state("h", "summary") == {"v": 1}
+    assert np.allclose(st2.get(a).emb, 1.0)
+    b = st2.add("h", "fact", "uncommitted")
+    st2.rollback()
+    with pytest.raises(KeyError, match="no record"):
+        st2.get(b)
+
+
+def test_extract_and_validate():
+    assert extract_json('Sure! ```json\n{"facts": ["a"]}\n``` done') == {"facts": ["a"]}
+    assert parse('["a", "b"]', {"facts": [str]}) == {"facts": ["a", "b"]}  # bare list wrapped
+    assert parse('{"event": "update", "id": 3}', {"event": ("ADD", "UPDATE"), "id?": str}) == {"event": "UPDATE", "id": "3"}
+    with pytest.raises(SchemaError, match="placeholder"):
+        parse('{"facts": ["<fact>"]}', {"facts": [str]})
+    with pytest.raises(SchemaError, match="missing key 'event'"):
+        parse('{"id": "1"}', {"event": ("ADD",), "id?": str})
+    with pytest.raises(SchemaError, match="no JSON"):
+        extract_json("nothing here")
+
+
+def test_retry_then_counted_failure():
+    replies = iter(["not json", '{"facts": ["ok"]}', "still not", "nope"])
+    llm = ScriptedLLM(lambda m, p: next(replies))
+    counts = Counter()
+    call = StructuredCaller(llm, retries=1, counts=counts)
+    assert call([{"role": "user", "content": "go"}], {"facts": [str]}) == {"facts": ["ok"]}
+    assert "Invalid" in llm.calls[1][1][-1]["content"]  # the retry tells the model what was wrong
+    assert call([{"role": "user", "content": "go"}], {"facts": [str]}) is None  # never raises
+    assert counts == Counter(json_calls=4, json_retries=2, json_failures=1)
+    assert llm.meter.get("construction").calls == 4
+
+
+def test_ladybug_graph_invalidation_kept(tmp_path):
+    g = open_graph({"backend": "ladybug"}, tmp_path)
+    assert isinstance(g, LadybugGraph)
+    a, b, c = (g.add_node("h", n, np.ones(3)) for n in ("alice", "google", "meta"))
+    e1 = g.add_edge("h", a, "works_at", b, "2023-03-01", np.ones(3))
+    g.add_edge("h", a, "works_at", c, "2023-06-09")
+    g.add_node("other", "alice", np.ones(3))
+    g.invalidate(e1, "2023-06-09")
+    assert [e.dst_name for e in g.edges("h")] == ["meta"]
+    old = [e for e in g.edges("h", valid_only=False) if e.id == e1][0]
+    assert not old.valid and old.invalidated == "2023-06-09" and old.created == "2023-03-01"
+    assert len(g.nodes("h")) == 3 and len(g.nodes("other")) == 1
+    assert g.edges("h", [c])[0].src_name == "alice"
+    g.close()
+
+
+def test_neo4j_backend_needs_driver(tmp_path):
+    try:
+        import neo4j  # noqa: F401
+    except ImportError:
+        with pytest.raises(RuntimeError, match="pip install neo4j"):
+            open_graph({"backend": "neo4j"}, tmp_path)
+    with pytest.raises(ValueError, match="unknown backend"):
+        open_graph({"backend": "nope"}, tmp_path)
