@@ -1,0 +1,356 @@
+"""MemGPT (Packer et al., 2023, arXiv 2310.08560; letta-ai/letta's original ``memgpt`` code):
+virtual context management for a model with a small window.
+
+Main context = system instructions + a *working context* the model edits itself + a FIFO queue of
+recent messages (sized in tokens with the llm's tokenizer), headed by a recursive summary. While the
+history is ingested, every message goes to *recall storage* (all messages, SQLite FTS5 keyword
+search) and into the FIFO; when the FIFO exceeds ``fifo_tokens`` the queue manager flushes it:
+the oldest messages are evicted until ``evict_frac`` of the budget is free, a new summary is
+written from the previous summary plus the evicted messages (one LLM call, construction phase),
+and the evicted messages are written to *archival storage* (embedded, faiss vector search).
+
+Answering pages: the model replies with one JSON function call per step —
+``archival_memory_search``, ``conversation_search``, ``core_memory_append``,
+``core_memory_replace`` or ``send_message`` (the answer) — for up to ``max_steps`` steps. Invalid
+calls (no JSON, unknown function, missing arguments) are counted and answered with an error; if no
+``send_message`` comes, a best-effort answer is asked with the shared QA prompt over what the
+model saw (working context, summary, search results, FIFO). Every call is counted per phase.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+from ctxbench.qa_prompts import memory_messages, question_text
+from ctxbench.registry import register
+from ctxbench.types import History, Prediction, Question, Session, Usage
+
+from .base import MemorySystem
+from .prompts import memgpt as P
+from .stores.structured import SchemaError, extract_json
+
+FUNCTIONS: dict[str, tuple[str, ...]] = {  # name -> required string arguments
+    "archival_memory_search": ("query",),
+    "conversation_search": ("query",),
+    "core_memory_append": ("content",),
+    "core_memory_replace": ("old_content", "new_content"),
+    "send_message": ("message",),
+}
+FTS_TABLE = "memgpt_recall"
+
+
+class CallError(ValueError):
+    """An invalid function call from the model (counted, reported back to it)."""
+
+
+def parse_call(text: str) -> tuple[str, dict[str, Any]]:
+    """(function name, arguments) from a reply like ``{"function": "f", "args": {...}}``.
+
+    Accepts ``params``/``arguments`` for ``args`` and arguments flattened next to ``function``
+    (small models do both); raises :class:`CallError` naming what is wrong.
+    """
+    try:
+        obj = extract_json(text)
+    except SchemaError as e:
+        obj = python_call(text)
+        if obj is None:
+            raise CallError(str(e)) from None
+    if not isinstance(obj, dict):
+        raise CallError("expected a JSON object with keys 'function' and 'args'")
+    name = obj.get("function") or obj.get("name") or obj.get("tool")
+    if not isinstance(name, str) or name.strip() not in FUNCTIONS:
+        raise CallError(f"unknown function {name!r}; choose one of {', '.join(FUNCTIONS)}")
+    name = name.strip()
+    args = obj.get("args", obj.get("params", obj.get("arguments")))
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError:
+            args = None
+    if not isinstance(args, dict):
+        args = {k: v for k, v in obj.items() if k not in ("function", "name", "tool", "args", "params", "arguments")}
+    out: dict[str, Any] = {}
+    for key in FUNCTIONS[name]:
+        v = args.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = str(v)
+        if not isinstance(v, str) or not v.strip() or re.fullmatch(r"\s*<[^<>]{1,40}>\s*", v):
+            raise CallError(f"{name}: missing argument {key!r} (a non-empty string)")
+        out[key] = v.strip()
+    page = args.get("page", 0)
+    out["page"] = max(int(page), 0) if isinstance(page, int) or (isinstance(page, str) and page.isdigit()) else 0
+    return name, out
+
+
+def python_call(text: str) -> dict[str, Any] | None:
+    """``name("x")`` / ``name(query="x")`` written as code (local models do): as a JSON-style call."""
+    m = re.search(r"\b(" + "|".join(FUNCTIONS) + r")\s*\((.*)\)", text, re.S)
+    if not m:
+        return None
+    name, body = m.group(1), m.group(2)
+    kw = dict(re.findall(r"(\w+)\s*=\s*[\"']([^\"']*)[\"']", body))
+    if not kw:
+        pos = re.findall(r"[\"']([^\"']*)[\"']", body)
+        kw = dict(zip(FUNCTIONS[name], pos))
+    return {"function": name, "args": kw}
+
+
+def fts_query(text: str) -> str:
+    """An FTS5 MATCH expression: any of the query's words (quoted, so no syntax errors)."""
+    words = list(dict.fromkeys(w for w in re.findall(r"\w+", text.lower()) if len(w) > 1))
+    return " OR ".join(f'"{w}"' for w in words[:32])
+
+
+@register("memory", "memgpt")
+class MemGPT(MemorySystem):
+    name = "memgpt"
+
+    def __init__(self, cfg: Any, **deps: Any) -> None:
+        super().__init__(cfg, **deps)
+        self.fifo_tokens = int(cfg.get("fifo_tokens", 700))
+        self.evict_frac = float(cfg.get("evict_frac", 0.5))
+        if not 0.0 < self.evict_frac <= 1.0:
+            raise ValueError(f"memory.evict_frac={self.evict_frac}: need 0 < evict_frac <= 1")
+        if self.fifo_tokens < 1:
+            raise ValueError(f"memory.fifo_tokens={self.fifo_tokens}: need >= 1")
+        self.max_steps = int(cfg.get("max_steps", 4))
+        if self.max_steps < 1:
+            raise ValueError(f"memory.max_steps={self.max_steps}: need >= 1")
+        self.archival_k = int(cfg.get("archival_k", 5))
+        self.recall_k = int(cfg.get("recall_k", 5))
+        self.working_max_tokens = int(cfg.get("working_max_tokens", 150))
+        self.result_max_tokens = int(cfg.get("result_max_tokens", 200))
+        self.step_max_tokens = int(cfg.get("step_max_tokens", 64))
+        self.summary_words = int(cfg.get("summary_words", 80))
+        self.fifo: list[dict[str, Any]] = []
+        self.summary, self.working = "", ""
+        self._loaded = False
+        self.store.conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING "
+                                "fts5(text, hid UNINDEXED, rid UNINDEXED, tokenize='porter unicode61')")
+        self.store.commit()
+
+    # ---- state -----------------------------------------------------------------------------------
+    def reset(self) -> None:
+        super().reset()
+        self.fifo, self.summary, self.working, self._loaded = [], "", "", False
+
+    def load(self) -> None:
+        super().load()
+        if self.store.progress(self.hid) == 0:  # fresh build: drop recall rows of an earlier one
+            self.store.conn.execute(f"DELETE FROM {FTS_TABLE} WHERE hid=?", (self.hid,))
+        st = self.store.get_state(self.hid, "memgpt")
+        if st:
+            self.fifo, self.summary, self.working = st["fifo"], st["summary"], st["working"]
+            self._loaded = True
+
+    def save_state(self) -> None:
+        self.store.set_state(self.hid, "memgpt", {"fifo": self.fifo, "summary": self.summary,
+                                                  "working": self.working})
+
+    # ---- ingestion -------------------------------------------------------------------------------
+    def steps(self, history: History) -> list[tuple[int, int | None]]:
+        """(session, None) marks a session start (a dated event message), then (session, turn)."""
+        self._sessions = self.limit(history)
+        if not history.sessions:  # a document: paragraphs as messages of one session
+            from ctxbench.types import Turn
+            paras = [p for p in history.text.split("\n") if p.strip()]
+            self._sessions = [Session(id="doc", turns=[Turn("", p, str(i)) for i, p in enumerate(paras)])]
+        if not self._loaded:
+            who = " and ".join(history.speakers) if history.speakers else "two people"
+            self.working = f"I answer questions about a conversation between {who}."
+        out: list[tuple[int, int | None]] = []
+        for si, s in enumerate(self._sessions):
+            out.append((si, None))
+            out.extend((si, ti) for ti in range(len(s.turns)))
+        return out
+
+    def fifo_size(self) -> int:
+        return sum(int(m["tokens"]) for m in self.fifo)
+
+    def apply(self, step: tuple[int, int | None], i: int) -> None:
+        si, ti = step
+        s = self._sessions[si]
+        if ti is None:
+            text, tid, kind = f"[new session: {s.date or s.id}]", "", "event"
+        else:
+            t = s.turns[ti]
+            text, tid, kind = (f"{t.speaker}: {t.text}" if t.speaker else t.text), t.id, "turn"
+        rid = self.add_record("message", text, {"turn": tid, "session": s.id, "date": s.date}, s.date, index=False)
+        dated = f"[{s.date}] {text}" if s.date and kind == "turn" else text
+        self.store.conn.execute(f"INSERT INTO {FTS_TABLE}(text, hid, rid) VALUES (?,?,?)", (dated, self.hid, rid))
+        self.fifo.append({"text": text, "date": s.date, "kind": kind, "rid": rid,
+                          "tokens": self.llm.count_tokens(text)})
+        if self.fifo_size() > self.fifo_tokens:
+            self.flush()
+
+    def flush(self) -> None:
+        """Queue manager: evict the oldest messages, summarise recursively, archive them."""
+        target = (1.0 - self.evict_frac) * self.fifo_tokens
+        evicted: list[dict[str, Any]] = []
+        while self.fifo and self.fifo_size() > target:
+            evicted.append(self.fifo.pop(0))
+        if not evicted:
+            return
+        r = self.llm.chat(P.summary_messages(self.summary, self.render(evicted), self.summary_words),
+                          max_new_tokens=int(self.cfg.get("summary_max_tokens", 128)), temperature=0.0,
+                          phase="construction")
+        if r.text.strip() and not r.failed:
+            self.summary = r.text.strip()
+        else:
+            self.counts["empty_summaries"] += 1
+        turns = [m for m in evicted if m["kind"] == "turn"]
+        if turns:
+            texts = [f"[{m['date']}] {m['text']}" if m["date"] else m["text"] for m in turns]
+            for m, text, e in zip(turns, texts, self.embed(texts)):
+                self.add_record("archival", text, {"message": m["rid"]}, m["date"], emb=e)
+        self.counts["flushes"] += 1
+        self.counts["evicted_messages"] += len(evicted)
+
+    @staticmethod
+    def render(msgs: list[dict[str, Any]]) -> str:
+        """Messages as lines; a leading turn gets its session date so the FIFO stays dated."""
+        lines = [m["text"] for m in msgs]
+        if msgs and msgs[0]["kind"] == "turn" and msgs[0]["date"]:
+            lines.insert(0, f"[session: {msgs[0]['date']}]")
+        return "\n".join(lines)
+
+    # ---- recall and archival search ---------------------------------------------------------------
+    def archival_search(self, query: str, page: int = 0) -> list[str]:
+        hits = self.search(query, self.archival_k * (page + 1), {"archival"})
+        return [r.text for r, _ in hits[self.archival_k * page:]]
+
+    def conversation_search(self, query: str, page: int = 0) -> list[str]:
+        q = fts_query(query)
+        if not q:
+            return []
+        rows = self.store.conn.execute(
+            f"SELECT text FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH ? AND hid=? "
+            f"ORDER BY bm25({FTS_TABLE}), rid LIMIT ? OFFSET ?",
+            (q, self.hid, self.recall_k, self.recall_k * page)).fetchall()
+        return [r[0] for r in rows]
+
+    # ---- answering -------------------------------------------------------------------------------
+    def clip(self, lines: list[str], budget: int, newest: bool = False) -> list[str]:
+        """The longest prefix (or suffix, ``newest``) of ``lines`` within ``budget`` tokens."""
+        out, used = [], 0
+        for line in (reversed(lines) if newest else lines):
+            n = self.llm.count_tokens(line) + 1
+            if used + n > budget:
+                break
+            out.append(line)
+            used += n
+        return list(reversed(out)) if newest else out
+
+    def execute(self, name: str, args: dict[str, Any]) -> str:
+        """Run one function call; returns its result text (edits report failures as text)."""
+        if name in ("archival_memory_search", "conversation_search"):
+            fn = self.archival_search if name == "archival_memory_search" else self.conversation_search
+            hits = fn(args["query"], args.get("page", 0))
+            lines = self.clip([f"- {h}" for h in hits], self.result_max_tokens)
+            return "\n".join(lines) if lines else "(no results)"
+        if name == "core_memory_append":
+            new = (self.working + "\n" + args["content"]).strip()
+        else:  # core_memory_replace
+            if args["old_content"] not in self.working:
+                self.counts["failed_edits"] += 1
+                return "Edit failed: old_content is not in the working context."
+            new = self.working.replace(args["old_content"], args["new_content"], 1)
+        if self.llm.count_tokens(new) > self.working_max_tokens:
+            self.counts["failed_edits"] += 1
+            return f"Edit failed: the working context would exceed {self.working_max_tokens} tokens."
+        self.working = new
+        if self.cfg.get("persist_core_edits", True):
+            self.save_state()
+        return "OK. Working context:\n" + self.working
+
+    def main_context(self, question: Question) -> list[dict[str, str]]:
+        """System + working context + summary + as much of the FIFO (newest first) as fits."""
+        qtext = question_text(question)
+        empty = P.agent_messages(self.working, self.summary, "", qtext, self.max_steps)
+        reserve = self.step_max_tokens + 2 * (self.result_max_tokens + 40) + 32
+        room = self.llm.context_window - reserve - sum(self.llm.count_tokens(m["content"]) for m in empty)
+        lines = self.render(self.fifo).split("\n") if self.fifo else []
+        fifo = "\n".join(self.clip(lines, max(room, 0), newest=True))
+        return P.agent_messages(self.working, self.summary, fifo, qtext, self.max_steps)
+
+    def fit(self, msgs: list[dict[str, str]]) -> list[dict[str, str]]:
+        """Drop the oldest call/result exchanges until the prompt fits the window."""
+        budget = self.llm.context_window - self.step_max_tokens - 16
+        while len(msgs) > 3 and sum(self.llm.count_tokens(m["content"]) + 4 for m in msgs) > budget:
+            msgs = msgs[:2] + msgs[4:]
+        return msgs
+
+    def answer(self, question: Question) -> Prediction:
+        if self.hid is None:
+            raise RuntimeError(f"memory={self.name}: answer() before ingest()")
+        t0 = time.perf_counter()
+        a = self.llm.meter.get("answer")
+        a0 = (a.prompt_tokens, a.completion_tokens, a.calls)
+        msgs = self.main_context(question)
+        working0 = self.working
+        seen = [msgs[0]["content"], msgs[1]["content"]]
+        results: list[str] = []
+        calls: dict[str, int] = {}
+        invalid, steps, reply = 0, 0, None
+        for step in range(self.max_steps):
+            left = self.max_steps - step - 1
+            r = self.llm.chat(self.fit(msgs), max_new_tokens=self.step_max_tokens, temperature=0.0,
+                              phase="answer", json_mode=True)
+            steps += 1
+            try:
+                if r.failed:
+                    raise CallError(f"backend failure: {r.error}")
+                name, args = parse_call(r.text)
+            except CallError as e:
+                invalid += 1
+                msgs = msgs + [{"role": "assistant", "content": r.text[:300]}, P.error_message(str(e), left)]
+                continue
+            calls[name] = calls.get(name, 0) + 1
+            if name == "send_message":
+                reply = args["message"]
+                break
+            result = self.execute(name, args)
+            if name.endswith("_search"):
+                results.append(result)
+            seen.append(result)
+            msgs = msgs + [{"role": "assistant", "content": r.text.strip()}, P.result_message(name, result, left)]
+        fallback = reply is None
+        context = ""
+        if fallback:  # best effort: the shared QA prompt over what the model has seen
+            parts = [self.working, f"Summary: {self.summary}" if self.summary else ""]
+            parts += [x for x in results if x != "(no results)"]
+            head = "\n".join(p for p in parts if p)
+            q_tokens = self.llm.count_tokens(memory_messages("", question)[-1]["content"])
+            room = self.llm.context_window - int(self.cfg.get("answer_max_tokens", 32)) - q_tokens - 48
+            lines = self.clip(head.split("\n"), room)
+            rest = room - sum(self.llm.count_tokens(x) + 1 for x in lines)
+            fifo = self.clip(self.render(self.fifo).split("\n"), max(rest, 0), newest=True) if self.fifo else []
+            context = "\n".join(lines + fifo)
+            r = self.llm.chat(memory_messages(context, question),
+                              max_new_tokens=int(self.cfg.get("answer_max_tokens", 32)), temperature=0.0,
+                              phase="answer")
+            reply = r.text
+        if not self.cfg.get("persist_core_edits", True):
+            self.working = working0  # edits last for this question only
+        self.store.commit()  # working-context edits persist
+        a = self.llm.meter.get("answer")
+        items, mtoks = getattr(self, "_memory_stats", None) or self.memory_stats()
+        shown = context if fallback else "\n".join(seen)
+        extra = {**dict(self.counts), "paging_steps": steps, "invalid_calls": invalid,
+                 "function_calls": calls, "fallback_answer": fallback}
+        usage = Usage(
+            construction_prompt_tokens=self.construction.get("prompt_tokens", 0),
+            construction_completion_tokens=self.construction.get("completion_tokens", 0),
+            construction_calls=self.construction.get("calls", 0),
+            answer_prompt_tokens=a.prompt_tokens - a0[0], answer_completion_tokens=a.completion_tokens - a0[1],
+            answer_calls=a.calls - a0[2], context_tokens=self.llm.count_tokens(shown),
+            memory_items=items, memory_tokens=mtoks, ingest_seconds=self.ingest_seconds,
+            answer_seconds=time.perf_counter() - t0, extra=extra)
+        return Prediction(text=(reply or "").strip(), usage=usage,
+                          meta={"context": shown, "prompt_version": self.prompt_version(),
+                                "paging_steps": steps, "invalid_calls": invalid, "fallback_answer": fallback})
+
+    def prompt_version(self) -> str:
+        return P.VERSION

@@ -1,0 +1,49 @@
+"""MemGPT prompts: the recursive summary written when the FIFO queue is flushed, and the main
+context the model pages from with JSON function calls. Compact for small local models (the
+original MemGPT system prompt and function schemas are several thousand tokens).
+"""
+from __future__ import annotations
+
+VERSION = "memgpt-v1"
+
+SUMMARY_SYSTEM = (
+    "You keep a running summary of a conversation that no longer fits in memory. Merge the previous "
+    "summary and the evicted messages into one new summary of at most {words} words: the people, "
+    "facts about them, events and their dates. Write only the summary.")
+
+
+def summary_messages(previous: str, evicted: str, words: int) -> list[dict[str, str]]:
+    user = (f"PREVIOUS SUMMARY:\n{previous or '(none)'}\n\nEVICTED MESSAGES:\n{evicted}\n\nNEW SUMMARY:")
+    return [{"role": "system", "content": SUMMARY_SYSTEM.format(words=words)},
+            {"role": "user", "content": user}]
+
+
+FUNCTIONS = (
+    "archival_memory_search(query): search old messages by meaning\n"
+    "conversation_search(query): search the full message history by keywords\n"
+    "core_memory_append(content): add a line to your working context\n"
+    "core_memory_replace(old_content, new_content): edit your working context\n"
+    "send_message(message): give your final short answer and stop")
+
+AGENT_SYSTEM = (
+    "You answer questions about a long conversation. You only see a bounded main context: your working "
+    "context, a summary of older messages and the most recent messages. Older messages are in archival "
+    "and recall storage; search them before answering when the answer is not in view. Each reply must be "
+    "ONE JSON object calling one function: {{\"function\": \"name\", \"args\": {{...}}}}.\nFunctions:\n"
+    "{functions}\nYou have at most {steps} calls; the last one must be send_message.")
+
+
+def agent_messages(working: str, summary: str, fifo: str, question: str, steps: int) -> list[dict[str, str]]:
+    """The main context: system (instructions + working context + summary) then FIFO + question."""
+    system = AGENT_SYSTEM.format(functions=FUNCTIONS, steps=steps)
+    system += f"\n\nWORKING CONTEXT:\n{working or '(empty)'}\n\nSUMMARY OF OLDER MESSAGES:\n{summary or '(none)'}"
+    user = f"RECENT MESSAGES:\n{fifo or '(none)'}\n\nQUESTION: {question}\n\nJSON call:"
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def result_message(name: str, result: str, left: int) -> dict[str, str]:
+    return {"role": "user", "content": f"RESULT of {name}:\n{result}\n\n{left} call(s) left. JSON call:"}
+
+
+def error_message(error: str, left: int) -> dict[str, str]:
+    return {"role": "user", "content": f"ERROR: {error}\n{left} call(s) left. Reply with one JSON function call."}

@@ -1,0 +1,236 @@
+"""ReadAgent (Lee et al., 2024, arXiv 2402.09727; google-research/read-agent): gist memory with
+interactive lookup.
+
+1. **Episode pagination**: the history is a list of paragraphs (one per turn, the first of each
+   session dated; a document's lines). From the cursor, paragraphs are added while the page stays
+   within ``max_page_tokens``; candidate break labels ``<j>`` are shown between paragraphs once the
+   page would hold at least ``min_page_tokens``; the LLM picks one ("Break point: <j>"). A label
+   that was not offered is rejected, counted (``invalid_breaks``) and the last label is used, as
+   the reference does. A rest of the history shorter than ``tail_tokens`` becomes the last page
+   without a call.
+2. **Gisting**: each page is shortened by the LLM into a gist (construction phase).
+3. **Lookup** (answer phase): given all gists ("<Page i> gist") and the question, the LLM names up
+   to ``max_lookups`` pages ("I want to look up Page [2, 7]"); numbers outside the page range are
+   rejected and counted (``invalid_pages``), extras beyond ``max_lookups`` dropped and counted.
+4. **Answer**: the shared QA prompt over the gist memory with the chosen pages replaced by their
+   full text.
+
+One ingestion step = one page (pagination + gist), committed with the cursor, so a rerun resumes.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ctxbench.qa_prompts import question_text
+from ctxbench.registry import register
+from ctxbench.types import History, Prediction, Question
+
+from .base import MemorySystem
+from .prompts import readagent as P
+
+
+def paragraphs_of(history: History, max_sessions: int | None = None) -> list[tuple[str, str]]:
+    """(text, date) per paragraph: one per turn, each session's first turn headed by its date."""
+    if not history.sessions:
+        return [(p.strip(), "") for p in history.text.split("\n") if p.strip()]
+    sessions = history.sessions[: int(max_sessions)] if max_sessions else history.sessions
+    out = []
+    for s in sessions:
+        for i, t in enumerate(s.turns):
+            line = f"{t.speaker}: {t.text}" if t.speaker else t.text
+            if i == 0 and s.date:
+                line = f"DATE: {s.date}\n{line}"
+            out.append((line, s.date))
+    return out
+
+
+def parse_break(text: str) -> int | None:
+    """The label number of "Break point: <57>" (or the first ``<n>``, or a bare leading number)."""
+    m = re.search(r"<\s*(\d+)\s*>", text) or re.match(r"\D{0,20}?(\d+)", text.strip())
+    return int(m.group(1)) if m else None
+
+
+def parse_pages(text: str) -> list[int]:
+    """Page numbers from "I want to look up Page [2, 7] to ..." (bracketed list, else "Page 2 and 7")."""
+    m = re.search(r"\[([^\[\]]*)\]", text)
+    if m and re.search(r"\d", m.group(1)):
+        return [int(x) for x in re.findall(r"-?\d+", m.group(1))]
+    m = re.search(r"pages?\s*((?:-?\d+\s*(?:,|and|&)?\s*)+)", text, re.I)
+    return [int(x) for x in re.findall(r"-?\d+", m.group(1))] if m else []
+
+
+@register("memory", "readagent")
+class ReadAgent(MemorySystem):
+    name = "readagent"
+    needs_embedder = False
+
+    def __init__(self, cfg: Any, **deps: Any) -> None:
+        super().__init__(cfg, **deps)
+        self.max_page = int(cfg.get("max_page_tokens", 400))
+        self.min_page = int(cfg.get("min_page_tokens", 200))
+        if not 0 < self.min_page <= self.max_page:
+            raise ValueError(f"memory.min_page_tokens={self.min_page}, memory.max_page_tokens={self.max_page}: "
+                             "need 0 < min <= max")
+        self.tail = int(cfg.get("tail_tokens", self.min_page))
+        self.preceding = cfg.get("preceding_tokens", 100)
+        self.max_lookups = int(cfg.get("max_lookups", 2))
+        if self.max_lookups < 0:
+            raise ValueError(f"memory.max_lookups={self.max_lookups}: need >= 0")
+        self.cursor = 0
+        self._last: dict[str, Any] = {}
+
+    # ---- ingestion ---------------------------------------------------------------------------------
+    def reset(self) -> None:
+        super().reset()
+        self.cursor = 0
+
+    def load(self) -> None:
+        super().load()
+        self.cursor = int(self.store.get_state(self.hid, "readagent", {}).get("cursor", 0))
+
+    def save_state(self) -> None:
+        self.store.set_state(self.hid, "readagent", {"cursor": self.cursor})
+
+    def steps(self, history: History) -> list[int]:
+        """One slot per paragraph (an upper bound on pages); slots after the last page do nothing."""
+        self._paras = paragraphs_of(history, self.cfg.get("max_sessions"))
+        self._tok = [self.llm.count_tokens(p) for p, _ in self._paras]
+        return list(range(len(self._paras)))
+
+    def apply(self, step: int, i: int) -> None:
+        if self.cursor >= len(self._paras):
+            return
+        start = self.cursor
+        end = self.paginate(start)
+        text = "\n".join(p for p, _ in self._paras[start:end])
+        n = len(self.store.records(self.hid, "page"))
+        date = self._paras[start][1]
+        self.add_record("page", text, {"page": n, "start": start, "end": end, "date": date}, date, index=False)
+        r = self.llm.chat(P.gist_messages(text), max_new_tokens=int(self.cfg.get("gist_max_tokens", 96)),
+                          temperature=0.0, phase="construction")
+        gist = r.text.strip()
+        if not gist or r.failed:
+            self.counts["empty_gists"] += 1
+            gist = text  # no gist: the page stands for itself (counted)
+        self.add_record("gist", gist, {"page": n, "date": date}, date, index=False)
+        self.cursor = end
+
+    def paginate(self, i: int) -> int:
+        """End (exclusive) of the page starting at paragraph ``i``: LLM-chosen among the labels."""
+        N = len(self._paras)
+        passage, labels, used, j = [self._paras[i][0]], [], self._tok[i], i + 1
+        while j < N and used + self._tok[j] <= self.max_page:
+            if used >= self.min_page:
+                passage.append(f"<{j}>")
+                labels.append(j)
+            passage.append(self._paras[j][0])
+            used += self._tok[j]
+            j += 1
+        passage.append(f"<{j}>")
+        labels.append(j)
+        if j == N and used <= max(self.tail, 0) or len(labels) == 1:
+            return j
+        preceding = ""
+        if i > 0:
+            prev = "\n".join(p for p, _ in self._paras[self._prev_start(i):i]).split("\n")
+            if self.preceding is not None:
+                prev = self._clip_end(prev, int(self.preceding))
+            preceding = "\n".join(prev)
+        following = self._paras[j][0] if j < N else ""
+        r = self.llm.chat(P.pagination_messages(preceding, "\n".join(passage), following),
+                          max_new_tokens=int(self.cfg.get("break_max_tokens", 24)), temperature=0.0,
+                          phase="construction")
+        self.counts["pagination_calls"] += 1
+        k = parse_break(r.text) if not r.failed else None
+        if k not in labels:
+            self.counts["invalid_breaks"] += 1
+            return j
+        return k
+
+    def _prev_start(self, i: int) -> int:
+        pages = self.store.records(self.hid, "page")
+        return int(pages[-1].meta["start"]) if pages else max(0, i - 1)
+
+    def _clip_end(self, lines: list[str], budget: int) -> list[str]:
+        out, used = [], 0
+        for line in reversed(lines):
+            n = self.llm.count_tokens(line) + 1
+            if used + n > budget:
+                break
+            out.append(line)
+            used += n
+        return list(reversed(out))
+
+    # ---- lookup and answer -------------------------------------------------------------------------
+    def pages(self) -> list[tuple[str, str, str]]:
+        """(page text, gist, date) in page order."""
+        gists = {r.meta["page"]: r.text for r in self.store.records(self.hid, "gist")}
+        return [(r.text, gists.get(r.meta["page"], ""), r.meta.get("date", ""))
+                for r in sorted(self.store.records(self.hid, "page"), key=lambda r: r.meta["page"])]
+
+    @staticmethod
+    def block(p: int, date: str, body: str) -> str:
+        return f"<Page {p}>{f' ({date})' if date else ''}\n{body}"
+
+    def _room(self, empty: list[dict[str, str]], max_new_tokens: int) -> int:
+        """Tokens left for the memory text in a prompt whose other parts are ``empty``."""
+        used = sum(self.llm.count_tokens(m["content"]) + 8 for m in empty)
+        return self.llm.context_window - max_new_tokens - used - 16
+
+    def memory_text(self, pages: list[tuple[str, str, str]], expand: set[int], room: int) -> tuple[str, int]:
+        """Gists with the ``expand`` pages in full, oldest gists dropped if over ``room``; (text, dropped)."""
+        blocks = [self.block(p, d, full if p in expand else g) for p, (full, g, d) in enumerate(pages)]
+        sizes = [self.llm.count_tokens(b) + 1 for b in blocks]
+        keep, dropped = list(range(len(blocks))), 0
+        while keep and sum(sizes[k] for k in keep) > room:
+            victim = next((k for k in keep if k not in expand), keep[0])
+            keep.remove(victim)
+            dropped += 1
+        return "\n".join(blocks[k] for k in keep), dropped
+
+    def lookup(self, question: Question) -> list[int]:
+        """Ask which pages to read again; returns the valid page numbers (at most ``max_lookups``)."""
+        pages = self.pages()
+        if self.max_lookups == 0 or not pages:
+            return []
+        mt = int(self.cfg.get("lookup_max_tokens", 48))
+        qtext = question_text(question)
+        room = self._room(P.lookup_messages("", qtext, self.max_lookups), mt)
+        gists, dropped = self.memory_text(pages, set(), room)
+        self._last["lookup_dropped_gists"] = dropped
+        r = self.llm.chat(P.lookup_messages(gists, qtext, self.max_lookups),
+                          max_new_tokens=mt, temperature=0.0, phase="answer")
+        asked = parse_pages(r.text) if not r.failed else []
+        valid: list[int] = []
+        invalid = excess = 0
+        for p in asked:
+            if not 0 <= p < len(pages):
+                invalid += 1
+            elif p not in valid:
+                if len(valid) < self.max_lookups:
+                    valid.append(p)
+                else:
+                    excess += 1
+        self.counts["invalid_pages_total"] += invalid
+        self._last.update(asked_pages=asked, invalid_pages=invalid, excess_pages=excess,
+                          lookup_unparsed=int(not asked))
+        return valid
+
+    def retrieve(self, question: Question) -> str:
+        self._last = {}
+        chosen = self.lookup(question)
+        pages = self.pages()
+        room = self._room(self.answer_messages("", question), int(self.cfg.get("answer_max_tokens", 32)))
+        text, dropped = self.memory_text(pages, set(chosen), room)
+        self._last.update(looked_up=sorted(chosen), dropped_gists=dropped, pages=len(pages))
+        return text
+
+    def answer(self, question: Question) -> Prediction:
+        pred = super().answer(question)
+        pred.usage.extra.update(self._last)
+        pred.meta.update({k: v for k, v in self._last.items() if k in ("looked_up", "asked_pages")})
+        return pred
+
+    def prompt_version(self) -> str:
+        return P.VERSION
