@@ -1,0 +1,281 @@
+"""``method=icae_pretrain`` (alias ``icae``) and ``method=icae_finetune``: the In-context Autoencoder.
+
+ICAE (Ge et al., arXiv 2307.06945; reference code getao/icae, icae_v2). One model object:
+
+- encoder = base LLM + LoRA (peft); ``mem_size`` learnable memory-token embeddings are appended
+  after each context segment of ``mem_size × compression_rate`` tokens; the memory *slots* are the
+  last-layer hidden states at those positions (all segments' slots concatenated);
+- decoder = the same LLM with the adapter disabled (``with model.disable_adapter()``), reading
+  the slots as input embeddings plus learned [AE] / [LM] / [FT] embeddings.
+
+Trained: LoRA + the (mem_size + 3) × hidden embedding table; the base weights stay frozen.
+Pretraining loss λ·L_AE + (1−λ)·L_LM (``lambda_ae``), or the reference's per-example sampling
+(``objective_sampling``, ``lm_ratio``). Fine-tuning: [slots][FT] prompt → answer.
+As a system, ``ingest`` compresses the history and ``answer`` decodes greedily from the slots only.
+"""
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ..registry import register
+from ..types import History, Prediction, Question, Sample, Usage
+from . import icae_data as D
+from .base import MethodOutput, TrainableMethod
+
+def qa_text(question: Question) -> str:
+    """The evaluator's QA instruction without context (the context is in the slots): LoCoMo's
+    QA prompt for LoCoMo questions, the bare prompt for PwC rows. Used for training and answering."""
+    from ..qa_prompts import qa_instruction
+
+    return qa_instruction(question).strip()
+
+
+def add_lora(model: Any, lora_cfg: Any) -> Any:
+    from peft import LoraConfig, get_peft_model
+
+    if lora_cfg is None:
+        raise ValueError("method.lora is required for ICAE (the encoder is the LLM + LoRA)")
+    conf = LoraConfig(r=int(lora_cfg.r), lora_alpha=int(lora_cfg.alpha),
+                      lora_dropout=float(lora_cfg.get("dropout", 0.0)),
+                      target_modules=list(lora_cfg.target_modules), bias="none", task_type="CAUSAL_LM")
+    return get_peft_model(model, conf)
+
+
+class ICAE(TrainableMethod):
+    """ICAE encoder/decoder on one peft-wrapped model; ``mode`` picks the training objective."""
+
+    MODES = ("pretrain", "finetune")
+
+    def __init__(self, cfg: Any, bundle: Any, mode: str | None = None):
+        super().__init__(cfg, bundle)
+        self.mode = mode or str(cfg.get("mode", "pretrain"))
+        if self.mode not in self.MODES:
+            raise ValueError(f"method.mode={self.mode!r}: use one of {self.MODES}")
+        self.lambda_ae = float(cfg.get("lambda_ae", 0.5))
+        if not 0.0 <= self.lambda_ae <= 1.0:
+            raise ValueError(f"method.lambda_ae={self.lambda_ae} must be in [0, 1]")
+        for p in bundle.model.parameters():
+            p.requires_grad_(False)
+        self.model = add_lora(bundle.model, cfg.get("lora"))
+        self.base = self.model.get_base_model()  # LoRA layers live inside it; disable_adapter toggles them
+        inner = getattr(self.base, self.base.base_model_prefix, None) or self.base.get_decoder()
+        self.inner = inner  # the transformer body (no LM head): hidden states only
+        self.layout = D.Layout(self.tokenizer, cfg)
+        self.mem_size = self.layout.mem_size
+        emb = self.base.get_input_embeddings().weight
+        # mem_size memory tokens + [AE], [LM], [FT]; initialised at the scale of the token embeddings
+        g = torch.Generator().manual_seed(int(cfg.get("seed", 0)))
+        init = torch.randn(self.mem_size + 3, emb.shape[1], generator=g) * emb.detach().float().std()
+        self.memory_embed = torch.nn.Parameter(init.to(emb.dtype).to(emb.device))
+        self.slot_norm = str(cfg.get("slot_norm", "none"))
+        if self.slot_norm not in ("none", "embed"):
+            raise ValueError(f"method.slot_norm={self.slot_norm!r}: use none or embed")
+        self._embed_norm = float(emb.detach().float().norm(dim=-1).mean())  # a constant, not trained
+        self._rng = random.Random(int(cfg.get("seed", 0)))
+        self._slots: torch.Tensor | None = None
+        self._ingest: dict[str, Any] = {}
+
+    # -- model pieces ---------------------------------------------------------------------------
+    def special(self, code: int) -> torch.Tensor:
+        return self.memory_embed[self.mem_size + D.SPECIAL_ROW[code]]
+
+    def encode_segments(self, enc_ids: torch.Tensor, enc_len: torch.Tensor) -> torch.Tensor:
+        """Slots (n_segments, mem_size, hidden) of right-padded segments, adapter enabled."""
+        n, m = enc_ids.shape[0], self.mem_size
+        width = enc_ids.shape[1] + m
+        ids = torch.full((n, width), int(self.tokenizer.pad_token_id), dtype=torch.long, device=enc_ids.device)
+        ids[:, : enc_ids.shape[1]] = enc_ids
+        pos = torch.arange(width, device=enc_ids.device).unsqueeze(0)
+        start = enc_len.to(enc_ids.device).unsqueeze(1)
+        mem_mask = (pos >= start) & (pos < start + m)
+        mask = (pos < start + m).long()
+        embeds = self.base.get_input_embeddings()(ids)
+        mem = self.memory_embed[:m].to(embeds.dtype).unsqueeze(0).expand(n, m, -1).reshape(n * m, -1)
+        embeds = embeds.masked_scatter(mem_mask.unsqueeze(-1), mem)
+        hidden = self.inner(inputs_embeds=embeds, attention_mask=mask, use_cache=False).last_hidden_state
+        slots = hidden[mem_mask].view(n, m, -1)
+        if self.slot_norm == "embed":  # rescale each slot to the token embeddings' mean norm
+            slots = slots * (self._embed_norm / slots.norm(dim=-1, keepdim=True).clamp(min=1e-6))
+        return slots
+
+    def decoder_embeds(self, codes: torch.Tensor, slot_rows: torch.Tensor) -> torch.Tensor:
+        """Embed decoder codes: tokens from the frozen table, SLOT positions from ``slot_rows`` (in
+        row-major order), special codes from the learned table."""
+        embeds = self.base.get_input_embeddings()(codes.clamp(min=0))
+        slot_mask = codes == D.SLOT
+        if int(slot_mask.sum()) != slot_rows.shape[0]:
+            raise RuntimeError(f"ICAE: {int(slot_mask.sum())} slot positions but {slot_rows.shape[0]} slots")
+        embeds = embeds.masked_scatter(slot_mask.unsqueeze(-1), slot_rows.to(embeds.dtype))
+        for code in (D.AE, D.LM, D.FT):
+            embeds = torch.where((codes == code).unsqueeze(-1), self.special(code).to(embeds.dtype), embeds)
+        return embeds
+
+    def decode_hidden(self, embeds: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        with self.model.disable_adapter():  # the decoder is the frozen base LLM
+            return self.inner(inputs_embeds=embeds, attention_mask=mask, use_cache=False).last_hidden_state
+
+    # -- training -------------------------------------------------------------------------------
+    def train_examples(self, samples: list[Sample]) -> list[D.Example]:
+        c = self.cfg
+        if self.mode == "finetune":
+            ex = D.finetune_examples(samples, self.layout, int(c.get("max_context_tokens", 512)),
+                                     int(c.get("max_prompt_tokens", 128)), int(c.get("max_answer_tokens", 128)),
+                                     c.get("max_examples"), prompt_of=qa_text)
+            if not ex and samples:
+                raise ValueError("method=icae_finetune needs samples with questions (PwC rows: context, "
+                                 "prompt, answer); this dataset has none — use dataset=pwc or locomo_pwc")
+            return ex
+        ctx = int(c.get("context_tokens", self.layout.seg_len))
+        return D.pretrain_examples([s.history.render() for s in samples], self.layout, ctx,
+                                   int(c.get("lm_tokens", 0)), c.get("max_examples"))
+
+    def collate(self, examples: list[D.Example]) -> dict[str, torch.Tensor]:
+        return D.collate(examples, self.layout, self.mode, int(self.tokenizer.pad_token_id),
+                         objective_sampling=bool(self.cfg.get("objective_sampling", False)),
+                         lm_ratio=float(self.cfg.get("lm_ratio", 0.5)), rng=self._rng)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> MethodOutput:
+        slots = self.encode_segments(batch["enc_ids"], batch["enc_len"])
+        owner = batch["enc_owner"]
+        rows = torch.cat([slots[owner == o].reshape(-1, slots.shape[-1]) for o in batch["dec_owner"].tolist()])
+        codes, labels = batch["dec_ids"], batch["dec_labels"]
+        hidden = self.decode_hidden(self.decoder_embeds(codes, rows), batch["dec_mask"])
+        target = labels[:, 1:]
+        sel = target != -100
+        logits = self.base.get_output_embeddings()(hidden[:, :-1][sel])
+        tok_loss = F.cross_entropy(logits.float(), target[sel], reduction="none")
+        kind = batch["dec_kind"].unsqueeze(1).expand_as(target)[sel]
+        stats: dict[str, float] = {"slots": float(slots.shape[0] * slots.shape[1])}
+        parts = {}
+        for name, k in D.KIND.items():
+            if bool((kind == k).any()):
+                parts[name] = tok_loss[kind == k].mean()
+                stats[f"{name}_loss"] = float(parts[name].detach())
+        if self.mode == "finetune" or self.cfg.get("objective_sampling", False) or len(parts) < 2:
+            loss = tok_loss.mean()  # token mean over whatever objectives the batch holds
+        else:
+            loss = self.lambda_ae * parts["ae"] + (1.0 - self.lambda_ae) * parts["lm"]
+        return MethodOutput(loss=loss, n_tokens=int(sel.sum()), stats=stats)
+
+    # -- inference helpers ----------------------------------------------------------------------
+    @torch.no_grad()
+    def compress(self, ids: list[int], max_segments: int | None = None) -> tuple[torch.Tensor, int]:
+        """Slots (n_seg × mem_size, hidden) for token ids (keeping the most recent segments) and the
+        number of context tokens they cover."""
+        segs = D.segment(ids, self.layout.seg_len)
+        if max_segments:
+            segs = segs[-int(max_segments):]
+        if not segs:
+            return torch.zeros(0, self.memory_embed.shape[1], device=self.device), 0
+        bs = int(self.cfg.get("encode_batch_size", 8))
+        out = []
+        for i in range(0, len(segs), bs):
+            part = [self.layout.bos + s for s in segs[i : i + bs]]
+            enc = torch.full((len(part), max(map(len, part))), int(self.tokenizer.pad_token_id), dtype=torch.long)
+            for j, s in enumerate(part):
+                enc[j, : len(s)] = torch.tensor(s)
+            out.append(self.encode_segments(enc.to(self.device), torch.tensor([len(s) for s in part]).to(self.device)))
+        slots = torch.cat(out).reshape(-1, self.memory_embed.shape[1])
+        return slots, sum(len(s) for s in segs)
+
+    @torch.no_grad()
+    def decoder_logits(self, codes: list[int], slots: torch.Tensor) -> torch.Tensor:
+        """Decoder logits for one code sequence given slots (the decoder sees nothing else)."""
+        c = torch.tensor([codes], device=self.device)
+        hidden = self.decode_hidden(self.decoder_embeds(c, slots))
+        return self.base.get_output_embeddings()(hidden)[0]
+
+    @torch.no_grad()
+    def greedy(self, codes: list[int], slots: torch.Tensor, max_new_tokens: int) -> list[int]:
+        """Greedy decoding with the adapter disabled, from codes whose SLOT positions hold ``slots``."""
+        c = torch.tensor([codes], device=self.device)
+        embeds = self.decoder_embeds(c, slots)
+        stop = {self.tokenizer.eos_token_id}
+        gen_eos = getattr(self.base.generation_config, "eos_token_id", None)
+        stop |= set(gen_eos if isinstance(gen_eos, list) else [gen_eos])
+        out: list[int] = []
+        past = None
+        with self.model.disable_adapter():
+            for _ in range(int(max_new_tokens)):
+                res = self.base(inputs_embeds=embeds, cache=past, use_cache=True, logits_to_keep=1)
+                past = res.cache
+                nxt = int(res.logits[0, -1].argmax())
+                if nxt in stop:
+                    break
+                out.append(nxt)
+                embeds = self.base.get_input_embeddings()(torch.tensor([[nxt]], device=self.device))
+        return out
+
+    def reconstruct(self, text: str, max_new_tokens: int | None = None) -> str:
+        """AE evaluation: compress ``text`` and decode it back greedily from [slots][AE]."""
+        self.eval()
+        ids = self.layout.encode(text)
+        slots, _ = self.compress(ids)
+        codes = self.layout.bos + [D.SLOT] * slots.shape[0] + [D.AE]
+        gen = self.greedy(codes, slots, max_new_tokens or len(ids) + 8)
+        return self.tokenizer.decode(gen, skip_special_tokens=True)
+
+    def reconstruction_bleu(self, text: str) -> float:
+        return D.reconstruction_bleu(text, self.reconstruct(text))
+
+    # -- as a system ----------------------------------------------------------------------------
+    def ingest(self, history: History) -> None:
+        t0 = time.perf_counter()
+        self.eval()
+        ids = self.layout.encode(history.render())
+        self._slots, kept = self.compress(ids, self.cfg.get("max_segments"))
+        n_seg = self._slots.shape[0] // self.mem_size
+        self._ingest = {"context_tokens_total": len(ids), "context_tokens_compressed": kept,
+                        "dropped_tokens": len(ids) - kept, "segments": n_seg,
+                        "encoded_tokens": kept + n_seg * (self.mem_size + len(self.layout.bos)),
+                        "seconds": time.perf_counter() - t0}
+
+    def construction_usage(self) -> Usage:
+        """What ingest cost (per history): encoder forward passes over segments + memory tokens."""
+        info = self._ingest
+        return Usage(construction_prompt_tokens=info.get("encoded_tokens", 0),
+                     construction_calls=info.get("segments", 0), ingest_seconds=info.get("seconds", 0.0))
+
+    def kv_bytes(self, n_positions: int) -> int:
+        """Bytes of the decoder's KV cache for ``n_positions`` positions."""
+        conf = self.base.config
+        heads = getattr(conf, "num_key_value_heads", None) or conf.num_attention_heads
+        head_dim = getattr(conf, "head_dim", None) or conf.hidden_size // conf.num_attention_heads
+        return int(n_positions * conf.num_hidden_layers * 2 * heads * head_dim * self.memory_embed.element_size())
+
+    def answer(self, question: Question) -> Prediction:
+        if self._slots is None:
+            raise RuntimeError("ICAE.answer called before ingest(history)")
+        t0 = time.perf_counter()
+        n = int(self._slots.shape[0])
+        prompt = self.layout.encode(qa_text(question))
+        codes = self.layout.ft_prompt(n, prompt)
+        gen = self.greedy(codes, self._slots, int(self.cfg.get("max_new_tokens", 32)))
+        text = self.tokenizer.decode(gen, skip_special_tokens=True).strip()
+        info = self._ingest
+        usage = Usage(
+            answer_prompt_tokens=len(codes), answer_completion_tokens=len(gen), answer_calls=1,
+            context_tokens=n, memory_items=n, memory_tokens=n, kv_bytes=self.kv_bytes(n),
+            answer_seconds=time.perf_counter() - t0,
+            extra={"compression_ratio": info["context_tokens_compressed"] / max(n, 1),
+                   "slots": n, "segments": info["segments"], "decoder_prompt_tokens": len(codes),
+                   "context_tokens_total": info["context_tokens_total"],
+                   "context_tokens_compressed": info["context_tokens_compressed"],
+                   "dropped_tokens": info["dropped_tokens"]})
+        return Prediction(text=text, usage=usage)
+
+
+@register("method", "icae_pretrain", aliases=("icae",))
+def build_pretrain(cfg: Any, bundle: Any) -> ICAE:
+    return ICAE(cfg, bundle, mode=str(cfg.get("mode", "pretrain")))
+
+
+@register("method", "icae_finetune")
+def build_finetune(cfg: Any, bundle: Any) -> ICAE:
+    return ICAE(cfg, bundle, mode=str(cfg.get("mode", "finetune")))
+
