@@ -1,0 +1,70 @@
+"""Training-free fixed-cache baselines: StreamingLLM, H2O, and the unbounded full cache.
+
+All three process text segment by segment through :mod:`.kv_cache` and differ only in what they
+keep when the cache holds more than ``mem_size`` (M) slots after a segment:
+
+- **StreamingLLM** (Xiao et al., 2023, arXiv 2309.17453): the first ``n_sink`` tokens ever seen
+  (attention sinks) + the M − n_sink most recent tokens; positions are re-assigned inside the
+  cache (``positions: cache``), as the paper does.
+- **H2O** (Zhang et al., 2023, arXiv 2306.14048): the ``n_recent`` most recent tokens (local
+  window) + the M − n_recent older tokens with the largest *accumulated* attention they received
+  (summed over all queries that saw them, over query heads of a KV group), per layer and KV head.
+- **full_cache**: never evicts (M = ∞); the reference every fixed-cache method is compared with.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..registry import register
+from .kv_cache import Evictor, FixedKVMethod, LayerKV, gather_slots, heavy_hitter_indices
+
+
+def sink_window_indices(length: int, mem_size: int, n_sink: int, like: torch.Tensor) -> torch.Tensor:
+    """Slots StreamingLLM keeps of a cache of ``length``: [0, n_sink) and the last mem_size − n_sink."""
+    n_sink = min(n_sink, mem_size)
+    keep = list(range(n_sink)) + list(range(length - (mem_size - n_sink), length))
+    idx = torch.tensor(keep, dtype=torch.long, device=like.device)
+    return idx.view(1, 1, -1).expand(like.shape[0], like.shape[1], -1)
+
+
+class SinkEvictor:
+    def __init__(self, n_sink: int):
+        self.n_sink = int(n_sink)
+
+    def evict(self, layer_idx: int, kv: LayerKV, seg_score: torch.Tensor, mem_size: int) -> LayerKV:
+        return gather_slots(kv, sink_window_indices(kv.k.shape[2], mem_size, self.n_sink, kv.pos))
+
+
+class H2OEvictor:
+    def __init__(self, n_recent: int):
+        self.n_recent = int(n_recent)
+
+    def evict(self, layer_idx: int, kv: LayerKV, seg_score: torch.Tensor, mem_size: int) -> LayerKV:
+        return gather_slots(kv, heavy_hitter_indices(kv.score, mem_size, self.n_recent))
+
+
+@register("method", "streamingllm", aliases=("streaming_llm", "sink"))
+class StreamingLLM(FixedKVMethod):
+    def make_evictor(self) -> Evictor:
+        return SinkEvictor(int(self.cfg.get("n_sink", 4)))
+
+
+@register("method", "h2o")
+class H2O(FixedKVMethod):
+    def make_evictor(self) -> Evictor:
+        n_recent = self.cfg.get("n_recent")
+        if n_recent is None:  # the H2O paper's default split: half heavy hitters, half recent
+            n_recent = (self.mem_size or 0) // 2
+        return H2OEvictor(int(n_recent))
+
+
+@register("method", "full_cache", aliases=("full_kv",))
+class FullCache(FixedKVMethod):
+    def __init__(self, cfg: Any, bundle: Any):
+        super().__init__(cfg, bundle)
+        self.mem_size = None  # unbounded by definition
+
+    def make_evictor(self) -> Evictor | None:
+        return None

@@ -1,0 +1,230 @@
+"""``method=lococo``: LoCoCo — convolutional KV-cache compression at a fixed cache size.
+
+Cai et al., "LoCoCo: Dropping In Convolutions for Long Context Compression" (ICML 2024, arXiv
+2406.05317), following the reference code (VITA-Group/LoCoCo, ``llama/memory_compressor.py``):
+
+Text is processed in segments of B tokens over a cache of M slots per layer and KV head
+(machinery in :mod:`.kv_cache`). When the cache overflows (old M slots + the segment's B):
+
+1. the ``keep = M − ⌊M·(1 − hh_keep_rate)⌋`` heavy hitters are kept — the slots that received the
+   most attention from the segment's queries (the reference scores with the current segment
+   only; ``accumulate_scores: true`` uses H2O's running sum), optionally plus a local window;
+2. the other n slots are mixed into ``mc = M − keep`` slots: a 1-D convolution (kernel 21, one
+   per layer, shared by heads) over the sequence of their concatenated [K;V] gives mc channels,
+   ReLU, then a softmax over the n positions → mixing weights W_conv [mc, n]; these are blended
+   with one-hot weights on the top-mc remaining slots by a learned scalar λ (init 0.5, clamped to
+   [0, 1] here so repeated compression stays convex — see ConvCompressor.forward):
+   W = (1 − λ)·W_top + λ·W_conv, and the new slots are W·K and W·V.
+
+Calibration (``train method=lococo``) trains only the compressors (optionally embeddings/norms and
+LoRA, with linear positional interpolation via ``rope_scaling_factor``). The reference takes one
+backward per segment with the past KV detached (and accumulates 128 of them per optimizer step);
+here one training example is ``n_segments`` segments and ``forward`` returns the token-mean loss of
+all of them, each segment's graph reaching back only through the compression that produced the
+cache it reads (the stored past is detached). The gradient of that mean is the mean of the
+reference's per-segment gradients, so with accumulation it is the same update.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..registry import register
+from ..types import Sample
+from .base import MethodOutput
+from .kv_cache import FixedKVMethod, LayerKV, SegmentRunner, KVState, gather_slots, heavy_hitter_indices
+
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU, None: None, "none": None}
+
+
+class ConvCompressor(nn.Module):
+    """One layer's compressor: keeps heavy hitters, mixes the rest into the remaining slots."""
+
+    def __init__(self, head_dim: int, mem_size: int, hh_keep_rate: float = 0.5, kernel_size: int = 21,
+                 n_convlayer: int = 1, expand: int = 1, hidden_act: str | None = "relu",
+                 normalizer_init: float = 0.5, local_len: int = 0, accumulate_scores: bool = False):
+        super().__init__()
+        if not 0.0 <= hh_keep_rate < 1.0:
+            raise ValueError(f"method.hh_keep_rate={hh_keep_rate}: must be in [0, 1)")
+        if hidden_act not in ACTIVATIONS:
+            raise ValueError(f"method.hidden_act={hidden_act!r}: use one of {[k for k in ACTIVATIONS if k]}")
+        self.mem_size = int(mem_size)
+        self.mem_compress = int(mem_size * (1 - hh_keep_rate))
+        self.keep = self.mem_size - self.mem_compress
+        self.local_len = int(local_len)
+        if self.local_len > self.keep:
+            raise ValueError(f"method.local_len={local_len} exceeds the heavy-hitter slots ({self.keep})")
+        self.accumulate_scores = bool(accumulate_scores)
+        layers: list[nn.Module] = []
+        in_ch, hidden = 2 * head_dim, self.mem_compress * int(expand)
+        for i in range(int(n_convlayer)):
+            out_ch = self.mem_compress if i == n_convlayer - 1 else hidden
+            layers.append(nn.Conv1d(in_ch, out_ch, kernel_size, padding=(kernel_size - 1) // 2))
+            if ACTIVATIONS[hidden_act] is not None:
+                layers.append(ACTIVATIONS[hidden_act]())
+            in_ch = out_ch
+        self.layers = nn.Sequential(*layers)
+        self.normalizer = nn.Parameter(torch.full((1,), float(normalizer_init)))
+        for m in self.layers:
+            if isinstance(m, nn.Conv1d):  # the reference initialises conv weights ~ N(0, 1)
+                with torch.no_grad():
+                    m.weight.copy_(torch.randn(m.weight.shape))
+
+    def evict(self, layer_idx: int, kv: LayerKV, seg_score: torch.Tensor, mem_size: int) -> LayerKV:
+        if mem_size != self.mem_size:
+            raise ValueError(f"compressor built for mem_size={self.mem_size}, asked for {mem_size}")
+        score = kv.score if self.accumulate_scores else seg_score
+        kv = LayerKV(kv.k, kv.v, kv.pos, score)
+        return self(kv)
+
+    def forward(self, kv: LayerKV) -> LayerKV:
+        b, h, L, d = kv.k.shape
+        hh_idx = heavy_hitter_indices(kv.score, self.keep, self.local_len)  # [b, h, keep], in order
+        kept = gather_slots(kv, hh_idx)
+        if self.mem_compress == 0:
+            return kept
+        is_hh = torch.zeros(b, h, L, dtype=torch.int8, device=kv.k.device).scatter(2, hh_idx, 1)
+        rest_idx = torch.argsort(is_hh, dim=-1, stable=True)[..., : L - self.keep]  # non-HH, in order
+        rest = gather_slots(kv, rest_idx)
+        n = L - self.keep
+        # one-hot weights on the top-mc remaining slots (what dropping would keep), in order
+        top = torch.topk(rest.score, self.mem_compress, dim=-1).indices.sort(dim=-1).values
+        w_top = torch.zeros(b, h, self.mem_compress, n, dtype=kv.k.dtype, device=kv.k.device)
+        w_top = w_top.scatter(-1, top.unsqueeze(-1), 1.0)
+        x = torch.cat([rest.k, rest.v], dim=-1).reshape(b * h, n, 2 * d).transpose(1, 2)  # [(b h), 2d, n]
+        w_conv = F.softmax(self.layers(x), dim=-1).view(b, h, self.mem_compress, n)
+        # λ is clamped to [0, 1] so every new slot stays a convex mix of old ones. The reference leaves
+        # it free; calibrated on 8 segments, several layers went to λ≈1.1 or −0.05, and re-compressing
+        # 100+ times over an 8k text then extrapolates K/V until perplexity explodes (measured: 5e5).
+        lam = self.normalizer.clamp(0.0, 1.0).to(kv.k.dtype)
+        w = w_top * (1 - lam) + w_conv * lam
+        k_c, v_c = torch.matmul(w, rest.k), torch.matmul(w, rest.v)
+        s_c = torch.matmul(w.detach(), rest.score.unsqueeze(-1).to(w.dtype)).squeeze(-1).to(kv.score.dtype)
+        pos_c = torch.full((b, h, self.mem_compress), -1, dtype=kv.pos.dtype, device=kv.pos.device)
+        return LayerKV(torch.cat([kept.k, k_c], 2), torch.cat([kept.v, v_c], 2),
+                       torch.cat([kept.pos, pos_c], 2), torch.cat([kept.score, s_c], 2))
+
+
+class LayerCompressors(nn.Module):
+    """One :class:`ConvCompressor` per decoder layer, dispatched by layer index."""
+
+    def __init__(self, n_layers: int, **kw: Any):
+        super().__init__()
+        self.per_layer = nn.ModuleList([ConvCompressor(**kw) for _ in range(n_layers)])
+
+    def evict(self, layer_idx: int, kv: LayerKV, seg_score: torch.Tensor, mem_size: int) -> LayerKV:
+        return self.per_layer[layer_idx].evict(layer_idx, kv, seg_score, mem_size)
+
+
+@register("method", "lococo")
+class LoCoCo(FixedKVMethod):
+    def __init__(self, cfg: Any, bundle: Any):
+        super().__init__(cfg, bundle)
+        if self.mem_size is None:
+            raise ValueError("method.mem_size is required for lococo (the fixed cache size M)")
+        for p in bundle.model.parameters():
+            p.requires_grad_(False)
+        conf = bundle.model.config
+        n_heads = conf.num_attention_heads
+        head_dim = getattr(conf, "head_dim", None) or conf.hidden_size // n_heads
+        torch.manual_seed(int(cfg.get("seed", 0)))
+        self.compressors = LayerCompressors(
+            conf.num_hidden_layers, head_dim=head_dim, mem_size=self.mem_size,
+            hh_keep_rate=float(cfg.get("hh_keep_rate", 0.5)), kernel_size=int(cfg.get("kernel_size", 21)),
+            n_convlayer=int(cfg.get("n_convlayer", 1)), expand=int(cfg.get("expand", 1)),
+            hidden_act=cfg.get("hidden_act", "relu"), normalizer_init=float(cfg.get("normalizer_init", 0.5)),
+            local_len=int(cfg.get("local_len", 0)), accumulate_scores=bool(cfg.get("accumulate_scores", False)),
+        ).to(device=next(bundle.model.parameters()).device, dtype=next(bundle.model.parameters()).dtype)
+        lora = cfg.get("lora")
+        if lora and lora.get("enabled", False):
+            from peft import LoraConfig, get_peft_model
+
+            self.model = get_peft_model(bundle.model, LoraConfig(
+                r=int(lora.r), lora_alpha=int(lora.alpha), lora_dropout=float(lora.get("dropout", 0.0)),
+                target_modules=list(lora.target_modules), bias="none", task_type="CAUSAL_LM"))
+        if cfg.get("train_embed_norm", False):  # the reference also tunes embeddings and norms
+            for n, p in self.model.named_parameters():
+                if "embed" in n or "norm" in n:
+                    p.requires_grad_(True)
+
+    def make_evictor(self) -> LayerCompressors:
+        return self.compressors
+
+    def rope_factor(self) -> float:
+        f = self.cfg.get("rope_scaling_factor", 1.0)
+        if f == "auto":  # the reference's --rope_change: training length / trained window
+            window = getattr(self.lm.config, "max_position_embeddings", 0) or 1
+            return self.segment_len * int(self.cfg.get("n_segments", 8)) / window
+        return float(f or 1.0)
+
+    def runner(self, mem_size: int | None | str = "cfg") -> SegmentRunner:
+        return SegmentRunner(self.lm, self.mem_size if mem_size == "cfg" else mem_size, self.compressors,
+                             positions=str(self.cfg.get("positions", "absolute")), rope_scale=self.rope_factor())
+
+    # -- calibration -----------------------------------------------------------------------------
+    def train_examples(self, samples: list[Sample]) -> list[list[int]]:
+        """Windows of ``segment_len × n_segments`` tokens (the reference's block_size × clean_period)."""
+        size = self.segment_len * int(self.cfg.get("n_segments", 8))
+        out: list[list[int]] = []
+        for s in samples:
+            ids = self.tokenizer(s.history.render(), add_special_tokens=False)["input_ids"]
+            out.extend(ids[i: i + size] for i in range(0, len(ids) - size + 1, size))
+        if not out:
+            raise ValueError(f"no document has {size} tokens (method.segment_len × method.n_segments); "
+                             "use longer texts or fewer segments")
+        return out
+
+    def collate(self, examples: list[list[int]]) -> dict[str, torch.Tensor]:
+        n = min(len(e) for e in examples)
+        return {"input_ids": torch.tensor([e[:n] for e in examples], dtype=torch.long)}
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> MethodOutput:
+        """Mean next-token loss over all segments; the past is detached between segments."""
+        ids = batch["input_ids"]
+        runner = self.runner()
+        state = KVState()
+        total = ids.new_zeros((), dtype=torch.float32)
+        n_tok, seg_losses = 0, []
+        for s in range(0, ids.shape[1], self.segment_len):
+            seg = ids[:, s: s + self.segment_len]
+            if seg.shape[1] < 2:
+                break
+            logits = runner.forward(state, seg)
+            loss_sum = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), seg[:, 1:].flatten(), reduction="sum")
+            total = total + loss_sum
+            n = seg[:, 1:].numel()
+            n_tok += n
+            seg_losses.append(float(loss_sum.detach()) / n)
+        loss = total / max(n_tok, 1)
+        if not loss.requires_grad:  # nothing was compressed (text ≤ M): keep the graph well-formed
+            loss = loss + 0.0 * sum(p.sum() for p in self.parameters() if p.requires_grad)
+        lam = torch.stack([c.normalizer.detach() for c in self.compressors.per_layer]).mean()
+        stats = {"normalizer": float(lam), "last_segment_loss": seg_losses[-1] if seg_losses else 0.0,
+                 "first_segment_loss": seg_losses[0] if seg_losses else 0.0}
+        return MethodOutput(loss=loss, n_tokens=n_tok, stats=stats)
+
+    def optimizer_param_groups(self, lr: float, weight_decay: float = 0.0) -> list[dict[str, Any]]:
+        """Parameter groups with the reference's learning-rate scales (memory_lr_scale etc.)."""
+        comp, other, lora = [], [], []
+        for n, p in self.named_parameters():
+            if not p.requires_grad:
+                continue
+            (comp if n.startswith("compressors.") else lora if "lora_" in n else other).append(p)
+        groups = [{"params": comp, "lr": lr * float(self.cfg.get("memory_lr_scale", 1.0)), "weight_decay": weight_decay},
+                  {"params": other, "lr": lr * float(self.cfg.get("norm_lr_scale", 1.0)), "weight_decay": weight_decay},
+                  {"params": lora, "lr": lr * float(self.cfg.get("lora_lr_scale", 1.0)), "weight_decay": weight_decay}]
+        return [g for g in groups if g["params"]]
+
+    def load_trainable(self, state: dict[str, torch.Tensor]) -> None:
+        """Load compressor (and LoRA/norm) weights; a shape mismatch names the settings to match."""
+        own = dict(self.named_parameters())
+        for k, v in state.items():
+            if k in own and own[k].shape != v.shape:
+                raise ValueError(
+                    f"checkpoint weight {k} has shape {tuple(v.shape)} but this lococo has {tuple(own[k].shape)}: "
+                    f"build it with the checkpoint's settings (method.mem_size={self.mem_size}, hh_keep_rate, "
+                    "kernel_size, n_convlayer, expand must match the run's method.json)")
+        super().load_trainable(state)

@@ -1,0 +1,231 @@
+"""Perplexity and memory of fixed-cache methods on long text: full cache, StreamingLLM, H2O, LoCoCo.
+
+One pass per method over the first ``max(lengths)`` tokens of a held-out text, segment by segment
+(B = segment_len) with M = mem_size cache slots; perplexity, KV bytes held and peak resident
+memory are recorded after the first 1k, 2k, ... tokens (the prefix a shorter text would be).
+Each method runs in its own subprocess so peak-RSS numbers do not inherit another method's heap.
+
+    python scripts/lococo_ppl_table.py --checkpoint outputs/lococo/calib_smollm2_B64_M128 \
+        --out outputs/lococo/ppl_table
+
+Writes ``results.json``, ``table.md`` and ``lococo_ppl_memory.png`` under ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+# label → (method config, needs the calibration checkpoint)
+METHODS = {
+    "full_cache": ("full_cache", False),
+    "streamingllm": ("streamingllm", False),
+    "h2o": ("h2o", False),
+    "lococo (init)": ("lococo", False),
+    "lococo (calibrated)": ("lococo", True),
+}
+
+
+def parse() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="smollm2_135m", help="a conf/model/<name>.yaml")
+    ap.add_argument("--text", default=str(REPO.parent / "shared" / "data" / "tinyshakespeare.txt"))
+    ap.add_argument("--tail-chars", type=int, default=40000,
+                    help="evaluate on the last N characters (calibration used the file's start)")
+    ap.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
+    ap.add_argument("--table-length", type=int, default=4096, help="length of the perplexity table")
+    ap.add_argument("--segment-len", type=int, default=64)
+    ap.add_argument("--mem-size", type=int, default=128)
+    ap.add_argument("--checkpoint", default=None, help="a `train method=lococo` run folder (or checkpoint)")
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), help=f"labels among {list(METHODS)}")
+    ap.add_argument("--out", default=f"outputs/lococo/ppl_{time.strftime('%Y%m%d_%H%M%S')}")
+    ap.add_argument("--fresh", action="store_true", help="re-measure methods already in --out/runs/")
+    ap.add_argument("--jobs", type=int, default=1, help="methods measured in parallel (one process each)")
+    ap.add_argument("--only", default=None, help=argparse.SUPPRESS)  # internal: one method, print JSON
+    return ap.parse_args()
+
+
+def build_method(label: str, args: argparse.Namespace):
+    from omegaconf import OmegaConf
+
+    from ctxbench.models.loading import load_model
+    from ctxbench.registry import build
+
+    name, needs_ckpt = METHODS[label]
+    mcfg = OmegaConf.load(REPO / "conf" / "model" / f"{args.model}.yaml")
+    cfg = OmegaConf.load(REPO / "conf" / "method" / f"{name}.yaml")
+    if name == "lococo" and args.checkpoint:  # the calibrated compressor's own settings (init: same shape)
+        from ctxbench.checkpoint import resolve_checkpoint
+
+        saved = OmegaConf.create(json.loads((resolve_checkpoint(args.checkpoint) / "method.json").read_text()))
+        if (saved.mem_size, saved.segment_len) != (args.mem_size, args.segment_len):
+            raise SystemExit(f"--checkpoint {args.checkpoint} was trained with mem_size={saved.mem_size}, "
+                             f"segment_len={saved.segment_len}; pass the same --mem-size/--segment-len")
+        cfg = saved
+    cfg.segment_len = args.segment_len
+    if name != "full_cache":
+        cfg.mem_size = args.mem_size
+    bundle = load_model(mcfg)
+    method = build("method", cfg, bundle=bundle)
+    if needs_ckpt:
+        if not args.checkpoint:
+            raise SystemExit(f"{label!r} needs --checkpoint (a `train method=lococo` run)")
+        from ctxbench.checkpoint import load_trained
+
+        load_trained(method, args.checkpoint)
+    return method
+
+
+def eval_ids(args: argparse.Namespace, tokenizer) -> list[int]:
+    text = Path(args.text).read_text(encoding="utf-8")[-args.tail_chars:]
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    need = max(args.lengths)
+    if len(ids) < need:
+        raise SystemExit(f"{args.text}: the last {args.tail_chars} chars give {len(ids)} tokens < {need}")
+    return ids[:need]
+
+
+def run_one(label: str, args: argparse.Namespace) -> dict:
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    method = build_method(label, args)
+    ids = eval_ids(args, method.tokenizer)
+    res = method.perplexity(ids, progress=False, marks=args.lengths)
+    if method.cfg.name == "lococo":
+        lam = [float(c.normalizer) for c in method.compressors.per_layer]
+        res["normalizer_mean"] = sum(lam) / len(lam)
+    return res
+
+
+def subprocess_run(label: str, args: argparse.Namespace) -> dict:
+    argv = [sys.executable, __file__, "--only", label, "--model", args.model, "--text", args.text,
+            "--tail-chars", str(args.tail_chars), "--segment-len", str(args.segment_len),
+            "--mem-size", str(args.mem_size), "--lengths", *map(str, args.lengths)]
+    if args.checkpoint:
+        argv += ["--checkpoint", args.checkpoint]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+    if proc.returncode != 0:
+        raise SystemExit(f"{label} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def slug(label: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in label).strip("_")
+
+
+def table(results: dict, args: argparse.Namespace) -> str:
+    L = args.table_length
+    mib = 1024 * 1024
+    lines = [f"Perplexity on the last {args.tail_chars:,} characters of `{Path(args.text).name}` "
+             f"({args.model}, B={args.segment_len}, M={args.mem_size} slots per layer and KV head).", "",
+             f"| method | PPL @ {L} | " + " | ".join(f"PPL @ {n}" for n in args.lengths if n != L)
+             + " | KV slots | KV MiB @ " + " / ".join(str(n) for n in args.lengths)
+             + " | peak RSS MiB @ " + " / ".join(str(n) for n in args.lengths) + " | s |",
+             "|---|---:|" + "---:|" * (len([n for n in args.lengths if n != L])) + "---:|---:|---:|---:|"]
+    for label, r in results.items():
+        at = {a["tokens_in"]: a for a in r["at"]}
+        others = " | ".join(f"{at[n]['ppl']:.2f}" for n in args.lengths if n != L)
+        kv = " / ".join(f"{at[n]['kv_bytes'] / mib:.1f}" for n in args.lengths)
+        rss = " / ".join(f"{at[n]['peak_rss_bytes'] / mib:.0f}" for n in args.lengths)
+        lines.append(f"| {label} | {at[L]['ppl']:.2f} | {others} | {at[max(args.lengths)]['kv_slots']} | {kv} | {rss} "
+                     f"| {r['seconds']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict, args: argparse.Namespace, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    mib = 1024 * 1024
+    for label, r in results.items():
+        xs = [a["tokens_in"] for a in r["at"]]
+        axes[0].plot(xs, [a["ppl"] for a in r["at"]], marker="o", label=label)
+        axes[1].plot(xs, [a["kv_bytes"] / mib for a in r["at"]], marker="o", label=label)
+        axes[2].plot(xs, [a["peak_rss_bytes"] / mib for a in r["at"]], marker="o", label=label)
+    titles = ["perplexity (prefix of length n)", "KV cache held (MiB)", "peak resident memory (MiB)"]
+    for ax, t in zip(axes, titles):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(args.lengths, [str(n) for n in args.lengths])
+        ax.set_xlabel("tokens processed")
+        ax.set_title(t)
+        ax.grid(alpha=0.3)
+    ppls = [a["ppl"] for r in results.values() for a in r["at"]]
+    if ppls and max(ppls) / max(min(ppls), 1e-9) > 20:  # a diverging method would flatten the others
+        axes[0].set_yscale("log")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{args.model}: B={args.segment_len}, M={args.mem_size}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    args = parse()
+    if args.only:
+        print(json.dumps(run_one(args.only, args)))
+        return
+    unknown = [m for m in args.methods if m not in METHODS]
+    if unknown:
+        raise SystemExit(f"unknown --methods {unknown}; choose from {list(METHODS)}")
+    if args.table_length not in args.lengths:
+        args.lengths = sorted(set(args.lengths) | {args.table_length})
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = out / "runs"  # one JSON per method, so an interrupted or partial run can be resumed/extended
+    runs.mkdir(exist_ok=True)
+    keys = ("model", "text", "tail_chars", "lengths", "segment_len", "mem_size")
+
+    def cached(label: str) -> dict | None:
+        f = runs / f"{slug(label)}.json"
+        if args.fresh or not f.exists():
+            return None
+        rec = json.loads(f.read_text())
+        same = all(rec["args"].get(k) == getattr(args, k) for k in keys)
+        if METHODS[label][1] and rec.get("checkpoint") != args.checkpoint:
+            same = False
+        return rec["result"] if same else None
+
+    def one(label: str) -> tuple[str, dict]:
+        hit = cached(label)
+        if hit is not None:
+            print(f"{label:>20}: reused {runs / (slug(label) + '.json')}", flush=True)
+            return label, hit
+        t0 = time.time()
+        res = subprocess_run(label, args)
+        (runs / f"{slug(label)}.json").write_text(json.dumps({"args": {k: getattr(args, k) for k in keys},
+                                                               "checkpoint": args.checkpoint, "result": res}))
+        at = {a["tokens_in"]: a for a in res["at"]}
+        print(f"{label:>20}: PPL@{args.table_length} {at[args.table_length]['ppl']:.3f}  ({time.time() - t0:.0f}s)",
+              flush=True)
+        return label, res
+
+    todo = []
+    for label in args.methods:
+        if METHODS[label][1] and not args.checkpoint:
+            print(f"skipping {label!r}: no --checkpoint", file=sys.stderr)
+            continue
+        todo.append(label)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        done = dict(pool.map(one, todo))
+    results = {label: done[label] for label in todo}
+    (out / "results.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
+    (out / "table.md").write_text(table(results, args))
+    plot(results, args, out / "lococo_ppl_memory.png")
+    print(table(results, args))
+    print(f"wrote {out}/results.json, table.md, lococo_ppl_memory.png")
+
+
+if __name__ == "__main__":
+    main()

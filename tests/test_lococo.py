@@ -1,0 +1,169 @@
+"""LoCoCo on the tiny random Llama: the compressor's rule, the fixed cache, calibration.
+
+Shows: overflowing caches come back to exactly M slots (heavy hitters by the segment's attention +
+conv-mixed slots); with λ = 0 the mixed slots are the top remaining slots, and every mixed slot is
+a convex combination; M ≥ length reproduces the full model; a calibration step lowers the loss
+and trains only the compressors; checkpoints round-trip.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from ctxbench.methods.kv_cache import KVState, LayerKV
+from ctxbench.methods.lococo import ConvCompressor
+from ctxbench.models.loading import load_model
+from ctxbench.registry import build
+from ctxbench.types import History, Sample
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model(OmegaConf.create({"name": "tiny"}))
+
+
+def lococo(bundle, **kw):
+    cfg = {"name": "lococo", "segment_len": 16, "mem_size": 32, "n_segments": 4, "kernel_size": 5, **kw}
+    return build("method", OmegaConf.create(cfg), bundle=bundle)
+
+
+def ids_of(n: int, seed: int = 0) -> torch.Tensor:
+    return torch.randint(5, 250, (1, n), generator=torch.Generator().manual_seed(seed))
+
+
+def test_compressor_keeps_heavy_hitters_and_mixes_the_rest():
+    torch.manual_seed(0)
+    comp = ConvCompressor(head_dim=4, mem_size=6, hh_keep_rate=0.5, kernel_size=3)
+    assert (comp.keep, comp.mem_compress) == (3, 3)
+    L = 10
+    pos = torch.arange(L).view(1, 1, L).expand(1, 2, L).clone()
+    k = torch.randn(1, 2, L, 4)
+    v = torch.full((1, 2, L, 4), 7.0)
+    score = torch.tensor([[[0, 9, 0, 1, 8, 2, 0, 7, 3, 4], [5, 0, 0, 0, 0, 0, 6, 0, 7, 0.5]]])
+    out = comp.evict(0, LayerKV(k, v, pos, torch.zeros(1, 2, L)), score, mem_size=6)
+    assert out.k.shape == (1, 2, 6, 4) and out.v.shape == (1, 2, 6, 4)
+    assert out.pos[0, 0].tolist() == [1, 4, 7, -1, -1, -1]  # heavy hitters by the segment's scores, in order
+    assert out.pos[0, 1].tolist() == [0, 6, 8, -1, -1, -1]
+    assert torch.equal(out.k[0, 0, :3], k[0, 0, [1, 4, 7]])
+    assert torch.allclose(out.v[..., 3:, :], torch.full((1, 2, 3, 4), 7.0))  # convex mixes of equal values
+
+
+def test_compressor_with_zero_lambda_is_top_k_selection():
+    comp = ConvCompressor(head_dim=4, mem_size=4, hh_keep_rate=0.5, kernel_size=3, normalizer_init=0.0)
+    L = 8
+    k = torch.randn(1, 1, L, 4)
+    score = torch.tensor([[[9, 0, 8, 5, 0, 6, 1, 0]]], dtype=torch.float32)
+    out = comp(LayerKV(k, k + 1, torch.arange(L).view(1, 1, L), score))
+    # heavy hitters 0, 2; among the rest (1, 3, 4, 5, 6, 7) the top-2 by score are 3 and 5
+    assert torch.allclose(out.k[0, 0], k[0, 0, [0, 2, 3, 5]])
+
+
+def test_large_cache_equals_full_model(tiny):
+    ids = ids_of(80)
+    with torch.no_grad():
+        ref = tiny.model(ids).logits
+    for positions in ("absolute", "cache"):
+        m = lococo(tiny, mem_size=80, positions=positions)
+        outs = []
+        with torch.no_grad():
+            m.runner().stream(KVState(), ids, 16, on_logits=lambda s, lg: outs.append(lg))
+        assert torch.allclose(torch.cat(outs, 1), ref, atol=1e-5, rtol=0)
+
+
+def test_cache_never_exceeds_mem_size(tiny):
+    m = lococo(tiny, mem_size=24)
+    runner, state = m.runner(), KVState()
+    ids = ids_of(120)
+    with torch.no_grad():
+        for s in range(0, 120, 16):
+            runner.forward(state, ids[:, s: s + 16])
+            assert state.slots <= 24
+            for layer in state.layers:
+                assert layer.k.shape[2] == layer.v.shape[2] == state.slots
+    assert state.slots == 24 and state.peak_slots == 40
+    for layer in state.layers:  # hh_keep_rate 0.5 → the last half are fresh conv mixes (pos -1);
+        assert (layer.pos[..., 12:] == -1).all()  # older mixes may survive among the heavy hitters
+
+
+def test_calibration_step_reduces_loss_and_trains_only_the_compressor(tiny):
+    torch.manual_seed(0)
+    m = lococo(tiny, mem_size=16, normalizer_init=0.5)
+    text = "the quick brown fox jumps over the lazy dog. " * 12
+    ex = m.train_examples([Sample(History(id="t", text=text), [])])
+    assert ex and all(len(e) == 64 for e in ex)
+    batch = m.collate(ex[:2])
+    trainable = {n for n, p in m.named_parameters() if p.requires_grad}
+    assert trainable and all(n.startswith("compressors.") for n in trainable)
+    opt = torch.optim.Adam([p for p in m.parameters() if p.requires_grad], lr=0.05)
+    m.train()
+    first = m(batch)
+    assert first.n_tokens == 2 * 4 * 15 and first.loss.requires_grad
+    first.loss.backward()
+    base_grads = [p.grad for n, p in m.named_parameters() if not n.startswith("compressors.")]
+    assert all(g is None for g in base_grads)
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in m.compressors.parameters())
+    opt.step()
+    losses = [float(first.loss.detach())]
+    for _ in range(4):
+        opt.zero_grad()
+        out = m(batch)
+        out.loss.backward()
+        opt.step()
+        losses.append(float(out.loss.detach()))
+    assert min(losses[1:]) < losses[0] - 1e-3, losses
+
+
+def test_trainable_state_round_trip(tiny):
+    a, b = lococo(tiny, seed=1), lococo(tiny, seed=2)
+    state = a.trainable_state_dict()
+    assert state and all(k.startswith("compressors.") for k in state)
+    b.load_trainable(state)
+    ids = ids_of(64)[0]
+    assert abs(a.perplexity(ids)["nll"] - b.perplexity(ids)["nll"]) < 1e-6
+
+
+def test_bad_configs_are_named(tiny):
+    with pytest.raises(ValueError, match="mem_size"):
+        lococo(tiny, mem_size=None)
+    with pytest.raises(ValueError, match="hh_keep_rate"):
+        lococo(tiny, hh_keep_rate=1.5)
+
+
+def test_lora_and_positional_interpolation_options():
+    bundle = load_model(OmegaConf.create({"name": "tiny"}))  # a fresh copy: LoRA is injected in place
+    m = lococo(bundle, lora={"enabled": True, "r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]},
+               rope_scaling_factor=2.0)
+    names = {n for n, p in m.named_parameters() if p.requires_grad}
+    assert any("lora_" in n for n in names) and any(n.startswith("compressors.") for n in names)
+    assert all("lora_" in n or n.startswith("compressors.") for n in names)
+    batch = {"input_ids": ids_of(64)}
+    out = m(batch)
+    out.loss.backward()
+    assert any(p.grad is not None for n, p in m.named_parameters() if "lora_" in n)
+    x = torch.zeros(1, 1, 64)
+    cos2, sin2 = m.runner()._cos_sin(x, 10, 4)  # linear interpolation: position p is read as p / 2
+    cos1, sin1 = lococo(load_model(OmegaConf.create({"name": "tiny"}))).runner()._cos_sin(x, 5, 2)
+    assert torch.allclose(cos2[:, ::2], cos1) and torch.allclose(sin2[:, ::2], sin1)
+    assert lococo(bundle, rope_scaling_factor="auto").rope_factor() == pytest.approx(16 * 4 / 4096)
+    groups = lococo(bundle, memory_lr_scale=1000).optimizer_param_groups(5e-5)  # (re-freezes the shared model)
+    assert groups[0]["lr"] == pytest.approx(5e-2)
+
+
+def test_lambda_is_clamped_so_mixes_stay_convex():
+    """λ outside [0, 1] (calibration can push it there) acts as its bound: slots stay convex mixes."""
+    torch.manual_seed(0)
+    comp = ConvCompressor(head_dim=4, mem_size=4, hh_keep_rate=0.5, kernel_size=3)
+    L = 9
+    kv = LayerKV(torch.randn(1, 2, L, 4), torch.randn(1, 2, L, 4), torch.arange(L).view(1, 1, L).expand(1, 2, L),
+                 torch.rand(1, 2, L))
+
+    def mixed(lam: float) -> torch.Tensor:
+        with torch.no_grad():
+            comp.normalizer.fill_(lam)
+            return comp(kv).v[..., 2:, :]
+
+    assert torch.equal(mixed(1.7), mixed(1.0)) and torch.equal(mixed(-0.3), mixed(0.0))
+    assert not torch.equal(mixed(0.5), mixed(1.0))
+    out = mixed(0.5)
+    assert (out <= kv.v.amax(2, keepdim=True) + 1e-6).all() and (out >= kv.v.amin(2, keepdim=True) - 1e-6).all()
