@@ -10,7 +10,9 @@ adds (LoRA, memory embeddings, a compressor). It exposes:
   number of tokens the loss covers (for tokens/s);
 - ``trainable_state_dict() / load_trainable(state)``: only what is trained, saved as safetensors
   by the loop (see :mod:`ctxbench.checkpoint`); ``export_config()`` the JSON needed to rebuild;
-- as an evaluated system: ``ingest(history)`` and ``answer(question) -> Prediction``.
+- as an evaluated system: ``ingest(history)`` and ``answer(question) -> Prediction``;
+- optionally ``optimizer_param_groups(lr, weight_decay)``: AdamW groups with their own learning
+  rates (LoCoCo's compressor/norm scales); otherwise one group of every trainable parameter.
 
 Helpers shared by methods (never another method's internals) live here.
 """
