@@ -39,6 +39,9 @@ def test_group_option_composes(group, option):
     override = f"+{group}={option}" if group in ("experiment", "sweep") else f"{group}={option}"
     if group == "sweep":  # sweep files configure hydra.sweeper; compose them as experiments
         override = f"+sweep={option}"
+    if group == "experiment":  # train.yaml/eval.yaml list `optional experiment: null`: select, don't append;
+        override = f"experiment={option}"  # an experiment targets train or eval (its `# host:` line, default train)
+        host = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("# host:")), host)
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
         cfg = compose(config_name=host, overrides=[override])
     if group in ("model", "method", "memory", "dataset", "llm", "embedder") and "# @package" not in text:

@@ -57,3 +57,48 @@ def test_kill9_during_training_then_resume_matches(tmp_path):
     assert sorted(b) == list(range(1, 41))
     for step in range(1, 41):
         assert b[step] == pytest.approx(a[step], abs=1e-6), step
+
+
+def _progress(db: Path) -> int:
+    import sqlite3
+
+    if not db.exists():
+        return 0
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.1)
+        row = con.execute("SELECT COALESCE(SUM(done), 0) FROM progress").fetchone()
+        con.close()
+        return int(row[0])
+    except sqlite3.Error:
+        return 0
+
+
+def _changes(db: Path) -> list[tuple]:
+    import sqlite3
+
+    con = sqlite3.connect(str(db))
+    rows = con.execute("SELECT * FROM records ORDER BY 1").fetchall()
+    con.close()
+    return rows
+
+
+def test_kill9_during_memory_ingestion_then_rerun(tmp_path):
+    """memorybank on the tiny model: kill mid-ingest, rerun; same store, same answers, no question twice."""
+    args = ["eval", "memory=memorybank", "dataset=locomo_sample", "llm.model=tiny", "llm.cache=false",
+            "llm.context_window=512", "embedder=minilm", "progress=false", "memory.progress=false"]
+    full = tmp_path / "full"
+    r = run_cli(*args, f"hydra.run.dir={full}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    killed = tmp_path / "killed"
+    proc = _start([*args, f"hydra.run.dir={killed}"])
+    _kill_when(proc, lambda: _progress(killed / "memorybank.sqlite") >= 3)
+    assert not (killed / "results.json").exists()
+    r = run_cli(*args, f"hydra.run.dir={killed}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    a = [json.loads(x) for x in (full / "predictions.jsonl").read_text().splitlines()]
+    b = [json.loads(x) for x in (killed / "predictions.jsonl").read_text().splitlines()]
+    assert [x["id"] for x in b] == [x["id"] for x in a]  # each question once
+    assert [x["prediction"] for x in b] == [x["prediction"] for x in a]
+    assert len(_changes(killed / "memorybank.sqlite")) == len(_changes(full / "memorybank.sqlite"))
+    ra, rb = (json.loads((d / "results.json").read_text()) for d in (full, killed))
+    assert ra["overall"] == rb["overall"]

@@ -1,0 +1,51 @@
+"""``python -m ctxbench report``: sweep tables and plots, and paper tables side by side with ours.
+
+    python -m ctxbench report sweep=multirun/train/<time>            # sweep.md + sweep.png in that folder
+    python -m ctxbench report table=amem_locomo_table1 [runs=DIR]   # ours vs the paper, with differences
+    python -m ctxbench report                                        # list the paper tables
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .runs import ReportError
+
+DEFAULT_ROOTS = ("outputs", "multirun")
+
+
+def _paths(value: Any) -> list[Path]:
+    """``runs=DIR``, ``runs=[A,B]`` or ``runs="A,B"`` → paths."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [Path(p.strip()) for p in value.split(",") if p.strip()]
+    return [Path(str(p)) for p in value]
+
+
+def main(cfg: Any) -> dict[str, Any] | None:
+    if cfg.get("sweep_dir"):
+        from .sweep import print_summary, sweep_report
+
+        result = sweep_report(cfg.sweep_dir, metric=cfg.get("metric"), plot=bool(cfg.get("plot", True)))
+        print_summary(result)
+        return result
+    if cfg.get("table"):
+        from .tables import table_report
+
+        roots = _paths(cfg.get("runs")) or [Path(r) for r in DEFAULT_ROOTS]
+        missing = [str(r) for r in _paths(cfg.get("runs")) if not r.exists()]
+        if missing:
+            raise ReportError(f"runs: no such folder: {', '.join(missing)}")
+        out = Path(cfg.out) if cfg.get("out") else None
+        result = table_report(str(cfg.table), roots, out)
+        print(result["markdown"])
+        print(f"report: wrote {result['path']} (runs searched: {', '.join(map(str, roots))}; "
+              f"experiments found: {', '.join(result['found']) or 'none'})")
+        return result
+    from .tables import table_names
+
+    print("usage: python -m ctxbench report sweep=DIR | table=NAME [runs=DIR]\npaper tables: "
+          + ", ".join(table_names()))
+    return None
+

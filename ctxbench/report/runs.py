@@ -1,0 +1,160 @@
+"""Read finished run folders: which overrides made them and what they scored.
+
+A run folder is what ``python -m ctxbench train|eval|score`` leaves behind::
+
+    <run>/.hydra/config.yaml, .hydra/overrides.yaml   (every run)
+    <run>/results.json                                 (eval / score: overall + by_category + cost + metadata)
+    <run>/metrics.jsonl, <run>/train_summary.json      (train: one line per logged step, a final line)
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..data.errors import DataError
+
+RESULTS_JSON, METRICS_JSONL, TRAIN_SUMMARY = "results.json", "metrics.jsonl", "train_summary.json"
+
+
+class ReportError(DataError):
+    """A problem with the folders or tables given to ``report``; the CLI prints it as one line."""
+
+    def __init__(self, message: str):
+        super().__init__("report", message)
+
+
+@dataclass
+class Run:
+    """One finished (or partly finished) run folder and what it recorded."""
+
+    path: Path
+    kind: str                                   # eval | train | unknown
+    overrides: list[str] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, Any] | None = None       # results.json
+    train: dict[str, Any] = field(default_factory=dict)  # final_loss, eval_loss, step, ppl
+
+    def override_map(self) -> dict[str, str]:
+        """``{"method.lambda_ae": "0.2", "model": "tiny"}`` from ``.hydra/overrides.yaml``."""
+        out: dict[str, str] = {}
+        for o in self.overrides:
+            if "=" not in o:
+                continue
+            key, _, value = o.partition("=")
+            out[key.lstrip("+~")] = value
+        return out
+
+    def scalar_metrics(self) -> dict[str, Any]:
+        """The run's headline numbers: results.json ``overall`` for eval, losses for train."""
+        if self.results is not None:
+            return {k: v for k, v in (self.results.get("overall") or {}).items()
+                    if isinstance(v, (int, float)) and not k.endswith("_n")}
+        return dict(self.train)
+
+    def experiment(self) -> dict[str, Any]:
+        exp = self.config.get("experiment")
+        return exp if isinstance(exp, dict) else {}
+
+
+def _load_yaml(path: Path) -> Any:
+    from omegaconf import OmegaConf
+
+    try:
+        return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except Exception as e:  # noqa: BLE001 - any parse error is the file's problem
+        raise ReportError(f"{path}: cannot read YAML ({e})") from None
+
+
+def _train_numbers(run_dir: Path) -> dict[str, Any]:
+    """Final loss / eval loss (and perplexity) of a train run from train_summary.json or metrics.jsonl."""
+    out: dict[str, Any] = {}
+    summary = run_dir / TRAIN_SUMMARY
+    if summary.exists():
+        try:
+            s = json.loads(summary.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ReportError(f"{summary}: malformed JSON ({e.msg})") from None
+        for k in ("step", "loss", "eval_loss"):
+            if isinstance(s.get(k), (int, float)):
+                out["final_loss" if k == "loss" else k] = s[k]
+    metrics = run_dir / METRICS_JSONL
+    if metrics.exists():
+        last_loss, last_step, final_eval = None, None, None
+        parts: dict[str, float] = {}
+        for line in metrics.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn last line of a killed run
+            if row.get("final"):
+                final_eval = row.get("eval_loss", final_eval)
+                continue
+            if isinstance(row.get("loss"), (int, float)):
+                last_loss, last_step = row["loss"], row.get("step", last_step)
+                # a method's own loss parts (ICAE ae_loss / lm_loss ...), last logged value
+                parts = {k: v for k, v in row.items() if k.endswith("_loss") and k != "eval_loss"
+                         and isinstance(v, (int, float))}
+            if isinstance(row.get("eval_loss"), (int, float)):
+                final_eval = row["eval_loss"]
+        out.setdefault("final_loss", last_loss)
+        for k, v in parts.items():
+            out.setdefault(k, v)
+        out.setdefault("step", last_step)
+        if final_eval is not None:
+            out.setdefault("eval_loss", final_eval)
+    if isinstance(out.get("eval_loss"), (int, float)) and out["eval_loss"] < 50:
+        out["eval_ppl"] = round(math.exp(out["eval_loss"]), 4)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def load_run(run_dir: str | Path) -> Run:
+    """Read one run folder (raises ReportError when it has neither results nor training logs)."""
+    d = Path(run_dir)
+    hydra = d / ".hydra"
+    overrides = _load_yaml(hydra / "overrides.yaml") if (hydra / "overrides.yaml").exists() else []
+    config = _load_yaml(hydra / "config.yaml") if (hydra / "config.yaml").exists() else {}
+    results = None
+    if (d / RESULTS_JSON).exists():
+        try:
+            results = json.loads((d / RESULTS_JSON).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ReportError(f"{d / RESULTS_JSON}: malformed JSON ({e.msg})") from None
+        if isinstance(results.get("config"), dict):
+            config = results["config"]  # the resolved config the evaluator recorded
+    train = _train_numbers(d)
+    kind = "eval" if results is not None else ("train" if train else "unknown")
+    return Run(path=d, kind=kind, overrides=[str(o) for o in (overrides or [])], config=config or {},
+               results=results, train=train)
+
+
+def is_run_dir(d: Path) -> bool:
+    return (d / RESULTS_JSON).exists() or (d / METRICS_JSONL).exists() or (d / TRAIN_SUMMARY).exists()
+
+
+def find_runs(roots: Iterable[str | Path]) -> list[Run]:
+    """Every run folder at or below ``roots`` (checkpoint folders are not descended into)."""
+    found: list[Run] = []
+    seen: set[Path] = set()
+    for root in roots:
+        root = Path(root)
+        if not root.exists():
+            raise ReportError(f"{root}: no such folder")
+        stack = [root]
+        while stack:
+            d = stack.pop()
+            if d.resolve() in seen:
+                continue
+            seen.add(d.resolve())
+            if is_run_dir(d):
+                try:
+                    found.append(load_run(d))
+                except ReportError as e:  # one broken run folder does not hide the others
+                    print(f"report: skipped {e}", file=sys.stderr)
+                continue
+            stack.extend(sorted((p for p in d.iterdir() if p.is_dir() and p.name not in (".hydra", "checkpoints")),
+                                reverse=True))
+    return found

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# LoCoCo (arXiv 2406.05317): train the conv compressor with an M-slot cache, then the table.
+#
+#   scripts/reproduce_lococo.sh [cpu|paper]
+#     cpu   (default) SmolLM2-135M, B=64, M=128 on the shipped text sample, STEPS=20
+#     paper Llama-2-7B, B=512, M=512 on the Pile, the reference README's schedule: 1000 steps, batch 1 x
+#           grad-accum 128, lr 5e-5 linear (GPU); LAUNCH for several GPUs
+#
+# Env: OUT (default outputs/reproduce/lococo_<scale>), STEPS, LAUNCH, EXTRA.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SCALE=${1:-cpu}
+[[ "$SCALE" == cpu || "$SCALE" == paper ]] || { echo "usage: $0 [cpu|paper]" >&2; exit 2; }
+OUT=${OUT:-outputs/reproduce/lococo_$SCALE}
+PY=${PYTHON:-python}
+LAUNCH=${LAUNCH:-$PY -m ctxbench}
+if [[ "$SCALE" == cpu ]]; then
+  STEPS=${STEPS:-20}; KNOBS=()
+else
+  STEPS=${STEPS:-1000}
+  KNOBS=(trainer.batch_size=1 trainer.grad_accum=128 trainer.lr=5e-5 trainer.scheduler=linear trainer.precision=bf16)
+fi
+# shellcheck disable=SC2086
+$LAUNCH train experiment=lococo_pile_lococo "scale/lococo=$SCALE" "trainer.max_steps=$STEPS" \
+  "hydra.run.dir=$OUT/lococo" "${KNOBS[@]}" ${EXTRA:-}
+"$PY" -m ctxbench report table=lococo_pile "runs=$OUT" "out=$OUT/lococo_pile.md"
