@@ -39,15 +39,7 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+from .results import atomic_write_text  # noqa: E402,F401 - re-exported for the loop
 
 
 def rng_state() -> dict[str, Any]:

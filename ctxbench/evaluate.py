@@ -25,6 +25,7 @@ from .metrics.aggregate import aggregate, metric_versions, score_records
 from .metrics.base import Metric, answer_text, build_metrics, canonical_name
 from .metrics.cost import aggregate_cost
 from .qa_prompts import postprocess
+from .results import run_dir as results_run_dir
 from .results import (JsonlAppender, atomic_write_text, read_jsonl_tolerant, results_markdown, run_metadata,
                       write_json, write_jsonl)
 from .types import Question, Sample, Usage
@@ -36,15 +37,7 @@ PREDICTIONS, RESULTS_JSON, RESULTS_MD = "predictions.jsonl", "results.json", "re
 # ---- run folder and common output ----------------------------------------------------------------
 
 def run_dir(cfg: Any) -> Path:
-    """Hydra's output folder for this job (``hydra.run.dir``), else ``cfg.run_dir``, else cwd."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        if HydraConfig.initialized():
-            return Path(HydraConfig.get().runtime.output_dir)
-    except ImportError:  # pragma: no cover
-        pass
-    return Path(cfg.get("run_dir") or ".")
+    return results_run_dir(cfg, ".")
 
 
 def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric], cfg: Any, command: str,

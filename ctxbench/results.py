@@ -20,6 +20,18 @@ from .secrets import redact, redact_override
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def run_dir(cfg: Any, default: str = ".") -> Path:
+    """Hydra's output folder for this job (``hydra.run.dir``), else ``cfg.run_dir``, else ``default``."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            return Path(HydraConfig.get().runtime.output_dir)
+    except ImportError:  # pragma: no cover
+        pass
+    return Path(cfg.get("run_dir") or default)
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write to a temp file in the same folder, fsync, rename over ``path``."""
     path = Path(path)

@@ -26,12 +26,9 @@ from .registry import build
 
 
 def run_dir_of(cfg: DictConfig) -> Path:
-    try:
-        from hydra.core.hydra_config import HydraConfig
+    from .results import run_dir
 
-        return Path(HydraConfig.get().runtime.output_dir)
-    except Exception:  # called without Hydra (tests, notebooks)
-        return Path(cfg.get("run_dir") or "outputs/train/run")
+    return run_dir(cfg, "outputs/train/run")
 
 
 def make_accelerator(cfg: DictConfig):

@@ -20,14 +20,9 @@ SUITES = ("train_step", "kv_memory", "memory_systems", "retrieval", "eval_throug
 
 
 def run_dir(cfg: Any) -> Path:
-    try:
-        from hydra.core.hydra_config import HydraConfig
+    from ..results import run_dir as results_run_dir
 
-        if HydraConfig.initialized():
-            return Path(HydraConfig.get().runtime.output_dir)
-    except ImportError:  # pragma: no cover
-        pass
-    return Path(cfg.get("run_dir") or "outputs/bench/run")
+    return results_run_dir(cfg, "outputs/bench/run")
 
 
 def selected(cfg: Any) -> list[str]:

@@ -90,12 +90,9 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def reset_peak() -> bool:
     """Reset this process's peak-RSS mark (Linux ≥ 4.0); False when the kernel does not allow it."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
+    from ..methods.kv_cache import reset_peak_rss
+
+    return reset_peak_rss()
 
 
 def _status_kb(key: str) -> int | None:

@@ -17,7 +17,7 @@ def samples_dir() -> Path:
     return REPO_ROOT / "data" / "samples"
 
 
-def resolve(path: str | os.PathLike, what: str = "dataset.path") -> Path:
+def resolve(path: str | os.PathLike, what: str = "dataset.path", hint: str | None = None) -> Path:
     """Resolve a user path (absolute, relative to cwd, or relative to the repo) or fail clearly."""
     p = Path(os.path.expanduser(str(path)))
     for cand in (p, REPO_ROOT / p):
@@ -25,5 +25,6 @@ def resolve(path: str | os.PathLike, what: str = "dataset.path") -> Path:
             if cand.is_file() and not os.access(cand, os.R_OK):
                 raise DataError(cand, "file is not readable")
             return cand
-    raise DataError(p, f"{what} does not exist (download it with `python -m ctxbench data download NAME`"
-                       " or point dataset.path at a local copy)")
+    raise DataError(p, f"not found; {hint}" if hint else
+                    f"{what} does not exist (download it with `python -m ctxbench data download NAME`"
+                    " or point dataset.path at a local copy)")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import DataError
-from .paths import REPO_ROOT, data_root
+from .paths import REPO_ROOT, data_root, resolve
 
 
 @dataclass(frozen=True)
@@ -90,10 +90,4 @@ def locate(path: str | os.PathLike | None, name: str) -> Path:
         if cand.exists():
             return cand
         raise DataError(cand, f"not found; {hint}")
-    p = Path(os.path.expanduser(str(path)))
-    for cand in (p, REPO_ROOT / p):
-        if cand.exists():
-            if cand.is_file() and not os.access(cand, os.R_OK):
-                raise DataError(cand, "file is not readable")
-            return cand
-    raise DataError(p, f"not found; {hint}")
+    return resolve(path, hint=hint)
