@@ -37,7 +37,7 @@ def _kill_when(proc: subprocess.Popen, ready, timeout: float = 300) -> None:
         if time.time() - t0 > timeout:
             proc.kill()
             pytest.fail("timed out waiting for the process to reach the kill point")
-        time.sleep(0.02)
+        time.sleep(0.005)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
 
