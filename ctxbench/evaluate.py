@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from .data.errors import DataError
@@ -343,6 +344,9 @@ def build_system(cfg: Any, out_dir: Path) -> tuple[Any, Any, Callable[[], Any] |
         if not cfg.get("embedder"):
             raise DataError("eval", f"memory={mem.name} needs an embedder (embedder=minilm)", field="embedder")
         embedder = build("embedder", cfg.embedder)
+
+    if "progress" in mem and not cfg.get("progress", True):  # progress=false silences every bar
+        mem = OmegaConf.merge(mem, {"progress": False})
 
     def make() -> Any:
         return build("memory", mem, llm=llm, embedder=embedder, workdir=out_dir)
