@@ -42,7 +42,7 @@ def test_real_tiny_multirun_then_report(tmp_path):
                 "trainer.progress=false", f"hydra.sweep.dir={sweep}", timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     jobs = sorted(d.name for d in sweep.iterdir() if d.is_dir())
-    assert len(jobs) == 2 and jobs[0].startswith("0_") and jobs[1].startswith("1_")
+    assert jobs == ["0", "1"]  # short job folders; swept values live in .hydra/overrides.yaml
     p = run_cli("report", f"sweep={sweep}")
     assert p.returncode == 0, p.stderr[-2000:]
     assert "swept: trainer.lr" in p.stdout and "plotted metric: `eval_loss`" in p.stdout
