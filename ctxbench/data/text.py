@@ -5,7 +5,6 @@
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from ..registry import register
 from ..types import History, Sample
 from .errors import DataError
 from .paths import resolve
+from .records import field, iter_jsonl
 
 
 def read_text_documents(path: Path, text_field: str = "text", limit: int | None = None) -> list[str]:
@@ -23,27 +23,19 @@ def read_text_documents(path: Path, text_field: str = "text", limit: int | None 
         for f in files:
             docs.extend(read_text_documents(f, text_field))
         return docs[:limit] if limit else docs
+    if path.suffix == ".jsonl":
+        docs = []
+        for i, rec in iter_jsonl(path):
+            docs.append(field(rec, text_field, str, path, f"line {i}"))
+            if limit and len(docs) >= limit:
+                break
+        return docs
     try:
         raw = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise DataError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
     except OSError as e:
         raise DataError(path, f"cannot be read: {e.strerror}") from None
-    if path.suffix == ".jsonl":
-        docs = []
-        for i, line in enumerate(raw.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(path, f"malformed JSON ({e.msg})", record=f"line {i}") from None
-            if not isinstance(rec, dict) or not isinstance(rec.get(text_field), str):
-                raise DataError(path, "missing or non-string", record=f"line {i}", field=text_field)
-            docs.append(rec[text_field])
-            if limit and len(docs) >= limit:
-                break
-        return docs
     if not raw.strip():
         raise DataError(path, "file is empty")
     return [raw]
