@@ -201,19 +201,23 @@ class MemorySystem:
         r = self.llm.chat(self.answer_messages(context, question),
                           max_new_tokens=int(self.cfg.get("answer_max_tokens", 32)), temperature=0.0,
                           phase="answer")
-        a = self.llm.meter.get("answer")
         self.store.commit()  # recall side effects (MemoryBank strength) persist
+        usage = self.answer_usage(t0, a0, context, dict(self.counts))
+        return Prediction(text=r.text.strip(), usage=usage,
+                          meta={"context": context, "prompt_version": self.prompt_version()})
+
+    def answer_usage(self, t0: float, a0: tuple[int, int, int], context: str, extra: dict[str, Any]) -> Usage:
+        """One answer's Usage: construction so far, the answer phase since ``a0``, what was shown."""
+        a = self.llm.meter.get("answer")
         items, mtoks = getattr(self, "_memory_stats", None) or self.memory_stats()
-        usage = Usage(
+        return Usage(
             construction_prompt_tokens=self.construction.get("prompt_tokens", 0),
             construction_completion_tokens=self.construction.get("completion_tokens", 0),
             construction_calls=self.construction.get("calls", 0),
             answer_prompt_tokens=a.prompt_tokens - a0[0], answer_completion_tokens=a.completion_tokens - a0[1],
             answer_calls=a.calls - a0[2], context_tokens=self.llm.count_tokens(context),
             memory_items=items, memory_tokens=mtoks, ingest_seconds=self.ingest_seconds,
-            answer_seconds=time.perf_counter() - t0, extra=dict(self.counts))
-        return Prediction(text=r.text.strip(), usage=usage,
-                          meta={"context": context, "prompt_version": self.prompt_version()})
+            answer_seconds=time.perf_counter() - t0, extra=extra)
 
     def prompt_version(self) -> str:
         return "none"

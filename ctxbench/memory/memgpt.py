@@ -25,7 +25,7 @@ from typing import Any
 
 from ctxbench.qa_prompts import memory_messages, question_text
 from ctxbench.registry import register
-from ctxbench.types import History, Prediction, Question, Session, Usage
+from ctxbench.types import History, Prediction, Question, Session
 
 from .base import MemorySystem
 from .prompts import memgpt as P
@@ -335,19 +335,10 @@ class MemGPT(MemorySystem):
         if not self.cfg.get("persist_core_edits", True):
             self.working = working0  # edits last for this question only
         self.store.commit()  # working-context edits persist
-        a = self.llm.meter.get("answer")
-        items, mtoks = getattr(self, "_memory_stats", None) or self.memory_stats()
         shown = context if fallback else "\n".join(seen)
         extra = {**dict(self.counts), "paging_steps": steps, "invalid_calls": invalid,
                  "function_calls": calls, "fallback_answer": fallback}
-        usage = Usage(
-            construction_prompt_tokens=self.construction.get("prompt_tokens", 0),
-            construction_completion_tokens=self.construction.get("completion_tokens", 0),
-            construction_calls=self.construction.get("calls", 0),
-            answer_prompt_tokens=a.prompt_tokens - a0[0], answer_completion_tokens=a.completion_tokens - a0[1],
-            answer_calls=a.calls - a0[2], context_tokens=self.llm.count_tokens(shown),
-            memory_items=items, memory_tokens=mtoks, ingest_seconds=self.ingest_seconds,
-            answer_seconds=time.perf_counter() - t0, extra=extra)
+        usage = self.answer_usage(t0, a0, shown, extra)
         return Prediction(text=(reply or "").strip(), usage=usage,
                           meta={"context": shown, "prompt_version": self.prompt_version(),
                                 "paging_steps": steps, "invalid_calls": invalid, "fallback_answer": fallback})
