@@ -39,6 +39,8 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--text", default=str(REPO.parent / "shared" / "data" / "tinyshakespeare.txt"))
     ap.add_argument("--tail-chars", type=int, default=40000,
                     help="evaluate on the last N characters (calibration used the file's start)")
+    ap.add_argument("--start-char", type=int, default=None,
+                    help="evaluate on the text from this character instead of the tail (another held-out slice)")
     ap.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
     ap.add_argument("--table-length", type=int, default=4096, help="length of the perplexity table")
     ap.add_argument("--segment-len", type=int, default=64)
@@ -84,11 +86,16 @@ def build_method(label: str, args: argparse.Namespace):
 
 
 def eval_ids(args: argparse.Namespace, tokenizer) -> list[int]:
-    text = Path(args.text).read_text(encoding="utf-8")[-args.tail_chars:]
+    text = Path(args.text).read_text(encoding="utf-8")
+    where = f"the last {args.tail_chars} chars"
+    if args.start_char is None:
+        text = text[-args.tail_chars:]
+    else:
+        text, where = text[args.start_char:], f"the text from char {args.start_char}"
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     need = max(args.lengths)
     if len(ids) < need:
-        raise SystemExit(f"{args.text}: the last {args.tail_chars} chars give {len(ids)} tokens < {need}")
+        raise SystemExit(f"{args.text}: {where} gives {len(ids)} tokens < {need}")
     return ids[:need]
 
 
@@ -107,7 +114,8 @@ def run_one(label: str, args: argparse.Namespace) -> dict:
 
 def subprocess_run(label: str, args: argparse.Namespace) -> dict:
     argv = [sys.executable, __file__, "--only", label, "--model", args.model, "--text", args.text,
-            "--tail-chars", str(args.tail_chars), "--segment-len", str(args.segment_len),
+            "--tail-chars", str(args.tail_chars), *(["--start-char", str(args.start_char)] if args.start_char is not None else []),
+            "--segment-len", str(args.segment_len),
             "--mem-size", str(args.mem_size), "--lengths", *map(str, args.lengths)]
     if args.checkpoint:
         argv += ["--checkpoint", args.checkpoint]
@@ -124,7 +132,9 @@ def slug(label: str) -> str:
 def table(results: dict, args: argparse.Namespace) -> str:
     L = args.table_length
     mib = 1024 * 1024
-    lines = [f"Perplexity on the last {args.tail_chars:,} characters of `{Path(args.text).name}` "
+    where = (f"the last {args.tail_chars:,} characters" if args.start_char is None
+             else f"the text from character {args.start_char:,}")
+    lines = [f"Perplexity on {where} of `{Path(args.text).name}` "
              f"({args.model}, B={args.segment_len}, M={args.mem_size} slots per layer and KV head).", "",
              f"| method | PPL @ {L} | " + " | ".join(f"PPL @ {n}" for n in args.lengths if n != L)
              + " | KV slots | KV MiB @ " + " / ".join(str(n) for n in args.lengths)
@@ -183,7 +193,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     runs = out / "runs"  # one JSON per method, so an interrupted or partial run can be resumed/extended
     runs.mkdir(exist_ok=True)
-    keys = ("model", "text", "tail_chars", "lengths", "segment_len", "mem_size")
+    keys = ("model", "text", "tail_chars", "start_char", "lengths", "segment_len", "mem_size")
 
     def cached(label: str) -> dict | None:
         f = runs / f"{slug(label)}.json"

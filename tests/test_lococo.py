@@ -167,3 +167,32 @@ def test_lambda_is_clamped_so_mixes_stay_convex():
     assert not torch.equal(mixed(0.5), mixed(1.0))
     out = mixed(0.5)
     assert (out <= kv.v.amax(2, keepdim=True) + 1e-6).all() and (out >= kv.v.amin(2, keepdim=True) - 1e-6).all()
+
+
+def test_local_window_is_always_kept_among_the_heavy_hitters():
+    """local_len (the reference's --local_len): the last slots stay whatever their scores."""
+    comp = ConvCompressor(head_dim=4, mem_size=6, hh_keep_rate=0.5, kernel_size=3, local_len=2, normalizer_init=0.0)
+    L = 10
+    k = torch.randn(1, 1, L, 4)
+    score = torch.tensor([[[0, 9, 0, 1, 8, 2, 0, 7, 0, 0]]], dtype=torch.float32)  # the last two score 0
+    out = comp(LayerKV(k, k, torch.arange(L).view(1, 1, L), score))
+    # keep = 3: one heavy hitter by score (slot 1) + the local window (8, 9); then the top-3 of the rest
+    assert out.pos[0, 0, :3].tolist() == [1, 8, 9]
+    assert torch.equal(out.k[0, 0, 3:], k[0, 0, [4, 5, 7]])
+    with pytest.raises(ValueError, match="local_len"):
+        ConvCompressor(head_dim=4, mem_size=6, hh_keep_rate=0.5, local_len=4)
+
+
+def test_conv_init_reference_normal_or_soft_default():
+    """conv_init_std=1.0 is the reference's N(0, 1); null keeps PyTorch's fan-in init (softer mixing)."""
+    torch.manual_seed(0)
+    ref = ConvCompressor(head_dim=32, mem_size=16, kernel_size=21)
+    soft = ConvCompressor(head_dim=32, mem_size=16, kernel_size=21, conv_init_std=None)
+    w_ref, w_soft = ref.layers[0].weight, soft.layers[0].weight
+    assert abs(float(w_ref.std()) - 1.0) < 0.02
+    assert float(w_soft.std()) < 0.05  # ≈ 1/sqrt(3·fan_in) for fan_in = 64·21
+    # on the same cache the reference init gives near one-hot mixing weights, the soft init spread ones
+    x = torch.randn(2, 64, 24)
+    top_ref = torch.softmax(ref.layers(x), -1).amax(-1).mean()
+    top_soft = torch.softmax(soft.layers(x), -1).amax(-1).mean()
+    assert top_ref > 0.5 > top_soft

@@ -45,7 +45,8 @@ class ConvCompressor(nn.Module):
 
     def __init__(self, head_dim: int, mem_size: int, hh_keep_rate: float = 0.5, kernel_size: int = 21,
                  n_convlayer: int = 1, expand: int = 1, hidden_act: str | None = "relu",
-                 normalizer_init: float = 0.5, local_len: int = 0, accumulate_scores: bool = False):
+                 normalizer_init: float = 0.5, local_len: int = 0, accumulate_scores: bool = False,
+                 conv_init_std: float | None = 1.0):
         super().__init__()
         if not 0.0 <= hh_keep_rate < 1.0:
             raise ValueError(f"method.hh_keep_rate={hh_keep_rate}: must be in [0, 1)")
@@ -69,9 +70,11 @@ class ConvCompressor(nn.Module):
         self.layers = nn.Sequential(*layers)
         self.normalizer = nn.Parameter(torch.full((1,), float(normalizer_init)))
         for m in self.layers:
-            if isinstance(m, nn.Conv1d):  # the reference initialises conv weights ~ N(0, 1)
+            # the reference initialises conv weights ~ N(0, 1) (conv_init_std=1.0); null keeps PyTorch's
+            # fan-in scaled default, whose softmax starts soft instead of one-hot
+            if isinstance(m, nn.Conv1d) and conv_init_std is not None:
                 with torch.no_grad():
-                    m.weight.copy_(torch.randn(m.weight.shape))
+                    m.weight.copy_(torch.randn(m.weight.shape) * float(conv_init_std))
 
     def evict(self, layer_idx: int, kv: LayerKV, seg_score: torch.Tensor, mem_size: int) -> LayerKV:
         if mem_size != self.mem_size:
@@ -137,6 +140,7 @@ class LoCoCo(FixedKVMethod):
             n_convlayer=int(cfg.get("n_convlayer", 1)), expand=int(cfg.get("expand", 1)),
             hidden_act=cfg.get("hidden_act", "relu"), normalizer_init=float(cfg.get("normalizer_init", 0.5)),
             local_len=int(cfg.get("local_len", 0)), accumulate_scores=bool(cfg.get("accumulate_scores", False)),
+            conv_init_std=cfg.get("conv_init_std", 1.0),
         ).to(device=next(bundle.model.parameters()).device, dtype=next(bundle.model.parameters()).dtype)
         lora = cfg.get("lora")
         if lora and lora.get("enabled", False):
