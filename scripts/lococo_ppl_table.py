@@ -23,13 +23,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-# label → (method config, needs the calibration checkpoint)
+# label → (method config, needs the calibration checkpoint, method overrides)
 METHODS = {
-    "full_cache": ("full_cache", False),
-    "streamingllm": ("streamingllm", False),
-    "h2o": ("h2o", False),
-    "lococo (init)": ("lococo", False),
-    "lococo (calibrated)": ("lococo", True),
+    "full_cache": ("full_cache", False, {}),
+    "streamingllm": ("streamingllm", False, {}),
+    "h2o": ("h2o", False, {}),
+    # LoCoCo's selection alone (λ = 0: heavy hitters + local window + top remaining slots, no mixing),
+    # so the table shows what the learned convolution adds on top of the rule it starts from
+    "lococo (drop, λ=0)": ("lococo", False, {"normalizer_init": 0.0}),
+    "lococo (init)": ("lococo", False, {}),
+    "lococo (calibrated)": ("lococo", True, {}),
 }
 
 
@@ -60,7 +63,7 @@ def build_method(label: str, args: argparse.Namespace):
     from ctxbench.models.loading import load_model
     from ctxbench.registry import build
 
-    name, needs_ckpt = METHODS[label]
+    name, needs_ckpt, overrides = METHODS[label]
     mcfg = OmegaConf.load(REPO / "conf" / "model" / f"{args.model}.yaml")
     cfg = OmegaConf.load(REPO / "conf" / "method" / f"{name}.yaml")
     if name == "lococo" and args.checkpoint:  # the calibrated compressor's own settings (init: same shape)
@@ -71,6 +74,7 @@ def build_method(label: str, args: argparse.Namespace):
             raise SystemExit(f"--checkpoint {args.checkpoint} was trained with mem_size={saved.mem_size}, "
                              f"segment_len={saved.segment_len}; pass the same --mem-size/--segment-len")
         cfg = saved
+    cfg = OmegaConf.merge(cfg, overrides)
     cfg.segment_len = args.segment_len
     if name != "full_cache":
         cfg.mem_size = args.mem_size
@@ -126,7 +130,7 @@ def subprocess_run(label: str, args: argparse.Namespace) -> dict:
 
 
 def slug(label: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in label).strip("_")
+    return "".join(c if c.isascii() and c.isalnum() else "_" for c in label).strip("_")
 
 
 def table(results: dict, args: argparse.Namespace) -> str:
