@@ -226,6 +226,8 @@ def main() -> None:
     todo = []
     for label in args.methods:
         if METHODS[label][1] and not args.checkpoint:
+            if args.methods != list(METHODS):  # asked for by name: an error, not a silent empty row
+                raise SystemExit(f"--methods {label!r} needs --checkpoint (a `train method=lococo` run)")
             print(f"skipping {label!r}: no --checkpoint", file=sys.stderr)
             continue
         todo.append(label)
