@@ -8,7 +8,9 @@ Text is processed in segments of B tokens over a cache of M slots per layer and 
 
 1. the ``keep = M − ⌊M·(1 − hh_keep_rate)⌋`` heavy hitters are kept — the slots that received the
    most attention from the segment's queries (the reference scores with the current segment
-   only; ``accumulate_scores: true`` uses H2O's running sum), optionally plus a local window;
+   only; ``accumulate_scores: true`` uses H2O's running sum), optionally plus a local window of the
+   ``local_len`` most recent slots (0 in the reference; 32 in the CPU config, where without it the
+   rule loses recency and StreamingLLM wins — README, LoCoCo section);
 2. the other n slots are mixed into ``mc = M − keep`` slots: a 1-D convolution (kernel 21, one
    per layer, shared by heads) over the sequence of their concatenated [K;V] gives mc channels,
    ReLU, then a softmax over the n positions → mixing weights W_conv [mc, n]; these are blended
