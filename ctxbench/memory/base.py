@@ -192,11 +192,7 @@ class MemorySystem:
         return memory_messages(context, question)
 
     def answer(self, question: Question) -> Prediction:
-        if self.hid is None:
-            raise RuntimeError(f"memory={self.name}: answer() before ingest()")
-        t0 = time.perf_counter()
-        a = self.llm.meter.get("answer")
-        a0 = (a.prompt_tokens, a.completion_tokens, a.calls)
+        t0, a0 = self.answer_start()
         context = self.retrieve(question)
         r = self.llm.chat(self.answer_messages(context, question),
                           max_new_tokens=int(self.cfg.get("answer_max_tokens", 32)), temperature=0.0,
@@ -205,6 +201,13 @@ class MemorySystem:
         usage = self.answer_usage(t0, a0, context, dict(self.counts))
         return Prediction(text=r.text.strip(), usage=usage,
                           meta={"context": context, "prompt_version": self.prompt_version()})
+
+    def answer_start(self) -> tuple[float, tuple[int, int, int]]:
+        """Start timing an answer: (start time, the answer meter's tokens and calls so far) for answer_usage."""
+        if self.hid is None:
+            raise RuntimeError(f"memory={self.name}: answer() before ingest()")
+        a = self.llm.meter.get("answer")
+        return time.perf_counter(), (a.prompt_tokens, a.completion_tokens, a.calls)
 
     def answer_usage(self, t0: float, a0: tuple[int, int, int], context: str, extra: dict[str, Any]) -> Usage:
         """One answer's Usage: construction so far, the answer phase since ``a0``, what was shown."""

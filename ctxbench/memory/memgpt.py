@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
 from ctxbench.qa_prompts import memory_messages, question_text
@@ -283,11 +282,7 @@ class MemGPT(MemorySystem):
         return msgs
 
     def answer(self, question: Question) -> Prediction:
-        if self.hid is None:
-            raise RuntimeError(f"memory={self.name}: answer() before ingest()")
-        t0 = time.perf_counter()
-        a = self.llm.meter.get("answer")
-        a0 = (a.prompt_tokens, a.completion_tokens, a.calls)
+        t0, a0 = self.answer_start()
         msgs = self.main_context(question)
         working0 = self.working
         seen = [msgs[0]["content"], msgs[1]["content"]]
