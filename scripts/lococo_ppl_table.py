@@ -89,17 +89,20 @@ def build_method(label: str, args: argparse.Namespace):
     return method
 
 
+def text_slice(args: argparse.Namespace) -> str:
+    """Which held-out part of --text is evaluated, in words (for errors and the table)."""
+    if args.start_char is None:
+        return f"the last {args.tail_chars:,} characters"
+    return f"the text from character {args.start_char:,}"
+
+
 def eval_ids(args: argparse.Namespace, tokenizer) -> list[int]:
     text = Path(args.text).read_text(encoding="utf-8")
-    where = f"the last {args.tail_chars} chars"
-    if args.start_char is None:
-        text = text[-args.tail_chars:]
-    else:
-        text, where = text[args.start_char:], f"the text from char {args.start_char}"
+    text = text[-args.tail_chars:] if args.start_char is None else text[args.start_char:]
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     need = max(args.lengths)
     if len(ids) < need:
-        raise SystemExit(f"{args.text}: {where} gives {len(ids)} tokens < {need}")
+        raise SystemExit(f"{args.text}: only {len(ids)} tokens in {text_slice(args)}, {need} needed")
     return ids[:need]
 
 
@@ -118,9 +121,10 @@ def run_one(label: str, args: argparse.Namespace) -> dict:
 
 def subprocess_run(label: str, args: argparse.Namespace) -> dict:
     argv = [sys.executable, __file__, "--only", label, "--model", args.model, "--text", args.text,
-            "--tail-chars", str(args.tail_chars), *(["--start-char", str(args.start_char)] if args.start_char is not None else []),
-            "--segment-len", str(args.segment_len),
+            "--tail-chars", str(args.tail_chars), "--segment-len", str(args.segment_len),
             "--mem-size", str(args.mem_size), "--lengths", *map(str, args.lengths)]
+    if args.start_char is not None:
+        argv += ["--start-char", str(args.start_char)]
     if args.checkpoint:
         argv += ["--checkpoint", args.checkpoint]
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
@@ -136,9 +140,7 @@ def slug(label: str) -> str:
 def table(results: dict, args: argparse.Namespace) -> str:
     L = args.table_length
     mib = 1024 * 1024
-    where = (f"the last {args.tail_chars:,} characters" if args.start_char is None
-             else f"the text from character {args.start_char:,}")
-    lines = [f"Perplexity on {where} of `{Path(args.text).name}` "
+    lines = [f"Perplexity on {text_slice(args)} of `{Path(args.text).name}` "
              f"({args.model}, B={args.segment_len}, M={args.mem_size} slots per layer and KV head).", "",
              f"| method | PPL @ {L} | " + " | ".join(f"PPL @ {n}" for n in args.lengths if n != L)
              + " | KV slots | KV MiB @ " + " / ".join(str(n) for n in args.lengths)
