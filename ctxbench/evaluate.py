@@ -25,11 +25,14 @@ from .data.errors import DataError
 from .metrics.aggregate import aggregate, metric_versions, score_records
 from .metrics.base import Metric, answer_text, build_metrics, canonical_name
 from .metrics.cost import aggregate_cost
+from .metrics.health import DEFAULT_MAX_FAILED_FRACTION, health_line, run_health
 from .qa_prompts import postprocess
 from .results import run_dir as results_run_dir
 from .results import (JsonlAppender, atomic_write_text, read_jsonl_tolerant, results_markdown, run_metadata,
                       write_json, write_jsonl)
-from .types import Question, Sample, Usage
+from .secrets import scrub_text
+from .system import ContractError, System
+from .types import Prediction, Question, Sample, Usage
 
 DEFAULT_METRICS = ["f1", "f1_set", "bleu1", "rouge1", "rouge2", "rougeL"]
 PREDICTIONS, RESULTS_JSON, RESULTS_MD = "predictions.jsonl", "results.json", "results.md"
@@ -41,15 +44,28 @@ def run_dir(cfg: Any) -> Path:
     return results_run_dir(cfg, ".")
 
 
+class EvalFailed(RuntimeError):
+    """Too many LLM calls, structured outputs or answers failed for the numbers to mean anything."""
+
+
 def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric], cfg: Any, command: str,
-             with_cost: bool, extra: dict[str, Any] | None = None, progress: bool = True) -> dict[str, Any]:
-    """Score ``records``; write predictions.jsonl (with metric fields), results.json, results.md."""
+             with_cost: bool, extra: dict[str, Any] | None = None, progress: bool = True,
+             max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION) -> dict[str, Any]:
+    """Score ``records``; write predictions.jsonl (with metric fields), results.json, results.md.
+
+    Failed answers (``failed: true``) are kept in predictions.jsonl but not scored; ``health``
+    says how many calls, structured outputs and answers failed (:mod:`ctxbench.metrics.health`).
+    """
     names = [m.name for m in metrics]
-    scored = score_records(records, metrics, progress=progress)
+    answered = [r for r in records if not r.get("failed")]
+    scored = score_records(answered, metrics, progress=progress)
     results = aggregate(scored, names)
     results["metrics"] = metric_versions(metrics)
     if with_cost:
         results["cost"] = aggregate_cost(records)
+        results["health"] = run_health(records, max_failed_fraction)
+    by_id = {str(r["id"]): r for r in scored}
+    scored = [by_id.get(str(r["id"]), r) for r in records]  # failed ones as they are, in dataset order
     results.update(run_metadata(cfg, command, extra))
     write_jsonl(out_dir / PREDICTIONS, scored)
     write_json(out_dir / RESULTS_JSON, results)
@@ -157,13 +173,6 @@ def _delta(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(y - x for x, y in zip(a, b))
 
 
-def _construction_usage(system: Any) -> Usage | None:
-    cu = getattr(system, "construction_usage", None)
-    if callable(cu):
-        cu = cu()
-    return cu if isinstance(cu, Usage) else None
-
-
 def question_record(q: Question, history_id: str) -> dict[str, Any]:
     rec: dict[str, Any] = {"id": q.id, "history_id": history_id, "question": q.question,
                            "answer": answer_text(q.answer), "category": q.category,
@@ -229,17 +238,19 @@ def plan(samples: list[Sample], limit: int | None) -> list[tuple[Sample, list[Qu
     return work
 
 
-def run_system(system: Any, samples: list[Sample], out_dir: str | Path, *, llm: Any = None,
+def run_system(system: System, samples: list[Sample], out_dir: str | Path, *, llm: Any = None,
                limit: int | None = None, progress: bool = True,
-               rebuild: Callable[[], Any] | None = None,
                shard: tuple[int, int] | None = None) -> list[dict[str, Any]]:
     """Answer every question (the first ``limit``), resuming from what ``out_dir`` already holds.
 
-    Returns the records of this dataset's questions, in dataset order. ``rebuild`` makes a fresh
-    system for each history when the system has no ``reset()``. With ``shard=(rank, world)`` this
-    process answers histories ``rank::world`` into ``predictions.rank<rank>.jsonl`` and returns
-    only those; :func:`merge_shards` joins them.
+    Returns the records of this dataset's questions, in dataset order. A question whose answer
+    failed (its LLM calls failed) is written with ``failed: true`` and answered again on the next
+    run; it is never scored. With ``shard=(rank, world)`` this process answers histories
+    ``rank::world`` into ``predictions.rank<rank>.jsonl`` and returns only those;
+    :func:`merge_shards` joins them.
     """
+    if not isinstance(system, System):
+        raise ContractError(f"{type(system).__qualname__} is not a ctxbench.system.System; eval runs Systems only")
     out_dir = Path(out_dir)
     pred_path = out_dir / (PREDICTIONS if shard is None else f"predictions.rank{shard[0]}.jsonl")
     done = _answered(out_dir)
@@ -248,21 +259,16 @@ def run_system(system: Any, samples: list[Sample], out_dir: str | Path, *, llm: 
     if shard is not None:
         work = work[shard[0]::shard[1]]
     order = [q.id for _, qs in work for q in qs]
-    pending_total = sum(1 for qid in order if qid not in done)
+    pending_total = sum(1 for qid in order if _needs_answer(done, qid))
 
     bar = tqdm(total=len(order), initial=len(order) - pending_total, desc="eval", unit="q",
                disable=not progress, dynamic_ncols=True)
-    first = True
     with JsonlAppender(pred_path) as out:
         for sample, qs in work:
-            pending = [q for q in qs if q.id not in done]
+            pending = [q for q in qs if _needs_answer(done, q.id)]
             if not pending:
                 continue
-            if hasattr(system, "reset"):
-                system.reset()
-            elif rebuild is not None and not first:
-                system = rebuild()
-            first = False
+            system.reset()
             bar.set_postfix_str(f"ingest {sample.history.id}")
             m0, t0 = _meter_phase(llm, "construction"), time.perf_counter()
             system.ingest(sample.history)
@@ -274,19 +280,19 @@ def run_system(system: Any, samples: list[Sample], out_dir: str | Path, *, llm: 
                 a0, t1 = _meter_phase(llm, "answer"), time.perf_counter()
                 pred = system.answer(q)
                 answer_s = time.perf_counter() - t1
-                meter_ans = _delta(a0, _meter_phase(llm, "answer"))
-                usage = pred.usage if isinstance(pred.usage, Usage) else Usage.from_dict(dict(pred.usage or {}))
-                if usage.answer_calls == 0 and meter_ans[2] > 0:  # the system did not count; the meter did
-                    usage.answer_prompt_tokens, usage.answer_completion_tokens, usage.answer_calls = meter_ans[:3]
-                if meter_ans[3] and "failed_calls" not in usage.extra:
-                    usage.extra["failed_calls"] = meter_ans[3]
+                usage = account_answer(pred, llm, _delta(a0, _meter_phase(llm, "answer")))
                 if construction is None:
-                    construction = _history_construction(system, usage, meter_con, ingest_s)
+                    construction = account_construction(system, usage, meter_con, ingest_s)
                 rec = question_record(q, sample.history.id)
                 rec.update(prediction=postprocess(q, pred.text), raw_prediction=pred.text,
-                           usage=usage.to_dict(), answer_seconds=round(answer_s, 4), construction=construction)
-                if pred.meta:
-                    rec["meta"] = {k: v for k, v in pred.meta.items() if k != "context"}
+                           usage=usage.to_dict(), answer_seconds=round(answer_s, 4), construction=construction,
+                           outputs=system.output_counts())
+                meta = {k: v for k, v in (pred.meta or {}).items() if k != "context"}
+                if meta:
+                    rec["meta"] = meta
+                if _failed_answer(pred, usage):
+                    rec["failed"] = True
+                    rec["error"] = scrub_text(str(meta.get("error") or "the answer's LLM calls failed"))
                 out.append(rec)
                 done[q.id] = rec
                 bar.update(1)
@@ -294,9 +300,39 @@ def run_system(system: Any, samples: list[Sample], out_dir: str | Path, *, llm: 
     return [done[qid] for qid in order]
 
 
-def _history_construction(system: Any, usage: Usage, meter: tuple[int, ...], seconds: float) -> dict[str, Any]:
-    """What ingesting one history cost: the system's own count if it reports one, else the meter's."""
-    cu = _construction_usage(system) or usage
+def _needs_answer(done: dict[str, dict[str, Any]], qid: str) -> bool:
+    """Not answered yet, or answered with a failure (re-answered, never counted)."""
+    rec = done.get(qid)
+    return rec is None or bool(rec.get("failed"))
+
+
+def _failed_answer(pred: Prediction, usage: Usage) -> bool:
+    """Every LLM call of the answer failed, or one failed and left no text."""
+    failed = int(usage.extra.get("failed_calls", 0) or 0)
+    return failed > 0 and (failed >= usage.answer_calls or not pred.text.strip())
+
+
+# ---- cost accounting: the one code path for every system ------------------------------------------
+
+def account_answer(pred: Prediction, llm: Any, meter: tuple[int, ...]) -> Usage:
+    """The Usage recorded for one answer.
+
+    A system on the shared LLM backend (``llm`` given) is metered: its answer tokens, calls and
+    failures are the backend meter's delta over ``answer()``, whatever the system says. A system
+    that decodes with its own model (methods) counts its tokens itself. Everything else (context
+    tokens, memory footprint, extras) is the system's own report.
+    """
+    usage = pred.usage if isinstance(pred.usage, Usage) else Usage.from_dict(dict(pred.usage or {}))
+    if llm is not None:
+        usage.answer_prompt_tokens, usage.answer_completion_tokens, usage.answer_calls = meter[:3]
+        usage.extra["failed_calls"] = int(meter[3])
+    return usage
+
+
+def account_construction(system: System, usage: Usage, meter: tuple[int, ...], seconds: float) -> dict[str, Any]:
+    """What ingesting one history cost: the system's own count if it keeps one (a resumed store
+    remembers calls an earlier process made), else the backend meter's delta over ``ingest()``."""
+    cu = system.construction_usage() or usage
     reported = (cu.construction_prompt_tokens, cu.construction_completion_tokens, cu.construction_calls)
     tokens = reported if any(reported) else meter[:3]
     return {"prompt_tokens": int(tokens[0]), "completion_tokens": int(tokens[1]), "calls": int(tokens[2]),
@@ -319,8 +355,12 @@ def _seed_everything(seed: int) -> None:
         sys.modules["torch"].manual_seed(seed)
 
 
-def build_system(cfg: Any, out_dir: Path) -> tuple[Any, Any, Callable[[], Any] | None, str]:
-    """(system, llm or None, rebuild factory or None, display name) from ``method=`` or ``memory=``."""
+def build_system(cfg: Any, out_dir: Path) -> tuple[System, Any, str]:
+    """(system, llm or None, display name) from ``method=`` or ``memory=``.
+
+    The cheap checks run first: an OpenAI-compatible server is asked whether it is there, knows
+    the key and the model (``preflight``) before the embedder loads.
+    """
     from .registry import build
 
     if cfg.get("method"):
@@ -332,13 +372,15 @@ def build_system(cfg: Any, out_dir: Path) -> tuple[Any, Any, Callable[[], Any] |
             from .checkpoint import load_trained
 
             load_trained(system, cfg.checkpoint)
-        if hasattr(system, "eval"):
-            system.eval()
-        return system, None, None, f"method={cfg.method.name}"
+        system.eval()
+        return system, None, f"method={cfg.method.name}"
     mem = cfg.get("memory")
     if not mem:
         raise DataError("eval", "choose a system: memory=NAME or method=NAME", field="memory")
     llm = build("llm", cfg.llm)
+    preflight = getattr(llm, "preflight", None)
+    if callable(preflight):
+        preflight()
     embedder = None
     if mem.get("needs_embedder", False):
         if not cfg.get("embedder"):
@@ -348,10 +390,7 @@ def build_system(cfg: Any, out_dir: Path) -> tuple[Any, Any, Callable[[], Any] |
     if "progress" in mem and not cfg.get("progress", True):  # progress=false silences every bar
         mem = OmegaConf.merge(mem, {"progress": False})
 
-    def make() -> Any:
-        return build("memory", mem, llm=llm, embedder=embedder, workdir=out_dir)
-
-    return make(), llm, make, f"memory={mem.name}"
+    return build("memory", mem, llm=llm, embedder=embedder, workdir=out_dir), llm, f"memory={mem.name}"
 
 
 def _distributed() -> tuple[int, int, Callable[[], None]] | None:
@@ -384,16 +423,15 @@ def main(cfg: Any) -> dict[str, Any]:
     n_q = sum(len(s.questions) for s in samples)
     if n_q == 0:
         raise DataError(f"dataset={cfg.dataset.name}", "has no questions to answer (eval needs a QA dataset)")
-    system, llm, rebuild, name = build_system(cfg, out)
+    system, llm, name = build_system(cfg, out)
     progress = bool(cfg.get("progress", True))
     dist = _distributed()
     if dist is None:
-        records = run_system(system, list(samples), out, llm=llm, limit=cfg.get("limit"), progress=progress,
-                             rebuild=rebuild)
+        records = run_system(system, list(samples), out, llm=llm, limit=cfg.get("limit"), progress=progress)
     else:  # `accelerate launch -m ctxbench eval ...`: histories split across processes
         rank, world, barrier = dist
         run_system(system, list(samples), out, llm=llm, limit=cfg.get("limit"), progress=progress and rank == 0,
-                   rebuild=rebuild, shard=(rank, world))
+                   shard=(rank, world))
         barrier()
         if rank != 0:
             barrier()
@@ -406,10 +444,16 @@ def main(cfg: Any) -> dict[str, Any]:
                                               "context_window": llm.context_window,
                                               "meter": llm.meter.snapshot(),
                                               "truncated_calls": getattr(llm, "truncated_calls", None)}}
-    results = finalize(out, records, metrics, cfg, "eval", with_cost=True, extra=extra, progress=progress)
+    results = finalize(out, records, metrics, cfg, "eval", with_cost=True, extra=extra, progress=progress,
+                       max_failed_fraction=float(cfg.get("max_failed_fraction", DEFAULT_MAX_FAILED_FRACTION)))
     if dist is not None:
         dist[2]()
-    print(f"eval {name} on {cfg.dataset.name}: {summary_line(results, [m.name for m in metrics])} → {out}")
+    health = results["health"]
+    print(f"eval {name} on {cfg.dataset.name}: {summary_line(results, [m.name for m in metrics])}; "
+          f"{health_line(health)} → {out}")
+    if health["status"] != "ok":
+        raise EvalFailed(f"eval {name}: {health['reason']}; the numbers in {out / RESULTS_JSON} do not measure the "
+                         "system (fix the backend, or raise max_failed_fraction)")
     return results
 
 

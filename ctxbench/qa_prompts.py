@@ -21,8 +21,10 @@ multiple-choice questions (DialSim) list their options. Systems that carry the c
 from __future__ import annotations
 
 import hashlib
+import re
 
 from .metrics.base import NOT_MENTIONED, category_name
+from .render import render_history, render_session_block, render_turn  # noqa: F401 - re-exported
 from .types import History, Question
 
 # Verbatim from the reference (including its "wriiten").
@@ -92,20 +94,9 @@ def conversation_intro(speakers: list[str]) -> str:
     return ""
 
 
-def render_turn(speaker: str, text: str) -> str:
-    return f'{speaker} said, "{text}"\n'
-
-
-def render_session_block(date: str, turn_lines: list[str]) -> str:
-    return f"DATE: {date}\nCONVERSATION:\n" + "".join(turn_lines)
-
-
 def render_conversation(history: History) -> str:
     """The whole history the way the reference puts it in the prompt (documents: their text)."""
-    if not history.sessions:
-        return history.text
-    return "".join(render_session_block(s.date, [render_turn(t.speaker, t.text) for t in s.turns]) + "\n\n"
-                   for s in history.sessions)
+    return render_history(history, "locomo")
 
 
 def qa_prompt(question: Question, context: str, speakers: list[str] | None = None) -> str:
@@ -133,22 +124,34 @@ def memory_messages(context: str, question: Question | str) -> list[dict[str, st
     return qa_messages(question, context)
 
 
+def _option_reply(low: str, letters: str) -> str | None:
+    """The option letter a reply names, if the whole reply is one: 'a', '(a)', 'a)', 'a.', '(a).'."""
+    m = re.fullmatch(r"\(?\s*([a-z])\s*[).:]?\.?", low)
+    return m.group(1) if m and m.group(1) in letters else None
+
+
 def postprocess(question: Question, text: str) -> str:
-    """Clean a raw reply: strip; map an adversarial 'a'/'(a)' reply to its option (reference rule)."""
+    """Clean a raw reply, once, in the evaluator: strip, and map an option letter to its option text.
+
+    LoCoMo's adversarial two-option form: a reply that *is* an option letter ('a', '(a)', 'b.')
+    becomes that option's text (the reference maps 'a'/'(a)' the same way; its length test — any
+    1 or 3 character reply — also rewrote short real answers such as "Yes"). Idempotent:
+    ``postprocess(q, postprocess(q, x)) == postprocess(q, x)``, because a reply equal to an
+    option's text (checked first) is kept as it is, whatever its length.
+    """
     pred = text.strip()
-    style = prompt_style(question)
     low = pred.lower()
+    style = prompt_style(question)
     if style == "locomo" and category_name(question) == "adversarial":
-        opts = adversarial_options(question)
-        if not opts:
-            return pred
-        if len(low) == 1:
-            return opts["a"] if "a" in low else opts["b"]
-        if len(low) == 3:
-            return opts["a"] if "(a)" in low else opts["b"]
+        options = list(adversarial_options(question).values())
+    elif style == "choice" and question.options:
+        options = [str(o) for o in question.options]
+    else:
         return pred
-    if style == "choice" and question.options:
-        letter = low.strip("().: ")
-        if len(letter) == 1 and letter.upper() in OPTION_LETTERS[:len(question.options)]:
-            return question.options[OPTION_LETTERS.index(letter.upper())]
-    return pred
+    if not options:
+        return pred
+    for opt in options:
+        if low == opt.strip().lower():
+            return opt
+    letter = _option_reply(low, "abcdefghij"[:len(options)])
+    return options["abcdefghij".index(letter)] if letter else pred

@@ -24,6 +24,7 @@ PACKAGES = (
     "ctxbench.bench",
 )
 
+SYSTEM_KINDS = ("method", "memory")  # checked against the System contract (ctxbench.system) at registration
 _REGISTRY: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
 _ALIASES: dict[str, dict[str, str]] = {k: {} for k in KINDS}
 _discovered = False
@@ -39,6 +40,10 @@ def register(kind: str, name: str, aliases: tuple[str, ...] = ()) -> Callable[[A
         raise ValueError(f"unknown registry kind {kind!r}; kinds are {', '.join(KINDS)}")
 
     def deco(obj: Any) -> Any:
+        if kind in SYSTEM_KINDS:
+            from .system import check_system
+
+            check_system(kind, name, obj)
         prev = _REGISTRY[kind].get(name)
         if prev is not None and prev is not obj and _qual(prev) != _qual(obj):
             raise ValueError(f"{kind} {name!r} registered twice: {_qual(prev)} and {_qual(obj)}")

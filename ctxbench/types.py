@@ -8,7 +8,7 @@ ingest a history and answer questions with a :class:`Prediction` that carries it
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 
 @dataclass
@@ -36,15 +36,10 @@ class History:
     speakers: list[str] = field(default_factory=list)
 
     def render(self, with_dates: bool = True) -> str:
-        """The whole history as plain text (what a full-context system shows the model)."""
-        if not self.sessions:
-            return self.text
-        return "\n\n".join(render_session(s, with_dates) for s in self.sessions)
+        """The whole history as plain text (:func:`ctxbench.render.render_history`, ``plain`` style)."""
+        from .render import render_history
 
-
-def render_session(session: Session, with_date: bool = True) -> str:
-    head = f"DATE: {session.date}\n" if with_date and session.date else ""
-    return head + "\n".join(f"{t.speaker}: {t.text}" for t in session.turns)
+        return render_history(self, "plain", with_dates=with_dates)
 
 
 @dataclass
@@ -102,16 +97,3 @@ class Prediction:
     text: str
     usage: Usage = field(default_factory=Usage)
     meta: dict[str, Any] = field(default_factory=dict)
-
-
-@runtime_checkable
-class System(Protocol):
-    """Everything evaluated is a system that answers from a history.
-
-    ``ingest`` builds the state (slots, compressed KV, memory store) from the history;
-    ``answer`` decodes from that state. ``construction_usage`` reports what ingest cost.
-    """
-
-    def ingest(self, history: History) -> None: ...
-
-    def answer(self, question: Question) -> Prediction: ...

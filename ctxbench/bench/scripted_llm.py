@@ -3,39 +3,30 @@
 It answers each memory-construction prompt of the shipped memory systems with a small *valid*
 reply derived from the prompt's own text (facts = the new messages' first words, entities = the
 capitalised words, an ADD decision, a one-line summary ...), recognised by the prompt's system
-message. With the LLM's own time taken out, the suite measures what a memory system itself costs
-per conversation: embedding, stores, graph, prompt building, and how many LLM calls it makes and
+message. The replies live beside the prompts: each ``ctxbench/memory/prompts/<system>.py`` declares
+its own ``SCRIPTED`` table (see ``prompts/scripting.py``).
+
+With the LLM's own time taken out, the suite measures what a memory system itself costs per conversation: embedding, stores, graph, prompt building, and how many LLM calls it makes and
 how many tokens it sends. Tokens are counted with a real tokenizer (SmolLM2's by default), so
 tokens/question are those the system would send to that model. Prompts it does not recognise get
 a generic reply and are counted in ``unknown`` (reported in bench.json), never silently.
 """
 from __future__ import annotations
 
-import json
-import re
+import importlib
+import pkgutil
 from collections import Counter
 from typing import Any, Callable
 
 from ..llm.base import ChatResult, Message, UsageMeter
-
-WORD = re.compile(r"[A-Za-z][A-Za-z'\-]+")
-NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")
 
 
 def _words(text: str, n: int) -> str:
     return " ".join(text.split()[:n])
 
 
-def _after(text: str, marker: str) -> str:
-    return text.split(marker, 1)[1] if marker in text else text
-
-
 def _lines(text: str) -> list[str]:
     return [ln.strip() for ln in text.splitlines() if ln.strip()]
-
-
-def _entities(text: str, k: int = 6) -> list[str]:
-    return list(dict.fromkeys(NAME.findall(text)))[:k]
 
 
 class ScriptedChatModel:
@@ -60,72 +51,34 @@ class ScriptedChatModel:
         return int(self._count(text))
 
     # ---- replies per prompt kind ---------------------------------------------------------------
-    def _build_routes(self) -> dict[str, tuple[str, Callable[[str], str]]]:
-        """system prompt → (kind, reply(user text)). Prompt modules that are absent are left out."""
+    @staticmethod
+    def _build_routes() -> dict[str, tuple[str, Callable[[str], str]]]:
+        """system-prompt start → (kind, reply(user text)), from every prompt module's ``SCRIPTED``."""
+        import ctxbench.memory.prompts as prompts
+
         routes: dict[str, tuple[str, Callable[[str], str]]] = {}
-
-        def add(module: str, const: str, kind: str, fn: Callable[[str], str]) -> None:
-            try:
-                mod = __import__(f"ctxbench.memory.prompts.{module}", fromlist=[const])
-                routes[getattr(mod, const)] = (kind, fn)
-            except (ImportError, AttributeError):
-                pass
-
-        def facts(user: str) -> str:
-            new = _lines(_after(user, "NEW MESSAGES"))[1:3]
-            new = [ln for ln in new if not ln.startswith("JSON")]
-            return json.dumps({"facts": [_words(ln, 12) for ln in new if len(ln.split()) > 2]})
-
-        def update(user: str) -> str:
-            fact = _after(user, "NEW FACT: ").split("\n")[0].strip()
-            existing = [ln.split(": ", 1)[-1] for ln in _lines(_after(user, "EXISTING MEMORIES:").split("NEW FACT")[0])]
-            if fact in existing:
-                return json.dumps({"event": "NOOP"})
-            return json.dumps({"event": "ADD", "text": fact})
-
-        def summary(user: str) -> str:
-            return _words(" ".join(_lines(user)[1:]), 40) or "Nothing happened."
-
-        def entities(user: str) -> str:
-            return json.dumps({"entities": _entities(user) or ["conversation"]})
-
-        def relations(user: str) -> str:
-            ents = [e.strip() for e in _after(user, "Entities: ").split("\n")[0].split(",") if e.strip()]
-            rels = [{"source": a, "relation": "mentioned_with", "target": b} for a, b in zip(ents, ents[1:])]
-            return json.dumps({"relations": rels[:4]})
-
-        def note(user: str) -> str:
-            body = _after(user, "): ").split("\n\nJSON")[0]
-            words = sorted(set(WORD.findall(body)), key=lambda w: (-len(w), w))[:3] or ["chat"]
-            return json.dumps({"keywords": words, "context": _words(body, 12) or "a message",
-                               "tags": ["conversation"]})
-
-        def evolve(user: str) -> str:
-            ids = re.findall(r"^(\w+): ", _after(user, "NEIGHBOURS:"), re.M)
-            return json.dumps({"links": ids[:1], "neighbors": []})
-
-        add("mem0", "EXTRACT_SYSTEM", "mem0.extract", facts)
-        add("mem0", "UPDATE_SYSTEM", "mem0.update", update)
-        add("mem0", "SUMMARY_SYSTEM", "mem0.summary", summary)
-        add("mem0g", "ENTITY_SYSTEM", "mem0g.entities", entities)
-        add("mem0g", "RELATION_SYSTEM", "mem0g.relations", relations)
-        add("mem0g", "CONFLICT_SYSTEM", "mem0g.conflict", lambda u: json.dumps({"outdated": []}))
-        add("amem", "NOTE_SYSTEM", "amem.note", note)
-        add("amem", "EVOLVE_SYSTEM", "amem.evolve", evolve)
-        for const, kind in (("EVENT_SYSTEM", "memorybank.event"), ("PORTRAIT_SYSTEM", "memorybank.portrait"),
-                            ("GLOBAL_SYSTEM", "memorybank.global")):
-            add("memorybank", const, kind, summary)
-        add("rag", "SUMMARY_SYSTEM", "rag.summary", summary)
+        for mod in pkgutil.iter_modules(prompts.__path__):
+            module = importlib.import_module(f"{prompts.__name__}.{mod.name}")
+            consts = {v: n for n, v in vars(module).items() if isinstance(v, str) and n.isupper()}
+            for key, fn in getattr(module, "SCRIPTED", {}).items():
+                name = next((n for v, n in consts.items() if v.startswith(key)), "?")
+                routes[key] = (f"{mod.name}.{name.removesuffix('_SYSTEM').lower()}", fn)
         return routes
+
+    def _route(self, system: str) -> tuple[str, Callable[[str], str]] | None:
+        if system in self._routes:
+            return self._routes[system]
+        best = max((k for k in self._routes if k and system.startswith(k)), key=len, default=None)
+        return self._routes[best] if best else None
 
     def reply(self, messages: list[Message], phase: str) -> str:
         system = next((m["content"] for m in messages if m.get("role") == "system"), "")
         user = messages[-1]["content"] if messages else ""
-        if phase == "answer":
+        route = self._route(system) if system else None
+        if route is None and phase == "answer":
             self.kinds["answer"] += 1
             ctx = [ln for ln in _lines(user) if ":" in ln]
             return _words(ctx[0].split(":", 1)[1], 8) if ctx else "Not mentioned in the conversation."
-        route = self._routes.get(system)
         if route is None:
             self.unknown[_words(system or user, 8)] += 1
             return "{}" if "JSON" in (system + user) else _words(user, 20)

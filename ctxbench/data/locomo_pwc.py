@@ -14,7 +14,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..registry import register
-from ..types import History, Sample, render_session
+from ..render import render_session
+from ..types import History, Sample
 from .categories import parse_categories
 from .errors import DataError
 from .locomo import load_locomo_file, parse_evidence_id

@@ -19,6 +19,7 @@ import numpy as np
 
 from ctxbench.llm.base import ChatLLM
 from ctxbench.qa_prompts import memory_messages
+from ctxbench.system import System
 from ctxbench.types import History, Prediction, Question, Session, Usage
 
 from .stores.records import Record, RecordStore
@@ -58,7 +59,7 @@ def days_between(a: datetime, b: datetime) -> float:
     return (b - a).total_seconds() / 86400.0
 
 
-class MemorySystem:
+class MemorySystem(System):
     """Base class: subclasses define :meth:`steps`, :meth:`apply`, :meth:`retrieve`."""
 
     name = "memory"
@@ -221,6 +222,11 @@ class MemorySystem:
             answer_calls=a.calls - a0[2], context_tokens=self.llm.count_tokens(context),
             memory_items=items, memory_tokens=mtoks, ingest_seconds=self.ingest_seconds,
             answer_seconds=time.perf_counter() - t0, extra=extra)
+
+    def output_counts(self) -> dict[str, int]:
+        """Structured requests (retries not counted again) and those that stayed invalid after retries."""
+        c = self.counts
+        return {"structured_calls": int(c["json_calls"] - c["json_retries"]), "invalid_outputs": int(c["json_failures"])}
 
     def prompt_version(self) -> str:
         return "none"

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..qa_prompts import conversation_intro, qa_messages, qa_prompt, render_session_block, render_turn
+from ..qa_prompts import conversation_intro, qa_messages, qa_prompt
+from ..render import render_history, render_session_block, render_turn
 from ..registry import register
+from ..system import System
 from ..types import History, Prediction, Question, Usage
 
 
-class _LLMBaseline:
+class _LLMBaseline(System):
     def __init__(self, cfg: Any, *, llm: Any, embedder: Any = None, workdir: Any = None):
         self.cfg = cfg
         self.llm = llm
@@ -99,10 +101,8 @@ class FullContext(_LLMBaseline):
         return self._ask(question, context, self.history.speakers, extra)
 
     def _render(self, start: int) -> str:
-        blocks: dict[int, list[str]] = {}
-        for si, line, _ in self._turns[start:]:
-            blocks.setdefault(si, []).append(line)
-        return "".join(render_session_block(self._headers[si][0], lines) + "\n\n" for si, lines in blocks.items())
+        """The history from turn ``start`` on, through the one renderer every system shares."""
+        return render_history(self.history, "locomo", first_turn=start)
 
     def _fit_turns(self, budget: int) -> tuple[str, int, int]:
         """Keep the newest turns whose summed tokens fit; then check the exact count."""

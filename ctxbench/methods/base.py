@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from ..system import System
+
 
 @dataclass
 class MethodOutput:
@@ -31,8 +33,8 @@ class MethodOutput:
     stats: dict[str, float] = field(default_factory=dict)
 
 
-class TrainableMethod(torch.nn.Module):
-    """Small shared defaults; subclasses override what they need."""
+class TrainableMethod(torch.nn.Module, System):
+    """Small shared defaults; subclasses override what they need (and implement the System contract)."""
 
     def __init__(self, cfg: Any, bundle: Any):
         super().__init__()

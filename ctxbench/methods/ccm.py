@@ -312,13 +312,11 @@ class CCM(TrainableMethod):
 
     @torch.no_grad()
     def answer(self, question: Question) -> Prediction:
-        from ..qa_prompts import postprocess
-
         t0 = time.perf_counter()
         self.eval()
         prompt = self._question_ids(question)
         new = self.generate(self.memory, prompt, int(self.cfg.get("max_new_tokens", 32)))
-        text = postprocess(question, self.tokenizer.decode(new, skip_special_tokens=True))
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
         m, c = self.memory, self._construction
         usage = Usage(construction_prompt_tokens=c.construction_prompt_tokens, construction_calls=c.construction_calls,
                       ingest_seconds=c.ingest_seconds, answer_prompt_tokens=len(prompt),

@@ -271,11 +271,18 @@ class ICAE(TrainableMethod):
 
 
 @register("method", "icae_pretrain", aliases=("icae",))
-def build_pretrain(cfg: Any, bundle: Any) -> ICAE:
-    return ICAE(cfg, bundle, mode=str(cfg.get("mode", "pretrain")))
+class ICAEPretrain(ICAE):
+    """ICAE pretraining (autoencoding + LM); ``method.mode`` may still select another mode."""
+
+    def __init__(self, cfg: Any, bundle: Any):
+        super().__init__(cfg, bundle, mode=str(cfg.get("mode", "pretrain")))
 
 
 @register("method", "icae_finetune")
-def build_finetune(cfg: Any, bundle: Any) -> ICAE:
-    return ICAE(cfg, bundle, mode=str(cfg.get("mode", "finetune")))
+class ICAEFinetune(ICAE):
+    """ICAE fine-tuning on (context, prompt, answer) with the [FT] token."""
+
+    def __init__(self, cfg: Any, bundle: Any):
+        super().__init__(cfg, bundle, mode=str(cfg.get("mode", "finetune")))
+
 

@@ -71,9 +71,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         cfg = OmegaConf.load(conf_dir / "method" / "icae_pretrain.yaml")
     cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(a.overrides))
     model_cfg = OmegaConf.load(conf_dir / "model" / f"{a.model}.yaml")
-    from .icae import build_pretrain
+    from .icae import ICAEPretrain
 
-    method = build_pretrain(cfg, load_model(model_cfg))
+    method = ICAEPretrain(cfg, load_model(model_cfg))
     if a.checkpoint:
         load_trained(method, a.checkpoint)
     texts = held_out_windows(Path(a.text).read_text(encoding="utf-8"), method.tokenizer, a.n, a.tokens, a.skip_tokens)

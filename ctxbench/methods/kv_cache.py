@@ -385,14 +385,14 @@ class FixedKVMethod(TrainableMethod):
     @torch.no_grad()
     def ingest(self, history: History) -> None:
         """Stream the whole rendered history through the fixed cache (segment by segment)."""
-        from ..qa_prompts import render_conversation
+        from ..render import render_history
 
         self.eval()
         t0 = time.perf_counter()
         self._speakers = list(history.speakers)
         before, _ = self._frame(None, self._speakers)
         self._prefix = before
-        ids = self.tokenizer(before + render_conversation(history), add_special_tokens=False)["input_ids"]
+        ids = self.tokenizer(before + render_history(history, "locomo"), add_special_tokens=False)["input_ids"]
         ids_t = torch.tensor([ids], dtype=torch.long, device=self.device)
         reset_peak_rss()
         self._state = self.runner().stream(KVState(), ids_t, self.segment_len)
@@ -410,9 +410,7 @@ class FixedKVMethod(TrainableMethod):
 
     @torch.no_grad()
     def answer(self, question: Question) -> Prediction:
-        """Continue from the ingested cache with the question, then decode greedily."""
-        from ..qa_prompts import postprocess
-
+        """Continue from the ingested cache with the question, then decode greedily (raw text)."""
         if self._state is None:
             raise RuntimeError("answer() called before ingest()")
         t0 = time.perf_counter()
@@ -441,4 +439,4 @@ class FixedKVMethod(TrainableMethod):
                       extra={"kv_slots_per_layer_head": held_slots, "peak_working_slots": state.peak_slots,
                              "ingest_peak_rss_bytes": self._ingest_peak_rss, "history_tokens": self._ingest_tokens,
                              "mem_size": self.mem_size, "segment_len": self.segment_len})
-        return Prediction(text=postprocess(question, raw), usage=usage, meta={"raw": raw})
+        return Prediction(text=raw, usage=usage)

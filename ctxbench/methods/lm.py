@@ -38,6 +38,7 @@ class CausalLM(TrainableMethod):
             for p in self.model.parameters():  # full fine-tuning
                 p.requires_grad_(True)
         self._history: str = ""
+        self._speakers: list[str] = []
 
     # -- training ------------------------------------------------------------------------
     def train_examples(self, samples: list[Sample]) -> list[list[int]]:
@@ -58,7 +59,10 @@ class CausalLM(TrainableMethod):
 
     # -- as a system (full context) ------------------------------------------------------
     def ingest(self, history: History) -> None:
-        self._history = history.render()
+        from ..render import render_history
+
+        self._history = render_history(history, "locomo")
+        self._speakers = list(history.speakers)
 
     @torch.no_grad()
     def answer(self, question: Question) -> Prediction:
@@ -69,11 +73,11 @@ class CausalLM(TrainableMethod):
         window = int(self.cfg.get("max_context", 0) or getattr(self.bundle.model.config, "max_position_embeddings", 2048))
         max_new = int(self.cfg.get("max_new_tokens", 32))
         hist_ids = tok(self._history, add_special_tokens=False)["input_ids"]
-        frame = qa_prompt(question, "")
+        frame = qa_prompt(question, "x", self._speakers)
         budget = window - max_new - len(tok(frame, add_special_tokens=False)["input_ids"]) - 16
         cut = max(0, len(hist_ids) - max(budget, 0))
         context = tok.decode(hist_ids[cut:])
-        prompt = tok.apply_chat_template([{"role": "user", "content": qa_prompt(question, context)}],
+        prompt = tok.apply_chat_template([{"role": "user", "content": qa_prompt(question, context, self._speakers)}],
                                          tokenize=False, add_generation_prompt=True)
         ids = tok(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"].to(self.device)
         self.model.eval()

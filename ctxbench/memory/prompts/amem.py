@@ -1,6 +1,11 @@
 """A-Mem prompts: note construction (keywords, context, tags) and link generation + memory evolution."""
 from __future__ import annotations
 
+import json
+import re
+
+from . import scripting as S
+
 VERSION = "amem-v1"
 
 NOTE_SYSTEM = ("Analyse one conversation message for a memory note. Give 2-5 keywords (key nouns, names, "
@@ -25,3 +30,18 @@ def evolve_messages(new: str, neighbours: list[tuple[str, str]]) -> list[dict[st
     nb = "\n".join(f"{i}: {t}" for i, t in neighbours)
     user = f"NEW: {new}\n\nNEIGHBOURS:\n{nb}\n\nJSON:"
     return [{"role": "system", "content": EVOLVE_SYSTEM}, {"role": "user", "content": user}]
+
+
+# ---- scripted replies (a zero-cost chat model for tests and bench; see prompts/scripting.py) ----
+def _note(user: str) -> str:
+    body = S.after(user, "): ").split("\n\nJSON")[0]
+    kws = sorted(set(S.WORD.findall(body)), key=lambda w: (-len(w), w))[:3] or ["chat"]
+    return json.dumps({"keywords": kws, "context": S.words(body, 12) or "a message", "tags": ["conversation"]})
+
+
+def _evolve(user: str) -> str:
+    ids = re.findall(r"^(\w+): ", S.after(user, "NEIGHBOURS:"), re.M)
+    return json.dumps({"links": ids[:1], "neighbors": []})
+
+
+SCRIPTED = {NOTE_SYSTEM: _note, EVOLVE_SYSTEM: _evolve}

@@ -5,6 +5,10 @@ copies a placeholder, so an example can never be stored as a memory.
 """
 from __future__ import annotations
 
+import json
+
+from . import scripting as S
+
 VERSION = "mem0-v1"
 
 EXTRACT_SYSTEM = (
@@ -42,3 +46,18 @@ SUMMARY_SYSTEM = ("Update the running summary of a conversation with the new ses
 def summary_messages(summary: str, date: str, session: str) -> list[dict[str, str]]:
     user = f"Current summary: {summary or '(none)'}\n\nNew session ({date}):\n{session}\n\nUpdated summary:"
     return [{"role": "system", "content": SUMMARY_SYSTEM}, {"role": "user", "content": user}]
+
+
+# ---- scripted replies (a zero-cost chat model for tests and bench; see prompts/scripting.py) ----
+def _facts(user: str) -> str:
+    new = [ln for ln in S.lines(S.after(user, "NEW MESSAGES"))[1:3] if not ln.startswith("JSON")]
+    return json.dumps({"facts": [S.words(ln, 12) for ln in new if len(ln.split()) > 2]})
+
+
+def _update(user: str) -> str:
+    fact = S.after(user, "NEW FACT: ").split("\n")[0].strip()
+    existing = [ln.split(": ", 1)[-1] for ln in S.lines(S.after(user, "EXISTING MEMORIES:").split("NEW FACT")[0])]
+    return json.dumps({"event": "NOOP"} if fact in existing else {"event": "ADD", "text": fact})
+
+
+SCRIPTED = {EXTRACT_SYSTEM: _facts, UPDATE_SYSTEM: _update, SUMMARY_SYSTEM: S.summary}

@@ -1,6 +1,10 @@
 """Mem0g prompts: entity extraction, relation triplets, conflict detection (compact, validated)."""
 from __future__ import annotations
 
+import json
+
+from . import scripting as S
+
 VERSION = "mem0g-v1"
 
 ENTITY_SYSTEM = ("List the entities (people, places, organisations, objects, events, activities) mentioned "
@@ -34,3 +38,14 @@ def conflict_messages(existing: list[tuple[str, str]], new: list[str]) -> list[d
     ex = "\n".join(f"{i}: {t}" for i, t in existing)
     user = f"EXISTING:\n{ex}\n\nNEW:\n" + "\n".join(new) + "\n\nJSON:"
     return [{"role": "system", "content": CONFLICT_SYSTEM}, {"role": "user", "content": user}]
+
+
+# ---- scripted replies (a zero-cost chat model for tests and bench; see prompts/scripting.py) ----
+def _relations(user: str) -> str:
+    ents = [e.strip() for e in S.after(user, "Entities: ").split("\n")[0].split(",") if e.strip()]
+    return json.dumps({"relations": [{"source": a, "relation": "mentioned_with", "target": b}
+                                     for a, b in zip(ents, ents[1:])][:4]})
+
+
+SCRIPTED = {ENTITY_SYSTEM: lambda u: json.dumps({"entities": S.entities(u) or ["conversation"]}),
+            RELATION_SYSTEM: _relations, CONFLICT_SYSTEM: lambda u: json.dumps({"outdated": []})}

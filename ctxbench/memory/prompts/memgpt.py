@@ -4,6 +4,10 @@ original MemGPT system prompt and function schemas are several thousand tokens).
 """
 from __future__ import annotations
 
+import json
+
+from . import scripting as S
+
 VERSION = "memgpt-v1"
 
 SUMMARY_SYSTEM = (
@@ -47,3 +51,17 @@ def result_message(name: str, result: str, left: int) -> dict[str, str]:
 
 def error_message(error: str, left: int) -> dict[str, str]:
     return {"role": "user", "content": f"ERROR: {error}\n{left} call(s) left. Reply with one JSON function call."}
+
+
+# ---- scripted replies (a zero-cost chat model for tests and bench; see prompts/scripting.py) ----
+def _agent(user: str) -> str:
+    """First a search for the question's words, then (after a RESULT) send_message from it."""
+    if "RESULT of" in user:
+        result = S.lines(S.after(user, "RESULT of"))[1:2]
+        return json.dumps({"function": "send_message", "args": {"message": S.words(result[0], 8) if result
+                                                                else "Not mentioned in the conversation"}})
+    question = S.after(user, "QUESTION: ").split("\n")[0]
+    return json.dumps({"function": "archival_memory_search", "args": {"query": question}})
+
+
+SCRIPTED = {S.template_key(SUMMARY_SYSTEM): S.summary, S.template_key(AGENT_SYSTEM): _agent}

@@ -1,6 +1,9 @@
 """MemoryBank prompts: daily event summary, user portrait update, global summary."""
 from __future__ import annotations
 
+
+from . import scripting as S
+
 VERSION = "memorybank-v1"
 
 EVENT_SYSTEM = "Summarise the events and key facts of this day's conversation in 2-4 sentences, naming the people."
@@ -22,3 +25,7 @@ def portrait_messages(portrait: str, date: str, transcript: str) -> list[dict[st
 def global_messages(events: list[str]) -> list[dict[str, str]]:
     return [{"role": "system", "content": GLOBAL_SYSTEM},
             {"role": "user", "content": "\n".join(events) + "\n\nGlobal summary:"}]
+
+
+# ---- scripted replies (a zero-cost chat model for tests and bench; see prompts/scripting.py) ----
+SCRIPTED = {EVENT_SYSTEM: S.summary, PORTRAIT_SYSTEM: S.summary, GLOBAL_SYSTEM: S.summary}

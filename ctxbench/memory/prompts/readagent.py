@@ -5,6 +5,10 @@ pages expanded.
 """
 from __future__ import annotations
 
+import re
+
+from . import scripting as S
+
 VERSION = "readagent-v1"
 
 PAGINATION = (
@@ -39,3 +43,13 @@ def lookup_messages(gists: str, question: str, n: int) -> list[dict[str, str]]:
     user = (f"Text:\n{gists}\n\nQuestion:\n{question}\n\n"
             f"Which page(s) (at most {n}) would you like to read again?")
     return [{"role": "system", "content": LOOKUP.format(n=n)}, {"role": "user", "content": user}]
+
+
+# ---- scripted replies (a zero-cost chat model for tests and bench; see prompts/scripting.py) ----
+def _break(user: str) -> str:
+    labels = re.findall(r"<(\d+)>", S.after(user, "Passage:"))
+    return f"Break point: <{labels[len(labels) // 2]}>" if labels else "Break point: <1>"
+
+
+SCRIPTED = {PAGINATION: _break, GIST: lambda u: S.words(S.after(u, "Passage:"), 30) or "Nothing.",
+            S.template_key(LOOKUP): lambda u: "I want to look up Page [0]"}

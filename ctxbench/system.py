@@ -1,0 +1,81 @@
+"""The System contract: the one abstract base of everything ``eval`` runs (methods and memory systems).
+
+Like lm-evaluation-harness's abstract ``LM``, it is checked when a class registers:
+``register("method" | "memory", NAME)`` refuses a class that does not derive from :class:`System`
+or leaves one of its abstract methods unimplemented, so the evaluator never guesses with ``hasattr``.
+
+What a system does, and what it must leave to the evaluator:
+
+- ``ingest(history)`` builds the state (memory slots, compressed KV, a memory store) for one history;
+- ``answer(question) -> Prediction`` returns the model's *raw* text (no option mapping, no
+  cleaning: the evaluator post-processes every answer exactly once, with
+  :func:`ctxbench.qa_prompts.postprocess`) and the :class:`Usage` of that answer;
+- ``reset()`` drops per-history state before the next history (default: nothing to drop);
+- ``construction_usage()`` reports what ingesting the current history cost when the system counts
+  it itself (a resumable store keeps the cost of calls made by an earlier process); ``None`` lets
+  the evaluator take it from the LLM meter;
+- ``output_counts()`` reports structured replies asked for and how many stayed invalid (the
+  evaluator fails a run whose invalid share passes ``max_failed_fraction``);
+- ``close()`` releases files and connections.
+
+Systems that show the history to a model as text render it with
+:func:`ctxbench.qa_prompts.render_history`, so every prompt-based system sees the same text for
+the same history.
+
+``answer_writes_state`` says whether answering changes the system's state (MemoryBank's recall
+resets the forgetting clock): such systems must answer in dataset order.
+"""
+from __future__ import annotations
+
+import abc
+import inspect
+from typing import Any, ClassVar
+
+from .types import History, Prediction, Question, Usage
+
+KINDS = ("method", "memory")
+
+
+class System(abc.ABC):
+    """Abstract base of every evaluated system; see the module docstring for the contract."""
+
+    answer_writes_state: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def ingest(self, history: History) -> None:
+        """Build the state for ``history`` (replacing any previous history's)."""
+
+    @abc.abstractmethod
+    def answer(self, question: Question) -> Prediction:
+        """The raw model reply to ``question`` from the ingested state, with its usage."""
+
+    def reset(self) -> None:
+        """Drop per-history state; called by the evaluator before each history."""
+
+    def construction_usage(self) -> Usage | None:
+        """What ingesting the current history cost, when the system counts it itself."""
+        return None
+
+    def output_counts(self) -> dict[str, int]:
+        """Structured replies asked for and those that stayed invalid, for the current history so far:
+        ``{"structured_calls": n, "invalid_outputs": m}`` (``{}`` for a system that asks for none)."""
+        return {}
+
+    def close(self) -> None:
+        """Release files and connections."""
+
+
+class ContractError(TypeError):
+    """A class registered as a method or memory system that does not implement :class:`System`."""
+
+
+def check_system(kind: str, name: str, obj: Any) -> None:
+    """Raise :class:`ContractError` unless ``obj`` is a concrete subclass of :class:`System`."""
+    if not inspect.isclass(obj):
+        raise ContractError(f"{kind} {name!r}: register a System subclass, not {type(obj).__name__} "
+                            f"{getattr(obj, '__qualname__', obj)!r}")
+    if not issubclass(obj, System):
+        raise ContractError(f"{kind} {name!r}: {obj.__qualname__} does not derive from ctxbench.system.System")
+    missing = sorted(getattr(obj, "__abstractmethods__", ()))
+    if missing:
+        raise ContractError(f"{kind} {name!r}: {obj.__qualname__} does not implement {', '.join(missing)}")
