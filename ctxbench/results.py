@@ -158,11 +158,14 @@ def package_version(dist: str) -> str | None:
 
 
 def device_info() -> dict[str, Any]:
-    """``{"type": "cuda", "name", "count", "cuda"}`` when torch sees a GPU, else ``{"type": "cpu"}``."""
-    try:
-        import torch
-    except ImportError:
-        return {"type": "cpu", "torch": None}
+    """``{"type": "cuda", "name", "count", "cuda"}`` when torch sees a GPU, else ``{"type": "cpu"}``.
+
+    A process that never imported torch (``score``, an API model) ran nothing on a GPU: it is recorded
+    as ``{"type": "cpu", "torch_loaded": False}`` rather than paying torch's import to ask.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {"type": "cpu", "torch_loaded": False}
     try:
         if torch.cuda.is_available():
             return {"type": "cuda", "name": torch.cuda.get_device_name(0), "count": torch.cuda.device_count(),
@@ -173,20 +176,20 @@ def device_info() -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=1)
-def _process_provenance() -> dict[str, Any]:
-    return {"python": platform.python_version(),
-            "packages": {d: package_version(d) for d in TRACKED_PACKAGES},
-            "platform": {"os": platform.system(), "release": platform.release(), "machine": platform.machine()},
-            "device": device_info()}
+def _installed() -> tuple[tuple[tuple[str, str | None], ...], tuple[tuple[str, str], ...]]:
+    """Package versions and platform: fixed for a process, so looked up once."""
+    return (tuple((d, package_version(d)) for d in TRACKED_PACKAGES),
+            (("os", platform.system()), ("release", platform.release()), ("machine", platform.machine())))
 
 
 def provenance() -> dict[str, Any]:
     """What produced a result: python, package versions (None = not installed), platform, device.
 
-    Fixed for a process, so computed once; the git state is recorded separately (:func:`git_info`).
+    The git state is recorded beside it (:func:`git_info`).
     """
-    p = _process_provenance()
-    return {**p, "packages": dict(p["packages"]), "platform": dict(p["platform"]), "device": dict(p["device"])}
+    packages, plat = _installed()
+    return {"python": platform.python_version(), "packages": dict(packages), "platform": dict(plat),
+            "device": device_info()}
 
 
 def run_metadata(cfg: Any, command: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
