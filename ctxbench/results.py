@@ -2,12 +2,16 @@
 
 Metadata written with every result: the resolved config with secrets redacted
 (:func:`ctxbench.secrets.redact`; ``*_env`` keys only *name* a variable and are kept), the seed,
-the git commit (and whether tracked files were modified), the metric versions.
+the git commit (and whether tracked files were modified), the metric versions, and ``provenance``:
+the versions of python, ctxbench and the libraries that change numbers, the platform and the device.
 """
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -18,6 +22,9 @@ from typing import Any, Iterable
 from .secrets import redact, redact_override
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# distributions whose version is recorded (deepspeed is looked up, never imported: importing it is slow)
+TRACKED_PACKAGES = ("ctxbench", "torch", "transformers", "peft", "accelerate", "deepspeed", "datasets",
+                    "hydra-core", "sentence-transformers", "faiss-cpu", "numpy")
 
 
 def run_dir(cfg: Any, default: str = ".") -> Path:
@@ -118,17 +125,71 @@ def plain_config(cfg: Any) -> Any:
     return cfg
 
 
-def git_info() -> dict[str, Any]:
+def git_info(root: str | Path | None = None) -> dict[str, Any]:
+    """``{"commit", "dirty"}`` of the ctxbench source tree (``root``, default the package's parent).
+
+    ``dirty`` is True when a tracked file is modified (staged or not); untracked files do not count.
+    Both are None when ``root`` is not the top of a git work tree (ctxbench installed from a wheel,
+    even inside someone else's repository) or git is missing.
+    """
+    root = Path(root) if root is not None else REPO_ROOT
+
     def run(*args: str) -> str | None:
         try:
-            p = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+            p = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.SubprocessError):
             return None
         return p.stdout.strip() if p.returncode == 0 else None
 
+    top = run("rev-parse", "--show-toplevel")
+    if not top or Path(top).resolve() != root.resolve():
+        return {"commit": None, "dirty": None}
     commit = run("rev-parse", "HEAD")
     status = run("status", "--porcelain", "--untracked-files=no") if commit else None
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def package_version(dist: str) -> str | None:
+    """Installed version of distribution ``dist`` (e.g. ``hydra-core``), None when not installed."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def device_info() -> dict[str, Any]:
+    """``{"type": "cuda", "name", "count", "cuda"}`` when torch sees a GPU, else ``{"type": "cpu"}``.
+
+    A process that never imported torch (``score``, an API model) ran nothing on a GPU: it is recorded
+    as ``{"type": "cpu", "torch_loaded": False}`` rather than paying torch's import to ask.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {"type": "cpu", "torch_loaded": False}
+    try:
+        if torch.cuda.is_available():
+            return {"type": "cuda", "name": torch.cuda.get_device_name(0), "count": torch.cuda.device_count(),
+                    "cuda": torch.version.cuda}
+    except Exception as e:  # noqa: BLE001 - a broken driver must not lose the results
+        return {"type": "cpu", "cuda_error": f"{type(e).__name__}: {e}"[:200]}
+    return {"type": "cpu"}
+
+
+@functools.lru_cache(maxsize=1)
+def _installed() -> tuple[tuple[tuple[str, str | None], ...], tuple[tuple[str, str], ...]]:
+    """Package versions and platform: fixed for a process, so looked up once."""
+    return (tuple((d, package_version(d)) for d in TRACKED_PACKAGES),
+            (("os", platform.system()), ("release", platform.release()), ("machine", platform.machine())))
+
+
+def provenance() -> dict[str, Any]:
+    """What produced a result: python, package versions (None = not installed), platform, device.
+
+    The git state is recorded beside it (:func:`git_info`).
+    """
+    packages, plat = _installed()
+    return {"python": platform.python_version(), "packages": dict(packages), "platform": dict(plat),
+            "device": device_info()}
 
 
 def run_metadata(cfg: Any, command: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -136,7 +197,27 @@ def run_metadata(cfg: Any, command: str, extra: dict[str, Any] | None = None) ->
     seed = plain.get("seed") if isinstance(plain, dict) else None
     return {"command": command, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "argv": [redact_override(a) for a in sys.argv[1:]], "seed": seed, "git": git_info(),
-            "config": redact(plain), **(extra or {})}
+            "provenance": provenance(), "config": redact(plain), **(extra or {})}
+
+
+SUMMARY_PACKAGES = ("ctxbench", "torch", "transformers", "peft")
+
+
+def provenance_line(results: dict[str, Any]) -> str:
+    """``ctxbench 0.1.0 · python 3.12.3 · torch 2.13.0 · … · cpu · git abc1234 (dirty)`` for results.md."""
+    prov = results.get("provenance") or {}
+    pk = prov.get("packages") or {}
+    parts = [f"{d} {pk[d]}" for d in SUMMARY_PACKAGES[:1] if pk.get(d)]
+    parts += [f"python {prov['python']}"] if prov.get("python") else []
+    parts += [f"{d} {pk[d]}" for d in SUMMARY_PACKAGES[1:] if pk.get(d)]
+    dev = prov.get("device") or {}
+    if dev.get("type"):
+        parts.append(dev["type"] + (f" {dev['name']}" if dev.get("name") else "")
+                     + (f" ×{dev['count']}" if (dev.get("count") or 1) > 1 else ""))
+    git = results.get("git") or {}
+    commit = git.get("commit")
+    parts.append(f"git {commit[:7]}{' (dirty)' if git.get('dirty') else ''}" if commit else "git none")
+    return " · ".join(parts)
 
 
 def _fmt(v: Any) -> str:
@@ -147,17 +228,27 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _fmt_se(row: dict[str, Any], metric: str) -> str:
+    """``0.4123 ± 0.0321``; just the mean when the row has no stderr (n < 2, or an older results.json)."""
+    se = row.get(f"{metric}_stderr")
+    return _fmt(row.get(metric)) + (f" ± {se:.4f}" if row.get(metric) is not None and se is not None else "")
+
+
 def results_markdown(results: dict[str, Any], metric_names: list[str], title: str = "Results") -> str:
-    """A per-category table (rows: categories then overall; columns: n and each metric) and cost."""
+    """A per-category table (rows: categories then overall; cells: mean ± bootstrap stderr) and cost."""
     lines = [f"# {title}", ""]
     head = ["category", "id", "n", *metric_names]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, row in results["by_category"].items():
         lines.append("| " + " | ".join([name, _fmt(row.get("id")), _fmt(row["n"]),
-                                        *(_fmt(row.get(m)) for m in metric_names)]) + " |")
+                                        *(_fmt_se(row, m) for m in metric_names)]) + " |")
     ov = results["overall"]
-    lines.append("| " + " | ".join(["**overall**", "", _fmt(ov["n"]), *(_fmt(ov.get(m)) for m in metric_names)])
+    lines.append("| " + " | ".join(["**overall**", "", _fmt(ov["n"]), *(_fmt_se(ov, m) for m in metric_names)])
                  + " |")
+    how = results.get("stderr") or {}
+    if how.get("method") == "bootstrap":
+        lines += ["", f"± = bootstrap standard error over the category's questions ({how.get('resamples')} "
+                      f"resamples, seed {how.get('seed')}); none for n < 2."]
     cost = results.get("cost")
     if cost and cost.get("n_questions"):
         tq, lat, mem = cost["tokens_per_question"], cost["latency_s"], cost["memory_per_history"]
@@ -180,6 +271,8 @@ def results_markdown(results: dict[str, Any], metric_names: list[str], title: st
     if versions:
         lines += ["", "## Metrics", ""] + [f"- `{k}` {v['version']}: {v['reference']}" for k, v in versions.items()]
     git = results.get("git") or {}
+    if results.get("provenance"):
+        lines += ["", f"Provenance: {provenance_line(results)}"]
     lines += ["", f"git commit: {git.get('commit') or 'none'}{' (dirty)' if git.get('dirty') else ''}; "
                   f"seed: {results.get('seed')}; created {results.get('created')}", ""]
     return "\n".join(lines)

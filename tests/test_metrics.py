@@ -129,7 +129,11 @@ def test_aggregate_by_category_name_with_ids():
     res = aggregate(scored, ["f1", "rouge1"])
     assert res["overall"]["n"] == 3 and res["overall"]["f1"] == pytest.approx(2 / 3, abs=1e-4)
     assert list(res["by_category"]) == ["single-hop", "adversarial"]
-    assert res["by_category"]["single-hop"] == {"id": 4, "n": 2, "f1": 0.5, "rouge1": 0.5}
+    # scores 1 and 0: resampled means 0, ½, 1 with probabilities ¼, ½, ¼ → stderr √(1/8) ≈ 0.354
+    assert res["by_category"]["single-hop"] == pytest.approx(
+        {"id": 4, "n": 2, "f1": 0.5, "rouge1": 0.5, "f1_stderr": 0.3536, "rouge1_stderr": 0.3536}, abs=0.03)
+    assert res["by_category"]["adversarial"]["f1_stderr"] is None  # n = 1: no spread to estimate
+    assert res["stderr"]["method"] == "bootstrap" and res["stderr"]["resamples"] == 1000
 
 
 def test_cost_amortises_construction_per_question():

@@ -181,3 +181,28 @@ def test_a_broken_run_folder_is_skipped_with_a_warning(tmp_path, capsys):
     res = sweep_report(tmp_path, plot=False)
     assert [r["k"] for r in res["rows"]] == ["1", "2"]
     assert "2_k=3" in capsys.readouterr().err
+
+
+def test_sweep_leaves_stderr_keys_out_of_the_metric_columns(tmp_path):
+    for num, k, f1 in [(0, 1, 0.12), (1, 2, 0.2)]:
+        fake_eval_run(tmp_path / f"{num}_memory.k={k}", [f"memory.k={k}"],
+                      {"n": 16, "f1": f1, "f1_stderr": 0.05, "bleu1": f1 / 2, "bleu1_stderr": None})
+    res = sweep_report(tmp_path, plot=False)
+    assert "| job | memory.k | n | f1 | bleu1 |" in (tmp_path / "sweep.md").read_text()
+    assert res["metric"] == "f1" and "f1_stderr" not in res["rows"][0]
+    with pytest.raises(ReportError, match="not in these runs"):
+        sweep_report(tmp_path, metric="f1_stderr", plot=False)
+
+
+def test_table_report_shows_our_stderr_beside_our_number(tmp_path):
+    exp = {"name": "amem_locomo_table1_amem", "scale": "cpu"}
+    by_cat = {k: dict(v) for k, v in AMEM_BY_CAT.items()}
+    by_cat["multi-hop"].update(f1_set_stderr=0.0412, bleu1_stderr=0.03)
+    fake_eval_run(tmp_path / "r", [], {"n": 11}, by_cat, experiment=exp)
+    res = table_report("amem_locomo_table1", [tmp_path], tmp_path / "t.md")
+    recs = {(r["cell"], r["name"], r["metric"]): r for r in res["records"]}
+    assert recs[("amem", "multi-hop", "F1")]["ours_stderr"] == pytest.approx(4.12)  # ×100 like ours
+    assert recs[("amem", "temporal", "F1")]["ours_stderr"] is None  # not recorded (older results.json)
+    md = (tmp_path / "t.md").read_text()
+    assert "| Multi Hop | 1 | 3 | 27.02 / 30.00 ± 4.12 / +2.98 | 20.09 / 20.00 ± 3.00 / -0.09 |" in md
+    assert "| Temporal | 2 | 3 | " in md and "45.85 / +" in md

@@ -3,11 +3,22 @@
 A record is a dict with at least ``id``, ``prediction``, ``answer`` (or, for adversarial
 questions, ``adversarial_answer``) and ``category``; ``category_name`` and ``question`` are used
 when present. ``score`` and ``eval`` both end here, so their numbers agree by construction.
+
+Every mean (per category and overall) carries ``<metric>_stderr``, its bootstrap standard error as
+lm-evaluation-harness reports it: the questions of the group are resampled with replacement
+``BOOTSTRAP_RESAMPLES`` times (one resample of questions serves every metric), and the stderr is the
+sample standard deviation (ddof=1) of the resampled means. The generator is seeded
+(``BOOTSTRAP_SEED``) and the questions are put in ``id`` order first, so the same predictions give the
+same stderr whatever order they were answered in. A group with fewer than two scored questions has
+``None`` (one question says nothing about spread; 0 would read as certainty). A metric that does not
+apply to some questions (``None`` scores, counted in ``<metric>_n``) is averaged over the questions of
+each resample it applies to.
 """
 from __future__ import annotations
 
 from typing import Any, Iterable
 
+import numpy as np
 from tqdm import tqdm
 
 from ..types import Question
@@ -37,11 +48,63 @@ def score_records(records: list[dict[str, Any]], metrics: list[Metric],
     return out
 
 
-def _means(rows: list[dict[str, Any]], names: Iterable[str]) -> dict[str, Any]:
+BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED = 1000, 1234
+_CHUNK = 1 << 22  # resampled cells held at once (B x n is chunked over B to bound memory)
+
+
+def bootstrap_stderr(values: np.ndarray, resamples: int = BOOTSTRAP_RESAMPLES,
+                     seed: int = BOOTSTRAP_SEED) -> list[float | None]:
+    """Bootstrap stderr of each column's mean of ``values`` (questions × metrics, NaN = not scored).
+
+    Rows are resampled with replacement ``resamples`` times (the same resamples for every column); a
+    column with fewer than two non-NaN values gets ``None``.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim == 1:
+        x = x[:, None]
+    n, m = x.shape
+    valid = ~np.isnan(x)
+    counts = valid.sum(axis=0)
+    out: list[float | None] = [None] * m
+    cols = [j for j in range(m) if counts[j] >= 2]
+    if not cols or resamples < 2:
+        return out
+    filled = np.where(valid, x, 0.0)
+    means = np.empty((resamples, m))
+    rng = np.random.default_rng(seed)
+    step = max(1, min(resamples, _CHUNK // n))
+    for start in range(0, resamples, step):
+        idx = rng.integers(0, n, size=(min(step, resamples - start), n))
+        for j in cols:
+            if counts[j] == n:
+                means[start:start + len(idx), j] = filled[idx, j].mean(axis=1)
+            else:  # mean over the resampled questions the metric applies to (none: NaN, skipped)
+                k = valid[idx, j].sum(axis=1)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    means[start:start + len(idx), j] = filled[idx, j].sum(axis=1) / k
+    for j in cols:
+        col = means[:, j][~np.isnan(means[:, j])]
+        out[j] = float(col.std(ddof=1)) if col.size >= 2 else None
+    return out
+
+
+def _id_key(row: dict[str, Any]) -> str:
+    return str(row.get("id"))
+
+
+def _means(rows: list[dict[str, Any]], names: Iterable[str], resamples: int = BOOTSTRAP_RESAMPLES,
+           seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+    """``{"n", <metric>, <metric>_stderr, [<metric>_n when some rows are unscored]}`` for one group."""
+    names = list(names)
+    ordered = sorted(rows, key=_id_key)
+    table = np.array([[np.nan if r.get(k) is None else float(r[k]) for k in names] for r in ordered],
+                     dtype=np.float64).reshape(len(ordered), len(names))
+    stderrs = bootstrap_stderr(table, resamples, seed) if len(ordered) else [None] * len(names)
     agg: dict[str, Any] = {"n": len(rows)}
-    for name in names:
+    for j, name in enumerate(names):
         vals = [r[name] for r in rows if r.get(name) is not None]
         agg[name] = round(sum(vals) / len(vals), 4) if vals else None
+        agg[f"{name}_stderr"] = None if stderrs[j] is None else round(stderrs[j], 4)
         if len(vals) != len(rows):
             agg[f"{name}_n"] = len(vals)
     return agg
@@ -54,8 +117,9 @@ def _cat_key(cat: Any) -> tuple[int, Any]:
         return (1, str(cat))
 
 
-def aggregate(scored: list[dict[str, Any]], metric_names: list[str]) -> dict[str, Any]:
-    """``{"overall": {n, metric...}, "by_category": {name: {id, n, metric...}}}``."""
+def aggregate(scored: list[dict[str, Any]], metric_names: list[str], resamples: int = BOOTSTRAP_RESAMPLES,
+              seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+    """``{"overall": {n, metric, metric_stderr...}, "by_category": {name: {id, n, ...}}, "stderr": how}``."""
     groups: dict[str, list[dict[str, Any]]] = {}
     ids: dict[str, Any] = {}
     for r in scored:
@@ -63,8 +127,15 @@ def aggregate(scored: list[dict[str, Any]], metric_names: list[str]) -> dict[str
         ids.setdefault(r["category_name"], r.get("category"))
     by_cat = {}
     for name in sorted(groups, key=lambda n: _cat_key(ids[n])):
-        by_cat[name] = {"id": ids[name], **_means(groups[name], metric_names)}
-    return {"overall": _means(scored, metric_names), "by_category": by_cat}
+        by_cat[name] = {"id": ids[name], **_means(groups[name], metric_names, resamples, seed)}
+    return {"overall": _means(scored, metric_names, resamples, seed), "by_category": by_cat,
+            "stderr": stderr_method(resamples, seed)}
+
+
+def stderr_method(resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+    """How ``<metric>_stderr`` was computed (written into results.json beside the numbers)."""
+    return {"method": "bootstrap", "resamples": resamples, "seed": seed, "ddof": 1, "unit": "question",
+            "min_n": 2}
 
 
 def metric_versions(metrics: list[Metric]) -> dict[str, dict[str, str]]:

@@ -49,10 +49,13 @@ class Run:
         return out
 
     def scalar_metrics(self) -> dict[str, Any]:
-        """The run's headline numbers: results.json ``overall`` for eval, losses for train."""
+        """The run's headline numbers: results.json ``overall`` for eval, losses for train.
+
+        ``<metric>_n`` (a count) and ``<metric>_stderr`` (an uncertainty) are not metrics and are left out.
+        """
         if self.results is not None:
             return {k: v for k, v in (self.results.get("overall") or {}).items()
-                    if isinstance(v, (int, float)) and not k.endswith("_n")}
+                    if isinstance(v, (int, float)) and not k.endswith(("_n", "_stderr"))}
         return dict(self.train)
 
     def experiment(self) -> dict[str, Any]:

@@ -88,6 +88,14 @@ def our_value(run: Run, category: dict[str, Any], metric: str, scale: float) -> 
     return float(row[metric]) * scale
 
 
+def our_stderr(run: Run, category: dict[str, Any], metric: str, scale: float) -> float | None:
+    """The bootstrap stderr beside our number (results.json ``<metric>_stderr``); None when not recorded."""
+    if metric in TRAIN_METRICS:
+        return None
+    se = (category_row(run, category) or {}).get(f"{metric}_stderr")
+    return None if se is None else float(se) * scale
+
+
 def compare(table: dict[str, Any], runs: dict[str, Run]) -> list[dict[str, Any]]:
     """One record per (cell, category, metric): paper, ours, difference (ours − paper)."""
     scale = 100.0 if table.get("units", "percent") == "percent" else 1.0
@@ -99,15 +107,16 @@ def compare(table: dict[str, Any], runs: dict[str, Run]) -> list[dict[str, Any]]
             for label, spec in table["metrics"].items():
                 ours_key = spec["ours"] if isinstance(spec, dict) else spec
                 paper = (values.get(cat["paper"]) or {}).get(label)
-                ours = None if run is None else our_value(run, cat, ours_key, 1.0 if ours_key in TRAIN_METRICS
-                                                          else scale)
+                unit = 1.0 if ours_key in TRAIN_METRICS else scale
+                ours = None if run is None else our_value(run, cat, ours_key, unit)
+                se = None if run is None or ours is None else our_stderr(run, cat, ours_key, unit)
                 n = None if run is None else (category_row(run, cat) or {}).get("n")
                 diff = None if ours is None or not isinstance(paper, (int, float)) else ours - float(paper)
                 out.append({"cell": cell["cell"], "label": cell.get("label", cell["cell"]),
                             "experiment": cell.get("experiment"), "run": None if run is None else str(run.path),
                             "scale": None if run is None else run.experiment().get("scale"),
                             "category": cat["paper"], "id": cat.get("id"), "name": cat.get("name"), "n": n,
-                            "metric": label, "paper": paper, "ours": ours, "diff": diff})
+                            "metric": label, "paper": paper, "ours": ours, "ours_stderr": se, "diff": diff})
     return out
 
 
@@ -120,7 +129,8 @@ def render(table: dict[str, Any], records: list[dict[str, Any]]) -> str:
              f"Metrics: " + "; ".join(f"{k} = our `{(v['ours'] if isinstance(v, dict) else v)}`"
                                      for k, v in table["metrics"].items())
              + (" (ours ×100)" if table.get("units", "percent") == "percent" else "") + ".",
-             "Each cell: paper / ours / Δ (ours − paper); — = no number (no run, or not published).", ""]
+             "Each cell: paper / ours [± bootstrap stderr] / Δ (ours − paper); — = no number (no run, or not "
+             "published).", ""]
     for cell in table["cells"]:
         recs = [r for r in records if r["cell"] == cell["cell"]]
         run = next((r["run"] for r in recs if r["run"]), None)
@@ -139,7 +149,8 @@ def render(table: dict[str, Any], records: list[dict[str, Any]]) -> str:
                 r = next(x for x in recs if x["category"] == cat["paper"] and x["metric"] == m)
                 row[2] = r["n"] if r["n"] is not None else row[2]
                 diff = MISSING if r["diff"] is None else f"{r['diff']:+.2f}"
-                row.append(f"{fmt(r['paper'], 2)} / {fmt(r['ours'], 2)} / {diff}")
+                se = "" if r.get("ours_stderr") is None else f" ± {r['ours_stderr']:.2f}"
+                row.append(f"{fmt(r['paper'], 2)} / {fmt(r['ours'], 2)}{se} / {diff}")
             rows.append(row)
         lines += [md_table(header, rows, digits=2), ""]
     if table.get("notes"):
