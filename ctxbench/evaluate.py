@@ -287,7 +287,8 @@ def run_system(system: System, samples: list[Sample], out_dir: str | Path, *, ll
                 rec.update(prediction=postprocess(q, pred.text), raw_prediction=pred.text,
                            usage=usage.to_dict(), answer_seconds=round(answer_s, 4), construction=construction,
                            outputs=system.output_counts())
-                meta = {k: v for k, v in (pred.meta or {}).items() if k != "context"}
+                meta = {k: scrub_text(v) if isinstance(v, str) else v for k, v in (pred.meta or {}).items()
+                        if k != "context"}
                 if meta:
                     rec["meta"] = meta
                 if _failed_answer(pred, usage):
@@ -424,6 +425,8 @@ def main(cfg: Any) -> dict[str, Any]:
     if n_q == 0:
         raise DataError(f"dataset={cfg.dataset.name}", "has no questions to answer (eval needs a QA dataset)")
     system, llm, name = build_system(cfg, out)
+    # metrics (and a judge LLM) are built before any question is answered, so a bad one fails now
+    metrics = build_metrics([str(m) for m in (cfg.get("metrics") or DEFAULT_METRICS)], llm=_judge_llm(cfg, llm))
     progress = bool(cfg.get("progress", True))
     dist = _distributed()
     if dist is None:
@@ -438,7 +441,6 @@ def main(cfg: Any) -> dict[str, Any]:
             return {}
         order = [q.id for _, qs in plan(list(samples), cfg.get("limit")) for q in qs]
         records = merge_shards(out, order)
-    metrics = build_metrics([str(m) for m in (cfg.get("metrics") or DEFAULT_METRICS)], llm=_judge_llm(cfg, llm))
     extra = {"system": name, "dataset": str(cfg.dataset.name),
              "llm": None if llm is None else {"backend": str(cfg.llm.name), "model": llm.model_name,
                                               "context_window": llm.context_window,

@@ -43,14 +43,12 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
     ecfg = compose("eval", overrides)
     samples = list(build("dataset", ecfg.dataset))
     t0 = time.perf_counter()
-    system, llm, rebuild, name = build_system(ecfg, base / "cold")
+    system, llm, name = build_system(ecfg, base / "cold")
     load_s = time.perf_counter() - t0
     metrics = build_metrics([str(m) for m in (cfg.get("metrics") or ["f1"])], llm=None)
     runs = []
     for label in ("cold", "cached"):
         out = base / label
-        if label == "cached":
-            system = rebuild() if rebuild is not None else system
         m0 = llm.meter.get("answer") if llm is not None else None
         before = (m0.calls, m0.cached) if m0 else (0, 0)
         t1 = time.perf_counter()
