@@ -63,8 +63,9 @@ class CallCache:
             raise DataError(self.path, f"the LLM call cache cannot be used ({e}); fix the file or its "
                                        "folder, or run with llm.cache=false") from None
         except sqlite3.DatabaseError as e:
-            raise DataError(self.path, f"the LLM call cache is damaged ({e}): delete this file (it is "
-                                       "rebuilt from new calls), or run with llm.cache=false") from None
+            raise DataError(self.path, f"the LLM call cache is damaged ({e}): delete this file (and its "
+                                       "-wal/-shm files; it is rebuilt from new calls), or run with "
+                                       "llm.cache=false") from None
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
