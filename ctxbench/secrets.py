@@ -48,7 +48,7 @@ KEY_PATTERNS = [
     re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),
     re.compile(r"\b(?:hf|gsk|ghp|xai|pk|rk|sk)_[A-Za-z0-9]{16,}\b"),
     re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),
-    re.compile(r"(?i)(?<=bearer )[A-Za-z0-9._~+/=\-]{8,}"),
+    re.compile(r"(?<=Bearer )(?=[A-Za-z0-9._~+/=\-]*\d)[A-Za-z0-9._~+/=\-]{12,}"),
     re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"),
 ]
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

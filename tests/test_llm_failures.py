@@ -203,12 +203,26 @@ def test_breaker_counts_only_failures_in_a_row(server, monkeypatch):
 # ---- secrets ------------------------------------------------------------------------------------
 
 def test_a_key_echoed_in_a_failed_call_never_reaches_the_result(server, monkeypatch):
-    body = json.dumps({"error": "x" * 280 + f" bad request for key {KEY}"}).encode()  # cut at 300 mid-key
+    body = json.dumps({"error": "x" * 280 + f" bad request for key {KEY}"}).encode()
     s = server([(400, body), (500, json.dumps({"error": f"upstream said {KEY}"}).encode())] + [(500, b"e")] * 5)
     llm = make_llm(s.url, monkeypatch, max_retries=0)
     for r in (llm.chat(MSGS), llm.chat(MSGS)):
-        assert r.failed and "HTTP" in r.error
-        assert KEY not in r.error and KEY[:12] not in r.error
+        assert r.failed and "HTTP" in r.error and KEY not in r.error
+
+
+LOCAL_KEY = "local-secret-0123456789abcdef"  # a self-hosted server's key: no known key shape
+
+
+def test_the_configured_key_is_scrubbed_even_without_a_known_shape(server, monkeypatch):
+    cut = json.dumps({"error": "x" * 268 + f" key {LOCAL_KEY}"}).encode()  # the 300-char detail ends mid-key
+    s = server([(400, cut), (401, json.dumps({"error": f"Incorrect API key provided: {LOCAL_KEY}"}).encode())])
+    monkeypatch.setenv("MY_SERVER_PASS", LOCAL_KEY)
+    llm = make_llm(s.url, monkeypatch, api_key_env="MY_SERVER_PASS", max_retries=0)
+    r = llm.chat(MSGS)
+    assert r.failed and "xxxx" in r.error and LOCAL_KEY[:10] not in r.error
+    with pytest.raises(LLMUnavailable, match="HTTP 401 .*check the key in \\$MY_SERVER_PASS") as info:
+        llm.chat(MSGS)
+    assert LOCAL_KEY not in str(info.value) and "***" in str(info.value)
 
 
 def test_api_key_env_holding_the_key_is_refused_without_printing_it(monkeypatch):
