@@ -30,8 +30,8 @@ def reply(content, usage=True) -> bytes:
 
 
 def echo_key_401() -> tuple[int, bytes]:
-    return 401, json.dumps({"error": {"message": f"Incorrect API key provided: {KEY}. You can find your "
-                                                 "API key at https://platform.openai.com/account/api-keys."}}).encode()
+    msg = f"Incorrect API key provided: {KEY}. You can find your API key at https://platform.openai.com/account."
+    return 401, json.dumps({"error": {"message": msg}}).encode()
 
 
 class Server:
@@ -53,12 +53,17 @@ class Server:
                 self.wfile.write(payload)
 
             def do_GET(self):
-                outer.requests.append({"method": "GET", "path": self.path, "auth": self.headers.get("Authorization")})
+                outer.requests.append({"method": "GET", "path": self.path,
+                                       "auth": self.headers.get("Authorization")})
+                if outer.models[0] == "sleep":
+                    time.sleep(outer.models[1])
+                    return
                 self._send(*outer.models)
 
             def do_POST(self):
                 n = int(self.headers.get("Content-Length", 0))
-                outer.requests.append({"method": "POST", "path": self.path, "body": json.loads(self.rfile.read(n))})
+                body = json.loads(self.rfile.read(n))
+                outer.requests.append({"method": "POST", "path": self.path, "body": body})
                 self._send(*(outer.script.pop(0) if outer.script else (200, reply("In France"))))
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -262,10 +267,18 @@ def test_preflight_passes_when_the_model_is_listed(server, monkeypatch):
     assert s.requests[0]["path"] == "/v1/models" and s.requests[0]["auth"] == f"Bearer {KEY}"
 
 
-def test_preflight_404_is_not_fatal(server, monkeypatch):
+def test_preflight_404_and_500_are_not_fatal(server, monkeypatch):
     s = server()  # GET /models → 404
     make_llm(s.url, monkeypatch).preflight()
     assert [r["method"] for r in s.requests] == ["GET"]
+    make_llm(server(models=(500, b"loading")).url, monkeypatch).preflight()
+
+
+def test_preflight_no_reply_in_time_is_fatal(server, monkeypatch):
+    s = server(models=("sleep", 1.5))
+    llm = make_llm(s.url, monkeypatch, preflight_timeout_s=0.3)
+    msg = raises_fast(llm.preflight, "no reply from .* within 0.3 s")
+    assert "llm.preflight_timeout_s" in msg
 
 
 def test_preflight_unlisted_model_suggests_the_served_ones(server, monkeypatch):

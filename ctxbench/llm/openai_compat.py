@@ -202,7 +202,7 @@ class OpenAIChatLLM:
                 return
             raise LLMUnavailable(self._unreachable_msg(url, reason)) from None
         ids = model_ids(raw)
-        if ids and self.check_model_listed and self.model_name not in ids:
+        if ids and self.check_model_listed and not {self.model_name, self.model_name + ":latest"} & set(ids):
             raise LLMUnavailable(self.scrub(
                 f"llm={self.name}: model {self.model_name!r} is not served by {self.base_url}."
                 f"{did_you_mean(self.model_name, ids)} Check llm.model "
