@@ -76,12 +76,13 @@ def test_json_schema_is_sent_when_supported(server, tmp_path):  # noqa: F811
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"] == SCHEMA
 
 
-def test_base_url_and_extra_body_are_part_of_the_key(server, tmp_path):  # noqa: F811
+def test_base_url_extra_body_and_formats_are_part_of_the_key(server, tmp_path):  # noqa: F811
     a, b = server(), server()
     path = tmp_path / "c.sqlite"
     assert not cached_openai(a.url, path).chat(MSGS).cached
     assert not cached_openai(b.url, path).chat(MSGS).cached
     assert not cached_openai(a.url, path, extra_body={"top_p": 0.5}).chat(MSGS).cached
+    assert not cached_openai(a.url, path, json_schema_supported=True).chat(MSGS).cached
     assert cached_openai(a.url, path).chat(MSGS).cached
 
 

@@ -111,9 +111,6 @@ class OpenAIChatLLM:
             raise ModelLoadError(f"llm.base_url={scrub_text(self.base_url)!r} is not an http(s) URL "
                                  "(e.g. http://127.0.0.1:8080/v1)")
         self.extra_body = dict(cfg.get("extra_body") or {})
-        self.cache_id = f"{self.model_name}@{self.base_url}"
-        if self.extra_body:
-            self.cache_id += " " + json.dumps(self.extra_body, sort_keys=True, default=str)
         self._api_key, self._key_env = self._read_key(cfg.get("api_key_env", "OPENAI_API_KEY"), ModelLoadError)
         self.timeout_s = float(cfg.get("timeout_s", 60))
         self.max_retries = int(cfg.get("max_retries", 5))
@@ -125,6 +122,7 @@ class OpenAIChatLLM:
         self.json_schema_supported = bool(cfg.get("json_schema_supported", False))
         self.check_model_listed = bool(cfg.get("check_model_listed", True))
         self.preflight_timeout_s = float(cfg.get("preflight_timeout_s", 5))
+        self.cache_id = self._cache_id()
         self._window = int(cfg.get("context_window") or 128000)
         self._tokenizer_name = cfg.get("tokenizer")
         self._tok: Any = None
@@ -132,6 +130,17 @@ class OpenAIChatLLM:
         self._lock = threading.Lock()
         self._reached = False  # a call has succeeded: a lost connection is now worth retrying
         self._failures_in_a_row = 0
+
+    def _cache_id(self) -> str:
+        """model@base_url, plus whatever else changes the request: extra_body, the response_format flags."""
+        cid = f"{self.model_name}@{self.base_url}"
+        if self.extra_body:
+            cid += " " + json.dumps(self.extra_body, sort_keys=True, default=str)
+        if not self.json_mode_supported:
+            cid += " no-json-mode"
+        if self.json_schema_supported:
+            cid += " json-schema"
+        return cid
 
     @staticmethod
     def _read_key(env: Any, error: type[Exception]) -> tuple[str | None, str | None]:
