@@ -115,8 +115,11 @@ def KnownErrors() -> tuple[type[BaseException], ...]:
 
     errs: list[type[BaseException]] = [CtxbenchError, UnknownName, FileNotFoundError, MissingMandatoryValue]
     for mod, name in [("ctxbench.models.loading", "ModelLoadError"), ("ctxbench.data.errors", "DataError"),
-                      ("ctxbench.checkpoint", "CheckpointError"), ("ctxbench.evaluate", "EvalFailed"),
-                      ("ctxbench.system", "ContractError")]:
+                      ("ctxbench.checkpoint", "CheckpointError"),
+                      ("ctxbench.evaluate", "EvalFailed"),
+                      ("ctxbench.system", "ContractError"),
+                      ("ctxbench.llm.base", "LLMUnavailable"),
+                      ]:
         try:
             errs.append(getattr(importlib.import_module(mod), name))
         except (ImportError, AttributeError):

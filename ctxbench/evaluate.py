@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from .data.errors import DataError
+from .llm.base import preflight
 from .metrics.aggregate import aggregate, metric_versions, score_records
 from .metrics.base import Metric, answer_text, build_metrics, canonical_name
 from .metrics.cost import aggregate_cost
@@ -93,7 +94,9 @@ def _judge_llm(cfg: Any, llm: Any = None) -> Any:
         raise DataError("metrics", "llm_judge needs a judge LLM: set judge_llm or llm", field="llm_judge")
     if llm is not None and cfg.get("judge_llm") is None:
         return llm
-    return build("llm", judge_cfg)
+    judge = build("llm", judge_cfg)
+    preflight(judge)
+    return judge
 
 
 # ---- score ---------------------------------------------------------------------------------------
@@ -379,9 +382,7 @@ def build_system(cfg: Any, out_dir: Path) -> tuple[System, Any, str]:
     if not mem:
         raise DataError("eval", "choose a system: memory=NAME or method=NAME", field="memory")
     llm = build("llm", cfg.llm)
-    preflight = getattr(llm, "preflight", None)
-    if callable(preflight):
-        preflight()
+    preflight(llm)
     embedder = None
     if mem.get("needs_embedder", False):
         if not cfg.get("embedder"):

@@ -42,10 +42,42 @@ def secret_values() -> list[str]:
     return [v for k, v in os.environ.items() if is_secret_key(k) and v and len(v) >= 8]
 
 
-def scrub_text(text: str) -> str:
-    for v in secret_values():
+# Key-shaped strings, scrubbed wherever they appear: OpenAI-style sk-..., HF hf_..., other vendors'
+# prefixed tokens, a bearer token, and the user:password part of a URL.
+KEY_PATTERNS = [
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),
+    re.compile(r"\b(?:hf|gsk|ghp|xai|pk|rk|sk)_[A-Za-z0-9]{16,}\b"),
+    re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),
+    re.compile(r"(?<=Bearer )(?=[A-Za-z0-9._~+/=\-]*\d)[A-Za-z0-9._~+/=\-]{12,}"),
+    re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"),
+]
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def scrub_text(text: str, extra: "list[str] | tuple[str, ...]" = ()) -> str:
+    """``text`` without the values of secret environment variables, of ``extra`` and of key-shaped strings."""
+    for v in sorted({*secret_values(), *(e for e in extra if e and len(e) >= 4)}, key=len, reverse=True):
         text = text.replace(v, REDACTED)
-    return re.sub(r"\bsk-[A-Za-z0-9_\-]{8,}", REDACTED, text)
+    for pat in KEY_PATTERNS:
+        text = pat.sub(REDACTED, text)
+    return text
+
+
+def looks_like_secret(value: str) -> bool:
+    """True for a key-shaped string (``sk-...``, ``hf_...``, ...), by the patterns above."""
+    return any(pat.search(str(value)) for pat in KEY_PATTERNS[:3])
+
+
+def check_env_name(field: str, value: Any, error: type[Exception] = ValueError) -> str:
+    """``value`` if it can NAME an environment variable; else ``error`` with a message that hides the value.
+
+    Guards ``llm.api_key_env=sk-...`` (the key given where its variable's name belongs).
+    """
+    name = str(value)
+    if ENV_NAME.fullmatch(name) and not looks_like_secret(name):
+        return name
+    raise error(f"{field} must NAME an environment variable (e.g. OPENAI_API_KEY), "
+                     "not hold the key itself (value hidden)")
 
 
 def redact_override(arg: str) -> str:

@@ -72,3 +72,27 @@ def test_redact_and_scrub():
     assert out["llm"]["max_new_tokens"] == 5 and out["tokenizer"]["pad_token"] == "<pad>"
     assert out["nested"][0]["password"] == "***"
     assert KEY not in scrub_text(f"calling with {KEY}")
+
+
+def test_scrub_known_key_shapes_and_given_values():
+    from ctxbench.secrets import scrub_text
+
+    hf = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345"
+    text = (f"Authorization: Bearer abc.def-ghi_123456 from https://user:hunter22@host/v1 "
+            f"token {hf} custom=my-own-server-pass-42")
+    out = scrub_text(text, extra=["my-own-server-pass-42"])
+    for secret in ("abc.def-ghi_123456", "hunter22", hf, "my-own-server-pass-42"):
+        assert secret not in out
+    assert "https://***@host/v1" in out and "Bearer ***" in out
+    assert scrub_text("pad_token max_new_tokens=64 gpt-4o-mini") == "pad_token max_new_tokens=64 gpt-4o-mini"
+
+
+def test_check_env_name_hides_a_key_given_as_the_name():
+    from ctxbench.secrets import check_env_name
+
+    assert check_env_name("llm.api_key_env", "OPENAI_API_KEY") == "OPENAI_API_KEY"
+    assert check_env_name("llm.api_key_env", "hf_token") == "hf_token"  # a real variable name
+    for bad in (KEY, "sk_" + "a" * 30, "hf_" + "Ab1" * 11, "not a name", "1ABC"):
+        with pytest.raises(ValueError, match=r"must NAME an environment variable .*\(value hidden\)") as info:
+            check_env_name("llm.api_key_env", bad)
+        assert bad not in str(info.value)

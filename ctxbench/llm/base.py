@@ -4,6 +4,11 @@ A backend (``llm=hf`` local transformers, ``llm=openai`` any OpenAI-compatible s
 with ``registry.build("llm", cfg)`` and implements :meth:`ChatLLM.chat`. Every call is counted in
 the backend's :class:`UsageMeter` under a *phase* ("construction" while building memory,
 "answer" while answering), so a system reports what it really spent.
+
+A backend that cannot work at all (server unreachable, key refused, model unknown, too many
+failed calls in a row) raises :class:`LLMUnavailable`, which the CLI prints as one line. A
+backend may offer ``preflight()``: a cheap check (server reachable, key accepted, model served)
+that callers run before loading anything heavy; :func:`preflight` calls it when present.
 """
 from __future__ import annotations
 
@@ -12,6 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
+
+
+class LLMUnavailable(RuntimeError):
+    """The chat backend cannot be used at all; the message is one line naming the cause and the fix."""
 
 
 @dataclass
@@ -60,7 +69,8 @@ class ChatLLM(Protocol):
     model_name: str
 
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
-             phase: str = "answer", json_mode: bool = False) -> ChatResult: ...
+             phase: str = "answer", json_mode: bool = False,
+             schema: dict[str, Any] | None = None) -> ChatResult: ...
 
     def count_tokens(self, text: str) -> int: ...
 
@@ -74,6 +84,13 @@ def as_messages(prompt: str, system: str | None = None) -> list[Message]:
         msgs.append({"role": "system", "content": system})
     msgs.append({"role": "user", "content": prompt})
     return msgs
+
+
+def preflight(llm: Any) -> None:
+    """Run the backend's cheap availability check, if it has one (raises :class:`LLMUnavailable`)."""
+    check = getattr(llm, "preflight", None)
+    if callable(check):
+        check()
 
 
 def describe(cfg: Any) -> str:

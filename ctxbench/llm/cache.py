@@ -1,11 +1,15 @@
 """A SQLite call cache for any chat backend, so a rerun or a resumed crash repeats no calls.
 
-The key is a SHA-256 of (backend, model id, messages, max_new_tokens, temperature, json_mode).
-Only successful calls are stored. A cache hit returns the stored text and token counts (so the
+The key is a SHA-256 of everything that changes a reply: the backend, the model id (the
+backend's ``cache_id``: for ``hf`` name, path, revision and dtype; for ``openai`` model, base_url
+and extra_body), the context window, the messages, max_new_tokens, temperature, json_mode and the
+schema. Only successful, non-empty replies are stored: a failed or empty reply is asked again on
+the next run. A cache hit returns the stored text and token counts (so the
 cost a system reports does not depend on the cache) with ``cached=True``, and is counted in the
 meter like any call. The file is ``llm.cache_path`` if set, else
 ``$CTXBENCH_CACHE/llm_cache.sqlite`` (default ``~/.cache/ctxbench/llm_cache.sqlite``), shared by
 runs; ``llm.cache=false`` turns caching off. Safe across threads and processes (WAL, busy timeout).
+A damaged file is a one-line :class:`~ctxbench.data.errors.DataError` naming it (delete it).
 """
 from __future__ import annotations
 
@@ -14,9 +18,11 @@ import json
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+from ..data.errors import DataError
 from .base import ChatResult, Message
 
 
@@ -32,6 +38,11 @@ def cache_key(backend: str, model: str, messages: list[Message], **params: Any) 
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def storable(r: ChatResult) -> bool:
+    """Only a successful, non-empty reply goes into the cache (an empty one is asked again)."""
+    return not r.failed and bool(r.text.strip())
+
+
 class CallCache:
     """key → (text, prompt_tokens, completion_tokens) in one SQLite table."""
 
@@ -39,9 +50,22 @@ class CallCache:
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self._conn() as c:
+        with self._guard(), self._conn() as c:
             c.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, text TEXT NOT NULL, "
                       "prompt_tokens INTEGER, completion_tokens INTEGER, created REAL)")
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """SQLite errors become one line naming the file (a damaged file: delete it)."""
+        try:
+            yield
+        except sqlite3.OperationalError as e:
+            raise DataError(self.path, f"the LLM call cache cannot be used ({e}); fix the file or its "
+                                       "folder, or run with llm.cache=false") from None
+        except sqlite3.DatabaseError as e:
+            raise DataError(self.path, f"the LLM call cache is damaged ({e}): delete this file (and its "
+                                       "-wal/-shm files; it is rebuilt from new calls), or run with "
+                                       "llm.cache=false") from None
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -52,17 +76,19 @@ class CallCache:
         return conn
 
     def get(self, key: str) -> tuple[str, int, int] | None:
-        row = self._conn().execute("SELECT text, prompt_tokens, completion_tokens FROM calls WHERE key=?",
-                                   (key,)).fetchone()
+        with self._guard():
+            row = self._conn().execute("SELECT text, prompt_tokens, completion_tokens FROM calls WHERE key=?",
+                                       (key,)).fetchone()
         return None if row is None else (row[0], int(row[1]), int(row[2]))
 
     def put(self, key: str, r: ChatResult) -> None:
-        with self._conn() as c:
+        with self._guard(), self._conn() as c:
             c.execute("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?)",
                       (key, r.text, r.prompt_tokens, r.completion_tokens, time.time()))
 
     def __len__(self) -> int:
-        return int(self._conn().execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+        with self._guard():
+            return int(self._conn().execute("SELECT COUNT(*) FROM calls").fetchone()[0])
 
 
 class CachedLLM:
@@ -88,10 +114,28 @@ class CachedLLM:
     def __getattr__(self, name: str) -> Any:  # tokenizer, model, ... of the inner backend
         return getattr(self.inner, name)
 
-    def _key(self, messages: list[Message], max_new_tokens: int, temperature: float, json_mode: bool) -> str:
+    def preflight(self) -> None:
+        """The inner backend's cheap availability check, if it has one."""
+        check = getattr(self.inner, "preflight", None)
+        if callable(check):
+            check()
+
+    def _key(self, messages: list[Message], max_new_tokens: int, temperature: float, json_mode: bool,
+             schema: dict[str, Any] | None = None) -> str:
         model_id = getattr(self.inner, "cache_id", self.inner.model_name)
         return cache_key(self.backend, model_id, messages, max_new_tokens=max_new_tokens,
-                         temperature=float(temperature), json_mode=bool(json_mode))
+                         temperature=float(temperature), json_mode=bool(json_mode),
+                         context_window=int(self.inner.context_window), schema=schema)
+
+    @staticmethod
+    def _params(max_new_tokens: int, temperature: float, phase: str, json_mode: bool,
+                schema: dict[str, Any] | None) -> dict[str, Any]:
+        """The inner call's keywords; ``schema`` only when given (not every backend takes it)."""
+        kw: dict[str, Any] = dict(max_new_tokens=max_new_tokens, temperature=temperature, phase=phase,
+                                  json_mode=json_mode)
+        if schema is not None:
+            kw["schema"] = schema
+        return kw
 
     def _hit(self, key: str, phase: str) -> ChatResult | None:
         got = self.cache.get(key)
@@ -102,31 +146,31 @@ class CachedLLM:
         return r
 
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
-             phase: str = "answer", json_mode: bool = False) -> ChatResult:
-        key = self._key(messages, max_new_tokens, temperature, json_mode)
+             phase: str = "answer", json_mode: bool = False, schema: dict[str, Any] | None = None) -> ChatResult:
+        key = self._key(messages, max_new_tokens, temperature, json_mode, schema)
         hit = self._hit(key, phase)
         if hit is not None:
             return hit
-        r = self.inner.chat(messages, max_new_tokens=max_new_tokens, temperature=temperature,
-                            phase=phase, json_mode=json_mode)
-        if not r.failed:
+        r = self.inner.chat(messages, **self._params(max_new_tokens, temperature, phase, json_mode, schema))
+        if storable(r):
             self.cache.put(key, r)
         return r
 
     def chat_batch(self, batch: list[list[Message]], *, max_new_tokens: int = 64, temperature: float = 0.0,
-                   phase: str = "answer", json_mode: bool = False) -> list[ChatResult]:
-        keys = [self._key(m, max_new_tokens, temperature, json_mode) for m in batch]
+                   phase: str = "answer", json_mode: bool = False,
+                   schema: dict[str, Any] | None = None) -> list[ChatResult]:
+        keys = [self._key(m, max_new_tokens, temperature, json_mode, schema) for m in batch]
         out: list[ChatResult | None] = [self._hit(k, phase) for k in keys]
         todo = [i for i, r in enumerate(out) if r is None]
         if todo:
-            kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, phase=phase, json_mode=json_mode)
+            kw = self._params(max_new_tokens, temperature, phase, json_mode, schema)
             if hasattr(self.inner, "chat_batch"):
                 fresh = self.inner.chat_batch([batch[i] for i in todo], **kw)
             else:
                 fresh = [self.inner.chat(batch[i], **kw) for i in todo]
             for i, r in zip(todo, fresh):
                 out[i] = r
-                if not r.failed:
+                if storable(r):
                     self.cache.put(keys[i], r)
         return [r for r in out if r is not None]
 

@@ -6,6 +6,8 @@ template; generation is greedy (``temperature=0``) or sampled, batched with left
 ``chat_batch``. Prompt and completion tokens are counted with the model's tokenizer. A prompt
 longer than ``context_window - max_new_tokens`` is cut from the left (its oldest tokens) and
 counted in ``truncated_calls``: systems should fit their prompts, this is the last guard.
+The call cache key (``cache_id``) names the model, its path, its revision and its dtype, so a
+different checkpoint or precision never reuses another's replies.
 """
 from __future__ import annotations
 
@@ -33,6 +35,23 @@ def model_config(spec: Any) -> Any:
     return OmegaConf.create({"name": "hf", "path": name})
 
 
+def model_cache_id(bundle: Any) -> str:
+    """name@path plus the revision and the weights' dtype.
+
+    The revision is the hub commit when known, else the time the local folder's config.json was
+    written (a folder re-saved by training is a new revision).
+    """
+    model = bundle.model
+    revision = getattr(model.config, "_commit_hash", None)
+    if not revision:
+        config_json = Path(str(bundle.path)).expanduser() / "config.json"
+        revision = f"local-{config_json.stat().st_mtime_ns}" if config_json.is_file() else "local"
+    dtype = getattr(model, "dtype", None)
+    if dtype is None:
+        dtype = next(model.parameters()).dtype
+    return f"{bundle.name}@{bundle.path} rev={revision} dtype={str(dtype).replace('torch.', '')}"
+
+
 class HFChatLLM:
     def __init__(self, cfg: Any, bundle: Any = None):
         import torch
@@ -49,7 +68,7 @@ class HFChatLLM:
         self.tokenizer = bundle.tokenizer
         self.tokenizer.padding_side = "left"
         self.model_name = str(bundle.name)
-        self.cache_id = f"{bundle.name}@{bundle.path}"
+        self.cache_id = model_cache_id(bundle)
         window = cfg.get("context_window") or getattr(self.model.config, "max_position_embeddings", 2048)
         self._window = int(window)
         self.batch_size = int(cfg.get("batch_size", 4))
@@ -67,6 +86,9 @@ class HFChatLLM:
     def context_window(self) -> int:
         return self._window
 
+    def preflight(self) -> None:
+        """Nothing to check before loading: the model is local (and already loaded)."""
+
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -75,13 +97,17 @@ class HFChatLLM:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
-             phase: str = "answer", json_mode: bool = False) -> ChatResult:
+             phase: str = "answer", json_mode: bool = False, schema: dict[str, Any] | None = None) -> ChatResult:
         return self.chat_batch([messages], max_new_tokens=max_new_tokens, temperature=temperature,
                                phase=phase, json_mode=json_mode)[0]
 
     def chat_batch(self, batch: list[list[Message]], *, max_new_tokens: int = 64, temperature: float = 0.0,
-                   phase: str = "answer", json_mode: bool = False) -> list[ChatResult]:
-        """Generate for many conversations, ``batch_size`` at a time (longest first)."""
+                   phase: str = "answer", json_mode: bool = False,
+                   schema: dict[str, Any] | None = None) -> list[ChatResult]:
+        """Generate for many conversations, ``batch_size`` at a time (longest first).
+
+        ``json_mode`` and ``schema`` are not enforced here (the prompt asks for JSON).
+        """
         encoded = [self._fit(self.encode_chat(m), max_new_tokens) for m in batch]
         order = sorted(range(len(batch)), key=lambda i: -len(encoded[i]))
         results: list[ChatResult | None] = [None] * len(batch)

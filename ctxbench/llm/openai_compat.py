@@ -2,11 +2,24 @@
 
 Standard library only (urllib). ``llm.base_url`` + ``/chat/completions``; the API key is read
 from the environment variable *named* by ``llm.api_key_env`` (never stored in a config or a
-results file; ``api_key_env: null`` sends no key, for local servers). Each call has a timeout;
-429, 5xx, timeouts, connection errors and malformed replies are retried with exponential backoff
-(honouring a numeric Retry-After), up to ``max_retries`` retries; then the call returns
-``ChatResult(failed=True)`` and is counted as a failure — the run goes on. Other 4xx fail at once.
-``chat_batch`` runs up to ``concurrency`` calls at a time in threads.
+results file; ``api_key_env: null`` sends no key, for local servers). Each call has a timeout.
+
+What happens when a call goes wrong:
+
+* the backend cannot work at all — server unreachable (connection refused, host not found)
+  before any call has succeeded, HTTP 401/403 (key refused), HTTP 404 (unknown model or wrong
+  ``base_url`` path): :class:`~ctxbench.llm.base.LLMUnavailable` at once, one line naming the
+  cause, no retries;
+* 429, 5xx, timeouts, malformed replies, and a lost connection once the server has answered
+  before (it may be restarting): retried with exponential backoff (honouring a numeric
+  Retry-After), up to ``max_retries`` retries; then the call returns ``ChatResult(failed=True)``
+  and is counted as a failure — the run goes on;
+* other 4xx and a reply without content (``content: null``): that call fails at once;
+* ``max_consecutive_failures`` failed calls in a row: ``LLMUnavailable`` naming the last error.
+
+Every error text is scrubbed of the key (and other secrets) before it is stored or raised.
+:meth:`OpenAIChatLLM.preflight` checks ``GET {base_url}/models`` (reachable, key accepted, model
+listed) before anything heavy loads. ``chat_batch`` runs up to ``concurrency`` calls at a time.
 
 Token counts come from the server's ``usage`` (its own tokenizer); when absent, and for
 ``count_tokens``: ``llm.tokenizer`` (an HF tokenizer id/folder) if set, else tiktoken if
@@ -14,22 +27,29 @@ installed, else ~4 characters per token.
 """
 from __future__ import annotations
 
+import difflib
+import http.client
 import json
 import math
 import os
 import random
 import socket
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..registry import register
-from .base import ChatResult, Message, UsageMeter
+from ..secrets import check_env_name, scrub_text
+from .base import ChatResult, LLMUnavailable, Message, UsageMeter
 from .cache import maybe_cached
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+AUTH_STATUS = {401: "Unauthorized", 403: "Forbidden"}
+TIMEOUTS = (socket.timeout, TimeoutError)
 
 
 class _Retryable(Exception):
@@ -38,37 +58,108 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
+class _Unreachable(_Retryable):
+    """No connection could be made: fatal until the server has answered once, then retried."""
+
+
+class _Fatal(Exception):
+    """This call fails without retries; the backend stays usable."""
+
+
+def unreachable_reason(err: BaseException) -> str | None:
+    """Why no connection could be made (refused, host not found, ...); None for timeouts and drops."""
+    r = getattr(err, "reason", err)
+    if isinstance(r, TIMEOUTS) or isinstance(r, (ConnectionResetError, ConnectionAbortedError,
+                                                  BrokenPipeError, http.client.HTTPException)):
+        return None
+    if isinstance(r, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(r, socket.gaierror):
+        return f"host not found: {r.strerror or r}"
+    if isinstance(r, OSError):
+        return str(r.strerror or r)
+    return str(r) if isinstance(r, str) else None
+
+
+def model_ids(raw: bytes) -> list[str]:
+    """The model ids of a ``/models`` reply (``{"data": [{"id": ...}]}``); [] if it is not one."""
+    try:
+        data = json.loads(raw)
+        return [str(m["id"]) for m in data["data"] if isinstance(m, dict) and "id" in m]
+    except (ValueError, KeyError, TypeError):
+        return []
+
+
+def did_you_mean(name: str, choices: list[str], show: int = 10) -> str:
+    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.4)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    listed = ", ".join(sorted(choices)[:show]) + (f", ... ({len(choices)} in all)" if len(choices) > show else "")
+    return f"{hint} Served: {listed}."
+
+
 class OpenAIChatLLM:
     def __init__(self, cfg: Any):
         from ..models.loading import ModelLoadError
 
+        self.name = str(cfg.get("name") or "openai")
         self.model_name = str(cfg.get("model") or "")
         if not self.model_name:
             raise ModelLoadError("llm.model is required for llm=openai (e.g. llm.model=gpt-4o-mini)")
         self.base_url = str(cfg.get("base_url") or "https://api.openai.com/v1").rstrip("/")
-        self.cache_id = f"{self.model_name}@{self.base_url}"
-        env = cfg.get("api_key_env", "OPENAI_API_KEY")
-        self._api_key = None
-        if env:
-            self._api_key = os.environ.get(str(env))
-            if not self._api_key:
-                raise ModelLoadError(f"llm.api_key_env={env}: the environment variable {env} is not set "
-                                     "(export it, or set llm.api_key_env=null for a server without keys)")
+        parts = urllib.parse.urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ModelLoadError(f"llm.base_url={scrub_text(self.base_url)!r} is not an http(s) URL "
+                                 "(e.g. http://127.0.0.1:8080/v1)")
+        self.extra_body = dict(cfg.get("extra_body") or {})
+        self._api_key, self._key_env = self._read_key(cfg.get("api_key_env", "OPENAI_API_KEY"), ModelLoadError)
         self.timeout_s = float(cfg.get("timeout_s", 60))
         self.max_retries = int(cfg.get("max_retries", 5))
         self.backoff_s = float(cfg.get("backoff_s", 1.0))
         self.backoff_max_s = float(cfg.get("backoff_max_s", 30.0))
+        self.max_consecutive_failures = int(cfg.get("max_consecutive_failures", 8))
         self.concurrency = max(1, int(cfg.get("concurrency", 4)))
         self.json_mode_supported = bool(cfg.get("json_mode_supported", True))
-        self.extra_body = dict(cfg.get("extra_body") or {})
+        self.json_schema_supported = bool(cfg.get("json_schema_supported", False))
+        self.check_model_listed = bool(cfg.get("check_model_listed", True))
+        self.preflight_timeout_s = float(cfg.get("preflight_timeout_s", 5))
+        self.cache_id = self._cache_id()
         self._window = int(cfg.get("context_window") or 128000)
         self._tokenizer_name = cfg.get("tokenizer")
         self._tok: Any = None
         self.meter = UsageMeter()
+        self._lock = threading.Lock()
+        self._reached = False  # a call has succeeded: a lost connection is now worth retrying
+        self._failures_in_a_row = 0
+
+    def _cache_id(self) -> str:
+        """model@base_url, plus whatever else changes the request: extra_body, the response_format flags."""
+        cid = f"{self.model_name}@{self.base_url}"
+        if self.extra_body:
+            cid += " " + json.dumps(self.extra_body, sort_keys=True, default=str)
+        if not self.json_mode_supported:
+            cid += " no-json-mode"
+        if self.json_schema_supported:
+            cid += " json-schema"
+        return cid
+
+    @staticmethod
+    def _read_key(env: Any, error: type[Exception]) -> tuple[str | None, str | None]:
+        if not env:
+            return None, None
+        env = check_env_name("llm.api_key_env", env, error)
+        key = os.environ.get(env)
+        if not key:
+            raise error(f"llm.api_key_env={env}: the environment variable {env} is not set "
+                        "(export it, or set llm.api_key_env=null for a server without keys)")
+        return key, env
 
     @property
     def context_window(self) -> int:
         return self._window
+
+    def scrub(self, text: str) -> str:
+        """``text`` without the key, other secrets' values or key-shaped strings, on one line."""
+        return " ".join(scrub_text(str(text), extra=[self._api_key] if self._api_key else []).split())
 
     # ---- token counting -------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
@@ -95,72 +186,170 @@ class OpenAIChatLLM:
         except ImportError:
             return "chars"
 
+    # ---- preflight ------------------------------------------------------------------------
+    def preflight(self) -> None:
+        """``GET {base_url}/models``: unreachable, key refused, or model not listed → LLMUnavailable.
+
+        A 404 (servers without the endpoint) or any other answer passes: the calls will tell.
+        """
+        url = self.base_url + "/models"
+        req = urllib.request.Request(url, headers=self._headers(), method="GET")
+        try:
+            with urllib.request.urlopen(req, timeout=self.preflight_timeout_s) as resp:
+                raw = resp.read(1 << 22)
+        except urllib.error.HTTPError as e:
+            if e.code in AUTH_STATUS:
+                raise self._auth_error(e.code, url, self._detail(e)) from None
+            return
+        except TIMEOUTS:
+            raise self._no_reply(url) from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+            if isinstance(getattr(e, "reason", None), TIMEOUTS):
+                raise self._no_reply(url) from None
+            reason = unreachable_reason(e)
+            if reason is None:
+                return
+            raise LLMUnavailable(self._unreachable_msg(url, reason)) from None
+        ids = model_ids(raw)
+        if ids and self.check_model_listed and not {self.model_name, self.model_name + ":latest"} & set(ids):
+            raise LLMUnavailable(self.scrub(
+                f"llm={self.name}: model {self.model_name!r} is not served by {self.base_url}."
+                f"{did_you_mean(self.model_name, ids)} Check llm.model "
+                "(or llm.check_model_listed=false for a server that answers for any name)"))
+
+    def _no_reply(self, url: str) -> LLMUnavailable:
+        return LLMUnavailable(self.scrub(
+            f"llm={self.name}: no reply from {url} within {self.preflight_timeout_s:g} s — is the server "
+            "running? check llm.base_url (or raise llm.preflight_timeout_s)"))
+
     # ---- calls ----------------------------------------------------------------------------
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
-             phase: str = "answer", json_mode: bool = False) -> ChatResult:
-        body: dict[str, Any] = {"model": self.model_name, "messages": messages,
-                                "max_tokens": int(max_new_tokens), "temperature": float(temperature),
-                                **self.extra_body}
-        if json_mode and self.json_mode_supported:
-            body["response_format"] = {"type": "json_object"}
+             phase: str = "answer", json_mode: bool = False,
+             schema: dict[str, Any] | None = None) -> ChatResult:
+        body = self._body(messages, max_new_tokens, temperature, json_mode, schema)
         error = ""
         for attempt in range(self.max_retries + 1):
             try:
                 r = self._post(body, messages)
-                self.meter.add(phase, r)
-                return r
             except _Retryable as e:
+                if isinstance(e, _Unreachable) and not self._reached:
+                    raise LLMUnavailable(str(e)) from None
                 error = str(e)
                 if attempt == self.max_retries:
                     break
-                delay = min(self.backoff_max_s, self.backoff_s * (2 ** attempt))
-                delay = delay * (0.5 + random.random() / 2)
-                if e.retry_after is not None:
-                    delay = min(self.backoff_max_s, max(delay, e.retry_after))
-                time.sleep(delay)
+                time.sleep(self._delay(attempt, e.retry_after))
             except _Fatal as e:
                 error = str(e)
                 break
+            else:
+                with self._lock:
+                    self._reached, self._failures_in_a_row = True, 0
+                self.meter.add(phase, r)
+                return r
+        return self._failed(phase, error)
+
+    def _body(self, messages: list[Message], max_new_tokens: int, temperature: float, json_mode: bool,
+              schema: dict[str, Any] | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model_name, "messages": messages,
+                                "max_tokens": int(max_new_tokens), "temperature": float(temperature),
+                                **self.extra_body}
+        if schema is not None and self.json_schema_supported:
+            body["response_format"] = {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
+        elif json_mode and self.json_mode_supported:
+            body["response_format"] = {"type": "json_object"}
+        return body
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        delay = min(self.backoff_max_s, self.backoff_s * (2 ** attempt))
+        delay = delay * (0.5 + random.random() / 2)
+        if retry_after is not None:
+            delay = min(self.backoff_max_s, max(delay, retry_after))
+        return delay
+
+    def _failed(self, phase: str, error: str) -> ChatResult:
+        """A counted failure; too many in a row means the backend is unusable."""
+        error = self.scrub(error)
         r = ChatResult(text="", prompt_tokens=0, completion_tokens=0, failed=True, error=error)
         self.meter.add(phase, r)
+        with self._lock:
+            self._failures_in_a_row += 1
+            n = self._failures_in_a_row
+        if 0 < self.max_consecutive_failures <= n:
+            raise LLMUnavailable(f"llm={self.name}: {n} calls in a row failed "
+                                 f"(llm.max_consecutive_failures={self.max_consecutive_failures}); "
+                                 f"last error: {error}")
         return r
 
     def chat_batch(self, batch: list[list[Message]], *, max_new_tokens: int = 64, temperature: float = 0.0,
-                   phase: str = "answer", json_mode: bool = False) -> list[ChatResult]:
+                   phase: str = "answer", json_mode: bool = False,
+                   schema: dict[str, Any] | None = None) -> list[ChatResult]:
+        kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, phase=phase, json_mode=json_mode,
+                  schema=schema)
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            return list(pool.map(lambda m: self.chat(m, max_new_tokens=max_new_tokens, temperature=temperature,
-                                                     phase=phase, json_mode=json_mode), batch))
+            futures = [pool.submit(self.chat, m, **kw) for m in batch]
+            try:
+                return [f.result() for f in futures]
+            except BaseException:  # LLMUnavailable: do not send the calls still queued
+                for f in futures:
+                    f.cancel()
+                raise
 
-    def _post(self, body: dict[str, Any], messages: list[Message]) -> ChatResult:
+    def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        req = urllib.request.Request(self.base_url + "/chat/completions", data=json.dumps(body).encode(),
-                                     headers=headers, method="POST")
+        return headers
+
+    def _detail(self, e: urllib.error.HTTPError) -> str:
+        """An error reply's body, scrubbed *before* it is cut (a cut key would escape the scrub)."""
+        try:
+            raw = e.read(1 << 16)
+        except (OSError, http.client.HTTPException):
+            raw = b""
+        return self.scrub(raw.decode("utf-8", "replace"))[:300]
+
+    def _unreachable_msg(self, url: str, reason: str) -> str:
+        return self.scrub(f"llm={self.name}: cannot reach {url} ({reason}) — is the server running? "
+                          "check llm.base_url")
+
+    def _auth_error(self, code: int, url: str, detail: str) -> LLMUnavailable:
+        fix = (f"check the key in ${self._key_env}" if self._key_env else
+               "the server wants a key: set llm.api_key_env to the NAME of the variable that holds it")
+        return LLMUnavailable(self.scrub(f"llm={self.name}: HTTP {code} {AUTH_STATUS[code]} from {url} — {fix}"
+                                         + (f" (server said: {detail})" if detail else "")))
+
+    def _http_error(self, e: urllib.error.HTTPError, url: str) -> Exception:
+        detail = self._detail(e)
+        if e.code in AUTH_STATUS:
+            return self._auth_error(e.code, url, detail)
+        if e.code == 404:
+            return LLMUnavailable(self.scrub(
+                f"llm={self.name}: HTTP 404 from {url}: model {self.model_name!r} not found (or a wrong path) — "
+                "check llm.model and llm.base_url" + (f" (server said: {detail})" if detail else "")))
+        if e.code in RETRY_STATUS:
+            ra = e.headers.get("Retry-After") if e.headers else None
+            return _Retryable(f"HTTP {e.code}: {detail}",
+                              float(ra) if ra and ra.replace(".", "", 1).isdigit() else None)
+        return _Fatal(f"HTTP {e.code}: {detail}")
+
+    def _post(self, body: dict[str, Any], messages: list[Message]) -> ChatResult:
+        url = self.base_url + "/chat/completions"
+        req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=self._headers(), method="POST")
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as e:
-            detail = e.read()[:300].decode("utf-8", "replace")
-            if e.code in RETRY_STATUS:
-                ra = e.headers.get("Retry-After") if e.headers else None
-                raise _Retryable(f"HTTP {e.code}: {detail}",
-                                 float(ra) if ra and ra.replace(".", "", 1).isdigit() else None) from None
-            raise _Fatal(f"HTTP {e.code}: {detail}") from None
-        except (socket.timeout, TimeoutError) as e:
+            raise self._http_error(e, url) from None
+        except TIMEOUTS as e:
             raise _Retryable(f"timeout after {self.timeout_s}s ({e})") from None
-        except (urllib.error.URLError, ConnectionError, OSError) as e:
-            raise _Retryable(f"connection error: {getattr(e, 'reason', e)}") from None
-        try:
-            data = json.loads(raw)
-            text = data["choices"][0]["message"]["content"]
-            if text is None:
-                text = ""
-            if not isinstance(text, str):
-                raise TypeError("content is not a string")
-        except (ValueError, KeyError, IndexError, TypeError) as e:
-            raise _Retryable(f"malformed reply ({type(e).__name__}: {e}): {raw[:200]!r}") from None
-        usage = data.get("usage") or {}
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+            reason = unreachable_reason(e)
+            if reason is None:
+                raise _Retryable(self.scrub(f"connection error: {getattr(e, 'reason', e)}")) from None
+            raise _Unreachable(self._unreachable_msg(url, reason)) from None
+        data = self._parse(raw)
+        text = self._content(data)
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         pt = usage.get("prompt_tokens")
         ct = usage.get("completion_tokens")
         if not isinstance(pt, int):
@@ -169,9 +358,27 @@ class OpenAIChatLLM:
             ct = self.count_tokens(text)
         return ChatResult(text=text.strip(), prompt_tokens=pt, completion_tokens=ct)
 
+    def _parse(self, raw: bytes) -> dict[str, Any]:
+        """The reply as a dict holding a first choice; anything else is a malformed (retried) reply."""
+        try:
+            data = json.loads(raw)
+            if not isinstance(data["choices"][0], dict):
+                raise TypeError("a choice is not an object")
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            raise _Retryable(self.scrub(f"malformed reply ({type(e).__name__}: {e}): {raw[:200]!r}")) from None
+        return data
 
-class _Fatal(Exception):
-    pass
+    def _content(self, data: dict[str, Any]) -> str:
+        """The reply text; no content at all (``content: null``, no message) fails the call."""
+        choice = data["choices"][0]
+        message = choice.get("message")
+        text = message.get("content") if isinstance(message, dict) else None
+        if text is None:
+            what = "content: null" if isinstance(message, dict) else "content: null (no message)"
+            raise _Fatal(f"{what} in the reply (finish_reason={choice.get('finish_reason')!r})")
+        if not isinstance(text, str):
+            raise _Retryable(self.scrub(f"malformed reply (content is not a string): {str(text)[:200]!r}"))
+        return text
 
 
 @register("llm", "openai", aliases=("openai_compat",))

@@ -1,0 +1,168 @@
+"""The call cache is trustworthy: no failed/empty replies stored, a complete key, damaged files named."""
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from types import SimpleNamespace
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from ctxbench.data.errors import DataError
+from ctxbench.llm.base import ChatResult
+from ctxbench.llm.cache import CachedLLM, CallCache, maybe_cached
+from ctxbench.llm.hf import model_cache_id
+from ctxbench.llm.openai_compat import OpenAIChatLLM
+from tests.scripted_llm import ScriptedLLM
+from tests.test_llm_failures import MSGS, reply, server  # noqa: F401 - the fixture
+
+SCHEMA = {"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]}
+
+
+def cached_openai(url, path, **kw):
+    cfg = {"name": "openai", "model": "m", "base_url": url, "api_key_env": None, "timeout_s": 2,
+           "max_retries": 0, "backoff_s": 0.01, "cache_path": str(path), **kw}
+    llm = maybe_cached(OpenAIChatLLM(OmegaConf.create(cfg)), OmegaConf.create(cfg))
+    assert isinstance(llm, CachedLLM)
+    return llm
+
+
+def test_failed_replies_are_not_cached(server, tmp_path):  # noqa: F811
+    s = server([(500, b"boom"), (200, reply(None)), (200, reply("In France"))])
+    llm = cached_openai(s.url, tmp_path / "c.sqlite")
+    assert llm.chat(MSGS).failed  # 500
+    assert llm.chat(MSGS).failed  # content: null
+    assert len(llm.cache) == 0
+    r = llm.chat(MSGS)
+    assert (r.text, r.cached) == ("In France", False) and len(s.posts) == 3  # the server was asked again
+    assert llm.chat(MSGS).cached and len(s.posts) == 3
+
+
+def test_empty_replies_are_not_cached(server, tmp_path):  # noqa: F811
+    s = server([(200, reply("")), (200, reply("   \n")), (200, reply("Paris"))])
+    llm = cached_openai(s.url, tmp_path / "c.sqlite")
+    assert llm.chat(MSGS).text == "" and llm.chat(MSGS).text == ""
+    assert len(llm.cache) == 0
+    assert llm.chat(MSGS).text == "Paris" and len(s.posts) == 3
+    batch = llm.chat_batch([MSGS, [{"role": "user", "content": "other"}]])
+    assert [r.cached for r in batch] == [True, False] and len(s.posts) == 4
+
+
+def test_empty_reply_of_any_backend_is_not_cached(tmp_path):
+    inner = ScriptedLLM(["", "second"])
+    llm = CachedLLM(inner, tmp_path / "c.sqlite", backend="scripted")
+    assert llm.chat(MSGS).text == ""
+    assert llm.chat(MSGS).text == "second" and len(inner.calls) == 2
+
+
+def test_schema_is_part_of_the_key(server, tmp_path):  # noqa: F811
+    s = server()
+    llm = cached_openai(s.url, tmp_path / "c.sqlite")
+    other = {**SCHEMA, "required": []}
+    for schema in (None, SCHEMA, other):
+        assert not llm.chat(MSGS, schema=schema).cached
+    assert llm.chat(MSGS, schema=SCHEMA).cached and len(s.posts) == 3
+    assert not llm.chat_batch([MSGS], schema={"type": "string"})[0].cached and len(s.posts) == 4
+    assert "response_format" not in s.posts[1]["body"]  # json_schema_supported is off by default
+
+
+def test_json_schema_is_sent_when_supported(server, tmp_path):  # noqa: F811
+    s = server([(200, reply('{"label": "CORRECT"}'))])
+    llm = cached_openai(s.url, tmp_path / "c.sqlite", json_schema_supported=True)
+    llm.chat(MSGS, schema=SCHEMA, json_mode=True)
+    fmt = s.posts[0]["body"]["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"] == SCHEMA
+
+
+def test_base_url_extra_body_and_formats_are_part_of_the_key(server, tmp_path):  # noqa: F811
+    a, b = server(), server()
+    path = tmp_path / "c.sqlite"
+    assert not cached_openai(a.url, path).chat(MSGS).cached
+    assert not cached_openai(b.url, path).chat(MSGS).cached
+    assert not cached_openai(a.url, path, extra_body={"top_p": 0.5}).chat(MSGS).cached
+    assert not cached_openai(a.url, path, json_schema_supported=True).chat(MSGS).cached
+    assert cached_openai(a.url, path).chat(MSGS).cached
+
+
+def test_context_window_is_part_of_the_key(tmp_path):
+    path = tmp_path / "c.sqlite"
+    assert CachedLLM(ScriptedLLM("a", context_window=100), path, "s").chat(MSGS).text == "a"
+    assert CachedLLM(ScriptedLLM("b", context_window=50), path, "s").chat(MSGS).text == "b"
+    assert CachedLLM(ScriptedLLM("c", context_window=100), path, "s").chat(MSGS).text == "a"
+
+
+def fake_bundle(commit=None, dtype=torch.float32, path="/models/x"):
+    model = SimpleNamespace(config=SimpleNamespace(_commit_hash=commit), dtype=dtype)
+    return SimpleNamespace(model=model, name="x", path=path)
+
+
+def test_hf_revision_and_dtype_are_part_of_the_key(tmp_path):
+    ids = {model_cache_id(fake_bundle("abc")), model_cache_id(fake_bundle("def")),
+           model_cache_id(fake_bundle("abc", torch.bfloat16)), model_cache_id(fake_bundle("abc", path="/y"))}
+    assert len(ids) == 4
+    path = tmp_path / "c.sqlite"
+    for i, cid in enumerate(sorted(ids)):
+        inner = ScriptedLLM(f"reply {i}")
+        inner.cache_id = cid
+        assert CachedLLM(inner, path, "hf").chat(MSGS).text == f"reply {i}"  # never another's reply
+
+
+def test_hf_local_folder_resaved_is_a_new_revision(tmp_path):
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    first = model_cache_id(fake_bundle(path=str(folder)))
+    (folder / "config.json").write_text('{"a": 1}')  # training saved the folder again
+    import os
+
+    os.utime(folder / "config.json", ns=(1, 10**18))
+    assert model_cache_id(fake_bundle(path=str(folder))) != first
+
+
+def test_hf_backend_cache_id_names_dtype():
+    from ctxbench.llm.hf import HFChatLLM
+
+    llm = HFChatLLM(OmegaConf.create({"name": "hf", "model": "tiny", "context_window": 64}))
+    assert "dtype=float32" in llm.cache_id and " rev=" in llm.cache_id
+    llm.preflight()  # a no-op for a local model
+
+
+# ---- damaged files --------------------------------------------------------------------------------
+
+def test_a_file_that_is_not_a_database_is_named(tmp_path):
+    path = tmp_path / "llm_cache.sqlite"
+    path.write_bytes(random.Random(0).randbytes(5000))
+    with pytest.raises(DataError, match="llm_cache.sqlite: the LLM call cache is damaged") as info:
+        CachedLLM(ScriptedLLM("a"), path, backend="s")
+    msg = str(info.value)
+    assert str(path) in msg and "delete this file" in msg and "\n" not in msg
+
+
+def test_damage_found_at_the_first_query_is_named(tmp_path):
+    path = tmp_path / "c.sqlite"
+    cache = CallCache(path)
+    for i in range(300):
+        cache.put(f"k{i}", ChatResult("x" * 200, 1, 1))
+    cache._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    cache._conn().close()
+    size = path.stat().st_size
+    with open(path, "r+b") as f:  # keep page 1 (the schema), damage the rest
+        f.seek(4096)
+        f.write(random.Random(0).randbytes(size - 4096))
+    llm = CachedLLM(ScriptedLLM("a"), path, backend="s")  # opens fine
+    with pytest.raises(DataError, match="c.sqlite: the LLM call cache is damaged"):
+        llm.chat(MSGS)
+    with pytest.raises(sqlite3.DatabaseError):  # what the user saw before
+        sqlite3.connect(path).execute("SELECT text FROM calls WHERE key='k5'").fetchone()
+
+
+def test_cli_names_a_damaged_cache(cli, tmp_path):
+    path = tmp_path / "bad.sqlite"
+    path.write_bytes(json.dumps({"not": "a database"}).encode() * 200)
+    r = cli("eval", "memory=no_context", "dataset=locomo_sample", "llm=openai", "llm.api_key_env=null",
+            "llm.base_url=http://127.0.0.1:1/v1", f"llm.cache_path={path}", "limit=1", "progress=false",
+            f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert f"ctxbench: error: {path}: the LLM call cache is damaged" in r.stderr
