@@ -130,11 +130,10 @@ def _read_pid(fd: int) -> str:
 
 def resolved_config(cfg: Any) -> dict[str, Any]:
     """The resolved config as plain data, secrets redacted, :data:`EXCLUDED_KEYS` left out."""
-    from .results import plain_config
     from .secrets import redact
 
-    plain = redact(plain_config(cfg))
-    return _without(plain if isinstance(plain, dict) else {}, EXCLUDED_KEYS)
+    plain = redact(plain_data(cfg))
+    return without_keys(plain if isinstance(plain, dict) else {}, EXCLUDED_KEYS)
 
 
 def fingerprint(config: Any) -> str:
@@ -143,22 +142,15 @@ def fingerprint(config: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def config_fingerprint(cfg: Any, excluded: tuple[str, ...] = ()) -> str:
-    """The fingerprint of ``cfg`` (DictConfigs, possibly inside plain dicts) without the ``excluded`` keys."""
-    from .secrets import redact
-
-    plain = redact(_plain(cfg))
-    return fingerprint(_without(plain, excluded) if isinstance(plain, dict) else plain)
-
-
-def _plain(obj: Any) -> Any:
+def plain_data(obj: Any) -> Any:
+    """Dicts, lists and scalars only: every OmegaConf node (also inside plain dicts) resolved."""
     from .results import plain_config
 
     obj = plain_config(obj)
     if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
+        return {k: plain_data(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
+        return [plain_data(v) for v in obj]
     return obj
 
 
@@ -169,7 +161,7 @@ def check_config(run_dir: str | Path, cfg: Any, *, force: bool = False, write: b
     current = resolved_config(cfg)
     recorded = read_run_file(path)
     if recorded is not None:
-        diffs = differences(_without(recorded.get("config") or {}, EXCLUDED_KEYS), current)
+        diffs = differences(without_keys(recorded.get("config") or {}, EXCLUDED_KEYS), current)
         if diffs and not force:
             raise RunFolderError(run, f"{run} was run with a different config: {', '.join(diffs)} "
                                       "(use a new hydra.run.dir, or pass force_resume=true to reuse it)")
@@ -228,12 +220,12 @@ def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: obj}
 
 
-def _without(obj: dict[str, Any], patterns: tuple[str, ...], prefix: str = "") -> dict[str, Any]:
+def without_keys(obj: dict[str, Any], patterns: tuple[str, ...], prefix: str = "") -> dict[str, Any]:
     """A copy of nested ``obj`` without the dotted keys matching ``patterns``."""
     out = {}
     for k, v in obj.items():
         key = f"{prefix}{k}"
         if any(fnmatchcase(key, p) for p in patterns):
             continue
-        out[k] = _without(v, patterns, key + ".") if isinstance(v, dict) else v
+        out[k] = without_keys(v, patterns, key + ".") if isinstance(v, dict) else v
     return out

@@ -85,6 +85,15 @@ def _emb_blob(emb: np.ndarray | None) -> bytes | None:
     return None if emb is None else np.asarray(emb, dtype=np.float32).tobytes()
 
 
+def store_config(config: Any, model: str | None) -> dict[str, Any]:
+    """What a history's records were built with: ``{"fingerprint", "config"}`` (secrets redacted)."""
+    from ctxbench.run_guard import fingerprint, plain_data, without_keys
+    from ctxbench.secrets import redact
+
+    plain = without_keys(redact({"memory": plain_data(config), "llm": model}), STORE_EXCLUDED)
+    return {"fingerprint": fingerprint(plain), "config": plain}
+
+
 class RecordStore:
     """Records of one system, partitioned by history id. Call :meth:`commit` after each step."""
 
@@ -177,7 +186,7 @@ class RecordStore:
         history has, or a store built under another config (unless the run was claimed with
         ``force_resume=true``). Records the config's fingerprint for the next resume.
         """
-        from ctxbench.run_guard import config_fingerprint, forced
+        from ctxbench.run_guard import differences, forced
 
         done = self.progress(hid)
         n_records = self.conn.execute("SELECT COUNT(*) FROM records WHERE history_id=?", (hid,)).fetchone()[0]
@@ -187,13 +196,14 @@ class RecordStore:
         if done > n_steps:
             raise StoreError(self.path, f"history {hid!r} has {done} steps applied but this history has only "
                                         f"{n_steps} (built from another dataset or config); {REMEDY}")
-        fp = config_fingerprint({"memory": config, "llm": model}, STORE_EXCLUDED)
+        built = store_config(config, model)
         old = self.get_state(hid, "_config")
-        if old is not None and old != fp and (done or n_records) and not forced(self.path.parent):
-            raise StoreError(self.path, f"history {hid!r} was built with a different memory config "
-                                        f"(fingerprint {str(old)[:12]} ≠ {fp[:12]}); {REMEDY}")
-        if old != fp:
-            self.set_state(hid, "_config", fp)
+        if isinstance(old, dict) and old.get("fingerprint") != built["fingerprint"] and (done or n_records) \
+                and not forced(self.path.parent):
+            diffs = ", ".join(differences(old.get("config") or {}, built["config"])) or "fingerprint differs"
+            raise StoreError(self.path, f"history {hid!r} was built with a different config: {diffs}; {REMEDY}")
+        if old != built:
+            self.set_state(hid, "_config", built)
             self.commit()
 
     def clear(self, hid: str) -> None:
