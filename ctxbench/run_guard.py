@@ -163,7 +163,7 @@ def check_config(run_dir: str | Path, cfg: Any, *, force: bool = False, write: b
     if recorded is not None:
         diffs = differences(without_keys(recorded.get("config") or {}, EXCLUDED_KEYS), current)
         if diffs and not force:
-            raise RunFolderError(run, f"{run} was run with a different config: {', '.join(diffs)} "
+            raise RunFolderError(run, f"{run} was run with a different config: {summarize(diffs)} "
                                       "(use a new hydra.run.dir, or pass force_resume=true to reuse it)")
         if not diffs:
             return recorded
@@ -205,10 +205,18 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return out
 
 
-def _show(v: Any, missing: object) -> str:
+def summarize(diffs: list[str], most: int = 6) -> str:
+    """The first ``most`` differences, comma-separated, then how many more."""
+    head = ", ".join(diffs[:most])
+    return head + (f" and {len(diffs) - most} more" if len(diffs) > most else "")
+
+
+def _show(v: Any, missing: object, width: int = 60) -> str:
     if v is missing:
         return "<unset>"
-    return json.dumps(v, ensure_ascii=False, default=str) if not isinstance(v, str) else v
+    text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
+    text = " ".join(text.split())  # one line
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:

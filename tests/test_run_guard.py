@@ -162,3 +162,12 @@ def test_other_ranks_are_not_refused_by_rank_0s_lock(run, monkeypatch):
         except RunFolderError:
             time.sleep(0.1)
     assert (run / ".ctxbench" / "lock").read_text().strip() == str(os.getpid())
+
+
+def test_a_long_difference_stays_one_short_line(run):
+    claim(run, cfg())
+    changed = {f"memory__x{i}": "v\nwith a newline " * 10 for i in range(9)}
+    with pytest.raises(RunFolderError) as e:
+        claim(run, cfg(**changed))
+    msg = str(e.value)
+    assert "\n" not in msg and msg.count("<unset> →") == 6 and "and 3 more" in msg and len(msg) < 700

@@ -186,7 +186,7 @@ class RecordStore:
         history has, or a store built under another config (unless the run was claimed with
         ``force_resume=true``). Records the config's fingerprint for the next resume.
         """
-        from ctxbench.run_guard import differences, forced
+        from ctxbench.run_guard import differences, forced, summarize
 
         done = self.progress(hid)
         n_records = self.conn.execute("SELECT COUNT(*) FROM records WHERE history_id=?", (hid,)).fetchone()[0]
@@ -200,7 +200,7 @@ class RecordStore:
         old = self.get_state(hid, "_config")
         if isinstance(old, dict) and old.get("fingerprint") != built["fingerprint"] and (done or n_records) \
                 and not forced(self.path.parent):
-            diffs = ", ".join(differences(old.get("config") or {}, built["config"])) or "fingerprint differs"
+            diffs = summarize(differences(old.get("config") or {}, built["config"])) or "fingerprint differs"
             raise StoreError(self.path, f"history {hid!r} was built with a different config: {diffs}; {REMEDY}")
         if old != built:
             self.set_state(hid, "_config", built)
