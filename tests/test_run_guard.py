@@ -71,7 +71,8 @@ def test_resume_with_another_config_is_refused_naming_the_keys(run):
         claim(run, cfg(memory__k=1))
     assert str(e.value) == (f"{run} was run with a different config: memory.k 10 → 1 "
                             "(use a new hydra.run.dir, or pass force_resume=true to reuse it)")
-    with pytest.raises(RunFolderError, match=r"llm\.model gpt → other, memory\.k 10 → 1, memory\.rerank <unset> → true"):
+    both = r"llm\.model gpt → other, memory\.k 10 → 1, memory\.rerank <unset> → true"
+    with pytest.raises(RunFolderError, match=both):
         claim(run, cfg(memory__k=1, llm__model="other", memory__rerank=True))
     assert run_json(run)["config"]["memory"]["k"] == 10  # nothing recorded by a refused run
 
