@@ -31,6 +31,7 @@ from .qa_prompts import postprocess
 from .results import run_dir as results_run_dir
 from .results import (JsonlAppender, atomic_write_text, read_jsonl_tolerant, results_markdown, run_metadata,
                       write_json, write_jsonl)
+from .run_guard import claim as claim_run_dir
 from .secrets import scrub_text
 from .system import ContractError, System
 from .types import Prediction, Question, Sample, Usage
@@ -188,7 +189,7 @@ def question_record(q: Question, history_id: str) -> dict[str, Any]:
 
 
 def _read_predictions(pred_path: Path) -> dict[str, dict[str, Any]]:
-    existing, dropped = read_jsonl_tolerant(pred_path)
+    existing, dropped = read_jsonl_tolerant(pred_path, required=("id",))
     if dropped:
         tqdm.write(f"eval: dropped a torn last line of {pred_path} (interrupted write); it will be re-answered")
         write_jsonl(pred_path, existing)
@@ -421,6 +422,7 @@ def main(cfg: Any) -> dict[str, Any]:
     _seed_everything(int(cfg.get("seed", 0)))
     out = run_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
+    claim_run_dir(out, cfg)  # this process only, and this config only (run_guard.py)
     samples = build("dataset", cfg.dataset)
     n_q = sum(len(s.questions) for s in samples)
     if n_q == 0:

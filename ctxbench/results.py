@@ -86,11 +86,15 @@ class JsonlAppender:
         self.close()
 
 
-def read_jsonl_tolerant(path: str | Path) -> tuple[list[dict[str, Any]], int]:
+def read_jsonl_tolerant(path: str | Path, required: tuple[str, ...] = ()) -> tuple[list[dict[str, Any]], int]:
     """Rows of a JSONL file the evaluator wrote; a torn last line (crash mid-write) is dropped.
 
-    Returns (rows, number of dropped lines). A malformed line that is not the last is an error.
+    Returns (rows, number of dropped lines). A malformed line that is not the last, a line that is
+    not a JSON object, or an object without one of the ``required`` keys is a one-line
+    :class:`~ctxbench.data.errors.DataError` naming the file and the line.
     """
+    from .data.errors import DataError
+
     path = Path(path)
     if not path.exists():
         return [], 0
@@ -100,16 +104,26 @@ def read_jsonl_tolerant(path: str | Path) -> tuple[list[dict[str, Any]], int]:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError as e:
             if i == len(lines):
                 dropped += 1
                 continue
-            from .data.errors import DataError
-
             raise DataError(path, f"malformed JSON ({e.msg}); fix or delete the line to resume",
                             record=f"line {i}") from None
+        if not isinstance(row, dict):
+            raise DataError(path, f"expected a JSON object, got a JSON {_json_kind(row)}; fix or delete the line "
+                                  "to resume", record=f"line {i}")
+        for key in required:
+            if key not in row:
+                raise DataError(path, "missing required field; fix or delete the line to resume",
+                                record=f"line {i}", field=key)
+        rows.append(row)
     return rows, dropped
+
+
+def _json_kind(v: Any) -> str:
+    return {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(v), "null")
 
 
 def plain_config(cfg: Any) -> Any:

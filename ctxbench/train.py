@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from . import checkpoint as ckpt_mod
 from .registry import build
+from .run_guard import claim as claim_run_dir
 
 
 def run_dir_of(cfg: DictConfig) -> Path:
@@ -169,6 +170,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     acc = make_accelerator(cfg)
     run_dir = run_dir_of(cfg)
     is_main = acc.is_main_process
+    claim_run_dir(run_dir, cfg, main=is_main)  # this process only, and this config only (run_guard.py)
     set_seed(int(cfg.seed))
 
     # -- build: model, method, data --------------------------------------------------------

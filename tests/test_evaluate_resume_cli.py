@@ -1,4 +1,5 @@
-"""``python -m ctxbench eval`` killed midway (SIGKILL) and rerun: it resumes, answering nothing twice."""
+"""``python -m ctxbench eval`` killed midway (SIGKILL) and rerun: it resumes, answering nothing twice;
+rerun with another config or while another process uses the folder: refused in one line."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO, run_cli
 
@@ -53,3 +56,71 @@ def test_eval_cli_killed_midway_resumes(tmp_path):
     assert (out / "results.md").exists()
 
 
+
+
+# ---- a run folder is bound to its config and to one process (issue 14) ----------------------------
+
+SMALL = ["eval", "memory=no_context", "dataset=locomo_sample", "llm.model=tiny", "llm.cache=false", "limit=2",
+         "progress=false"]
+
+
+def test_eval_cli_refuses_to_resume_a_folder_made_with_another_config(tmp_path):
+    """Today's bug: a changed memory setting resumed into an old folder answered nothing and rewrote
+    results.json with the old numbers under the new config. Now it is refused, and nothing is touched."""
+    out = tmp_path / "run"
+    first = run_cli(*SMALL, "memory.max_new_tokens=8", f"hydra.run.dir={out}", env=ENV, timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    results, preds = (out / "results.json").read_bytes(), (out / "predictions.jsonl").read_bytes()
+
+    p = run_cli(*SMALL, "memory.max_new_tokens=4", f"hydra.run.dir={out}", env=ENV, timeout=300)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert p.stderr.strip().splitlines()[-1] == (
+        f"ctxbench: error: {out} was run with a different config: memory.max_new_tokens 8 → 4 "
+        "(use a new hydra.run.dir, or pass force_resume=true to reuse it)")
+    assert (out / "results.json").read_bytes() == results and (out / "predictions.jsonl").read_bytes() == preds
+
+    more = run_cli(*SMALL, "memory.max_new_tokens=8", "limit=3", f"hydra.run.dir={out}", env=ENV, timeout=300)
+    assert more.returncode == 0, more.stderr[-2000:]  # a larger limit only answers more questions
+    assert len(read_ids(out / "predictions.jsonl")) == 3
+
+    forced = run_cli(*SMALL, "memory.max_new_tokens=4", "force_resume=true", f"hydra.run.dir={out}", env=ENV,
+                     timeout=300)
+    assert forced.returncode == 0, forced.stderr[-2000:]
+    rec = json.loads((out / ".ctxbench" / "run.json").read_text())
+    assert rec["config"]["memory"]["max_new_tokens"] == 4 and len(rec["previous_fingerprints"]) == 1
+
+
+def test_eval_cli_refuses_a_folder_another_process_is_using(tmp_path):
+    out = tmp_path / "run"
+    hold = ("import sys, time; from ctxbench.run_guard import acquire_lock; acquire_lock(sys.argv[1]); "
+            "print('held', flush=True); time.sleep(300)")
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(out)], cwd=REPO, stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        p = run_cli(*SMALL, f"hydra.run.dir={out}", env=ENV, timeout=300)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines()[-1] == (
+        f"ctxbench: error: {out} is in use by another ctxbench process (pid {holder.pid}); "
+        "wait for it or use another hydra.run.dir")
+    assert not (out / "predictions.jsonl").exists()
+
+
+@pytest.mark.parametrize("line,what", [
+    ('["q1", "an answer"]', "expected a JSON object, got a JSON list"),
+    ('"q1"', "expected a JSON object, got a JSON string"),
+    ('{"prediction": "x", "answer": "y"}', "field 'id': missing required field"),
+])
+def test_resume_read_of_a_bad_prediction_line_names_file_and_line(tmp_path, line, what):
+    from ctxbench.data.errors import DataError
+    from ctxbench.evaluate import run_system
+
+    pred = tmp_path / "predictions.jsonl"
+    pred.write_text(json.dumps({"id": "q0", "prediction": "p"}) + "\n" + line + "\n"
+                    + json.dumps({"id": "q2", "prediction": "p"}) + "\n")
+    with pytest.raises(DataError) as e:
+        run_system(None, [], tmp_path, progress=False)
+    assert str(e.value).startswith(f"{pred}, record line 2") and what in str(e.value)

@@ -102,3 +102,106 @@ def test_neo4j_backend_needs_driver(tmp_path):
             open_graph({"backend": "neo4j"}, tmp_path)
     with pytest.raises(ValueError, match="unknown backend"):
         open_graph({"backend": "nope"}, tmp_path)
+
+
+# ---- damaged files and stores that do not match their progress (issue 14) -------------------------
+
+GARBAGE = bytes(range(256)) * 64  # not a database of any kind
+
+
+def test_garbage_sqlite_store_is_a_one_line_error_naming_the_file(tmp_path):
+    from ctxbench.memory.stores.records import StoreError
+
+    path = tmp_path / "rag.sqlite"
+    path.write_bytes(GARBAGE)
+    with pytest.raises(StoreError) as e:
+        RecordStore(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: damaged memory store") and "delete it" in msg and "\n" not in msg
+
+
+def test_sqlite_store_with_damaged_pages_is_caught_on_open(tmp_path):
+    from ctxbench.memory.stores.records import StoreError
+
+    path = tmp_path / "r.sqlite"
+    st = RecordStore(path)
+    for i in range(200):
+        st.add("h", "fact", f"fact number {i} " * 20)
+    st.commit()
+    st.close()
+    data = bytearray(path.read_bytes())
+    data[4096 * 2: 4096 * 4] = GARBAGE[: 4096 * 2]  # pages 3-4 overwritten, the header intact
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=r"r\.sqlite: damaged memory store"):
+        RecordStore(path)
+
+
+def test_garbage_graph_store_is_a_one_line_error_naming_the_file(tmp_path):
+    from ctxbench.memory.stores.records import StoreError
+
+    (tmp_path / "graph.lbdb").write_bytes(GARBAGE)
+    with pytest.raises(StoreError) as e:
+        open_graph({"backend": "ladybug"}, tmp_path)
+    assert str(e.value).startswith(f"{tmp_path / 'graph.lbdb'}: cannot open the graph store")
+    assert "delete it" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_vector_index_refuses_embeddings_of_another_dimension():
+    from ctxbench.memory.stores.records import StoreError
+
+    idx = VectorIndex(16)
+    with pytest.raises(StoreError, match="2 embeddings of 8 values for an index of dimension 16"):
+        idx.add([1, 2], np.ones((2, 8)))
+
+
+def test_check_resume_refuses_a_store_that_does_not_match_its_progress(tmp_path):
+    from ctxbench.memory.stores.records import StoreError
+
+    path = tmp_path / "m.sqlite"
+    st = RecordStore(path)
+    cfg = {"name": "rag", "k": 10, "progress": True}
+    st.check_resume("h", 5, cfg, "tiny")  # fresh: records the config
+    st.add("h", "chunk", "a")
+    st.commit()
+    with pytest.raises(StoreError, match=r"m\.sqlite: history 'h' has 1 records but its progress record says no step"):
+        st.check_resume("h", 5, cfg, "tiny")
+    st.set_progress("h", 7)
+    st.commit()
+    with pytest.raises(StoreError, match="has 7 steps applied but this history has only 5"):
+        st.check_resume("h", 5, cfg, "tiny")
+    st.check_resume("h", 7, {**cfg, "progress": False, "rebuild": True}, "tiny")  # keys that change nothing stored
+    with pytest.raises(StoreError, match=r"built with a different config: llm tiny → other, memory\.k 10 → 1"):
+        st.check_resume("h", 7, {**cfg, "k": 1}, "other")
+    st.check_resume("other_history", 3, {**cfg, "k": 1}, "other")  # each history has its own record
+
+
+def test_ingest_refuses_a_store_whose_progress_was_lost(tmp_path):
+    from omegaconf import OmegaConf
+
+    from ctxbench.memory.rag import RAG
+    from ctxbench.memory.stores.records import StoreError
+    from ctxbench.types import History, Session, Turn
+
+    from memory_scripted import BowEmbedder
+
+    hist = History(id="h", sessions=[Session("s1", [Turn("A", f"turn {i} words", f"D1:{i}") for i in range(6)],
+                                             "1:00 pm on 1 May, 2023")])
+    cfg = OmegaConf.create({"name": "rag", "k": 4, "chunk_size": 2, "progress": False})
+
+    def rag(c=cfg):
+        return RAG(c, llm=ScriptedLLM(lambda m, p: "x"), embedder=BowEmbedder(), workdir=tmp_path)
+
+    first = rag()
+    first.ingest(hist)
+    n = len(first.store.records("h"))
+    first.store.set_progress("h", 0)  # what a second process starting on the same store sees
+    first.store.commit()
+    with pytest.raises(StoreError, match=rf"rag\.sqlite: history 'h' has {n} records but its progress record"):
+        rag().ingest(hist)
+    first.store.set_progress("h", len(first.steps(hist)))  # progress restored
+    first.store.commit()
+    rag().ingest(hist)  # the same config resumes
+    with pytest.raises(StoreError, match=r"rag\.sqlite: history 'h' was built with a different config: "
+                                         r"memory\.chunk_size 2 → 3"):
+        rag(OmegaConf.merge(cfg, {"chunk_size": 3})).ingest(hist)
+    rag(OmegaConf.merge(cfg, {"chunk_size": 3, "rebuild": True})).ingest(hist)  # the documented way out

@@ -113,6 +113,7 @@ class MemorySystem(System):
             self.store.clear(history.id)
         self.load()
         steps = self.steps(history)
+        self.store.check_resume(self.hid, len(steps), self.cfg, getattr(self.llm, "model_name", None))
         done = self.store.progress(self.hid)
         st = self.store.get_state(self.hid, "_cost", {})
         self.construction = st.get("construction", {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0})

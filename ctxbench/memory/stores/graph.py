@@ -108,12 +108,19 @@ class LadybugGraph(_CypherGraph):
         import ladybug
 
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self.db = ladybug.Database(str(path))
-        self.conn = ladybug.Connection(self.db)
-        self.conn.execute("CREATE NODE TABLE IF NOT EXISTS Entity(id INT64, hid STRING, name STRING, "
-                          "emb STRING, PRIMARY KEY(id))")
-        self.conn.execute("CREATE REL TABLE IF NOT EXISTS Rel(FROM Entity TO Entity, id INT64, hid STRING, "
-                          "relation STRING, valid BOOLEAN, created STRING, invalidated STRING, emb STRING)")
+        try:
+            self.db = ladybug.Database(str(path))
+            self.conn = ladybug.Connection(self.db)
+            self.conn.execute("CREATE NODE TABLE IF NOT EXISTS Entity(id INT64, hid STRING, name STRING, "
+                              "emb STRING, PRIMARY KEY(id))")
+            self.conn.execute("CREATE REL TABLE IF NOT EXISTS Rel(FROM Entity TO Entity, id INT64, hid STRING, "
+                              "relation STRING, valid BOOLEAN, created STRING, invalidated STRING, emb STRING)")
+        except RuntimeError as e:  # a damaged file, or one another process has open
+            from .records import StoreError
+
+            detail = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+            raise StoreError(path, f"cannot open the graph store ({detail}); if it is damaged, delete it "
+                                   "or use a new hydra.run.dir") from None
 
     def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         res = self.conn.execute(query, params or {})

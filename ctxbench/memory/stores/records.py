@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from ctxbench.data.errors import DataError
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
   id INTEGER PRIMARY KEY AUTOINCREMENT, history_id TEXT NOT NULL, kind TEXT NOT NULL,
@@ -34,6 +36,10 @@ CREATE TABLE IF NOT EXISTS state (
 """
 
 
+#: Keys of the config given to :meth:`RecordStore.check_resume` that do not change what is stored.
+STORE_EXCLUDED = ("memory.progress", "memory.rebuild")
+
+
 @dataclass
 class Record:
     id: int
@@ -45,8 +51,47 @@ class Record:
     emb: np.ndarray | None = None
 
 
+class StoreError(DataError):
+    """A memory store that cannot be used: damaged, or not the store of this history and config."""
+
+    def __init__(self, path: object, message: str):
+        ValueError.__init__(self, f"{path}: {message}")
+        self.path, self.record, self.field = path, None, None
+
+
+REMEDY = "delete it (or set memory.rebuild=true) or use a new hydra.run.dir"
+
+
+def open_sqlite(path: Path, schema: str, what: str) -> sqlite3.Connection:
+    """Connect to ``path`` and apply ``schema``; a damaged file is a one-line :class:`StoreError`."""
+    existed = path.exists() and path.stat().st_size > 0
+    conn = sqlite3.connect(str(path))
+    try:
+        if existed:
+            bad = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall() if r[0] != "ok"]
+            if bad:
+                raise sqlite3.DatabaseError(bad[0])
+        conn.executescript(schema)
+        conn.commit()
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise StoreError(path, f"damaged {what}, not a readable SQLite database ({detail}); "
+                               "delete it or use a new hydra.run.dir") from None
+    return conn
+
+
 def _emb_blob(emb: np.ndarray | None) -> bytes | None:
     return None if emb is None else np.asarray(emb, dtype=np.float32).tobytes()
+
+
+def store_config(config: Any, model: str | None) -> dict[str, Any]:
+    """What a history's records were built with: ``{"fingerprint", "config"}`` (secrets redacted)."""
+    from ctxbench.run_guard import fingerprint, plain_data, without_keys
+    from ctxbench.secrets import redact
+
+    plain = without_keys(redact({"memory": plain_data(config), "llm": model}), STORE_EXCLUDED)
+    return {"fingerprint": fingerprint(plain), "config": plain}
 
 
 class RecordStore:
@@ -55,9 +100,7 @@ class RecordStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(str(self.path))
-        self.conn.executescript(SCHEMA)
-        self.conn.commit()
+        self.conn = open_sqlite(self.path, SCHEMA, what="memory store")
 
     # ---- records -------------------------------------------------------------------------
     def _row(self, r: tuple) -> Record:
@@ -135,6 +178,33 @@ class RecordStore:
     def set_state(self, hid: str, key: str, value: Any) -> None:
         self.conn.execute("INSERT OR REPLACE INTO state(history_id, key, value) VALUES (?,?,?)",
                           (hid, key, json.dumps(value)))
+
+    def check_resume(self, hid: str, n_steps: int, config: Any, model: str | None = None) -> None:
+        """Before resuming ``hid``: the store must match its progress record, ``config`` and ``model``.
+
+        Refuses (:class:`StoreError`) records without any applied step, more applied steps than the
+        history has, or a store built under another config (unless the run was claimed with
+        ``force_resume=true``). Records the config's fingerprint for the next resume.
+        """
+        from ctxbench.run_guard import differences, forced, summarize
+
+        done = self.progress(hid)
+        n_records = self.conn.execute("SELECT COUNT(*) FROM records WHERE history_id=?", (hid,)).fetchone()[0]
+        if done == 0 and n_records and n_steps:
+            raise StoreError(self.path, f"history {hid!r} has {n_records} records but its progress record says no "
+                                        f"step was applied (written by another process?); {REMEDY}")
+        if done > n_steps:
+            raise StoreError(self.path, f"history {hid!r} has {done} steps applied but this history has only "
+                                        f"{n_steps} (built from another dataset or config); {REMEDY}")
+        built = store_config(config, model)
+        old = self.get_state(hid, "_config")
+        if isinstance(old, dict) and old.get("fingerprint") != built["fingerprint"] and (done or n_records) \
+                and not forced(self.path.parent):
+            diffs = summarize(differences(old.get("config") or {}, built["config"])) or "fingerprint differs"
+            raise StoreError(self.path, f"history {hid!r} was built with a different config: {diffs}; {REMEDY}")
+        if old != built:
+            self.set_state(hid, "_config", built)
+            self.commit()
 
     def clear(self, hid: str) -> None:
         """Forget everything about one history (a fresh rebuild)."""

@@ -29,9 +29,16 @@ class VectorIndex:
         return len(self._live)
 
     def add(self, ids: Sequence[int], vecs: np.ndarray) -> None:
-        vecs = np.ascontiguousarray(np.asarray(vecs, dtype=np.float32).reshape(len(ids), self.dim))
         if len(ids) == 0:
             return
+        vecs = np.asarray(vecs, dtype=np.float32)
+        if vecs.size != len(ids) * self.dim:
+            from .records import StoreError
+
+            raise StoreError("vector index", f"{len(ids)} embeddings of {vecs.size // len(ids)} values for an index "
+                                             f"of dimension {self.dim} (the store was built with another embedder?); "
+                                             "set memory.rebuild=true or use a new hydra.run.dir")
+        vecs = np.ascontiguousarray(vecs.reshape(len(ids), self.dim))
         dup = [i for i in ids if i in self._live]
         if dup:
             self.remove(dup)

@@ -1,0 +1,239 @@
+"""A run folder belongs to one config and to one process at a time.
+
+:func:`claim` is called once by ``eval`` and ``train`` as soon as the run folder exists:
+
+1. **Lock.** ``<run>/.ctxbench/lock`` is locked with ``flock(LOCK_EX | LOCK_NB)`` and held until
+   the process exits (the kernel drops it then, so a killed run leaves no stale lock). A second
+   process on the same folder is refused in one line naming the holder's pid.
+2. **Config.** The first run records the resolved config (secrets redacted) and its sha256
+   fingerprint in ``<run>/.ctxbench/run.json``. A rerun with a different config is refused in one
+   line naming each differing key with both values; ``force_resume=true`` accepts the new config
+   and records it. Keys that cannot change results are left out (:data:`EXCLUDED_KEYS`).
+
+Under a multi-process launch (``WORLD_SIZE > 1``) only rank 0 locks and writes; the other ranks
+check the config read-only, so they are never refused by rank 0's own lock.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import sys
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+from .data.errors import DataError
+
+GUARD_DIR, LOCK_FILE, RUN_FILE = ".ctxbench", "lock", "run.json"
+
+#: Dotted config keys (fnmatch patterns, a match also drops everything below it) that cannot change
+#: a run's results, so a resume may change them freely:
+#: progress bars, Hydra's own settings, logging, resume/stop controls, data-loader workers, this
+#: guard's own switch; ``limit`` only selects how many questions (in dataset order) are answered, so
+#: a larger limit on resume legitimately answers more; ``metrics`` / ``judge_llm`` are re-scored
+#: over every prediction at the end of each run; the LLM call cache only replays identical calls.
+EXCLUDED_KEYS: tuple[str, ...] = (
+    "progress", "*.progress", "hydra", "logger", "force_resume",
+    "trainer.resume", "trainer.stop_after", "trainer.log_every", "trainer.save_every", "trainer.keep_checkpoints",
+    "num_workers", "*.num_workers", "limit", "metrics", "judge_llm", "max_failed_fraction",
+    "llm.cache", "llm.cache_path",
+)
+
+_HELD: dict[str, int] = {}  # resolved run folder → open lock fd (kept for the process lifetime)
+_FORCED: set[str] = set()  # run folders claimed with force_resume=true
+
+
+class RunFolderError(DataError):
+    """A run folder that cannot be used as asked (in use, or made with another config); one line."""
+
+    def __init__(self, path: object, message: str):
+        ValueError.__init__(self, message)
+        self.path, self.record, self.field = path, None, None
+
+
+# ---- the one entry point -------------------------------------------------------------------------
+
+def claim(run_dir: str | Path, cfg: Any, *, main: bool | None = None) -> dict[str, Any]:
+    """Lock ``run_dir`` for this process and bind it to ``cfg``; returns the recorded run.json.
+
+    ``main`` says whether this is rank 0 (default: ``RANK`` from the environment is 0).
+    """
+    run = Path(run_dir)
+    if main is None:
+        main = int(os.environ.get("RANK", "0")) == 0
+    if main:
+        acquire_lock(run)
+    return check_config(run, cfg, force=_force(cfg), write=main)
+
+
+def forced(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` (or a folder above it) was claimed with ``force_resume=true`` in this process."""
+    p = Path(run_dir).resolve()
+    return any(str(q) in _FORCED for q in (p, *p.parents))
+
+
+def _force(cfg: Any) -> bool:
+    try:
+        return bool(cfg.get("force_resume", False))
+    except AttributeError:
+        return False
+
+
+# ---- the lock ------------------------------------------------------------------------------------
+
+def acquire_lock(run_dir: str | Path) -> None:
+    """Hold ``<run>/.ctxbench/lock`` until this process exits; refuse if another process holds it."""
+    run = Path(run_dir)
+    key = str(run.resolve())
+    if key in _HELD:
+        return
+    path = run / GUARD_DIR / LOCK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        holder = _read_pid(fd)
+        os.close(fd)
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            who = f" (pid {holder})" if holder else ""
+            raise RunFolderError(run, f"{run} is in use by another ctxbench process{who}; "
+                                      "wait for it or use another hydra.run.dir") from None
+        print(f"ctxbench: warning: cannot lock {path} ({e.strerror}); not protected against a second process",
+              file=sys.stderr)
+        return
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    os.fsync(fd)
+    _HELD[key] = fd
+
+
+def release_lock(run_dir: str | Path) -> None:
+    """Drop this process's lock on ``run_dir`` (the process exiting does the same)."""
+    fd = _HELD.pop(str(Path(run_dir).resolve()), None)
+    if fd is not None:
+        os.close(fd)
+
+
+def _read_pid(fd: int) -> str:
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        return os.read(fd, 32).decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+# ---- the config fingerprint ----------------------------------------------------------------------
+
+def resolved_config(cfg: Any) -> dict[str, Any]:
+    """The resolved config as plain data, secrets redacted, :data:`EXCLUDED_KEYS` left out."""
+    from .secrets import redact
+
+    plain = redact(plain_data(cfg))
+    return without_keys(plain if isinstance(plain, dict) else {}, EXCLUDED_KEYS)
+
+
+def fingerprint(config: Any) -> str:
+    """sha256 of the canonical JSON (sorted keys, no spaces) of ``config``."""
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def plain_data(obj: Any) -> Any:
+    """Dicts, lists and scalars only: every OmegaConf node (also inside plain dicts) resolved."""
+    from .results import plain_config
+
+    obj = plain_config(obj)
+    if isinstance(obj, dict):
+        return {k: plain_data(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain_data(v) for v in obj]
+    return obj
+
+
+def check_config(run_dir: str | Path, cfg: Any, *, force: bool = False, write: bool = True) -> dict[str, Any]:
+    """Compare ``cfg`` with the config ``run_dir`` was made with; record it on first use (or when forced)."""
+    run = Path(run_dir)
+    path = run / GUARD_DIR / RUN_FILE
+    current = resolved_config(cfg)
+    recorded = read_run_file(path)
+    if recorded is not None:
+        diffs = differences(without_keys(recorded.get("config") or {}, EXCLUDED_KEYS), current)
+        if diffs and not force:
+            raise RunFolderError(run, f"{run} was run with a different config: {summarize(diffs)} "
+                                      "(use a new hydra.run.dir, or pass force_resume=true to reuse it)")
+        if not diffs:
+            return recorded
+        _FORCED.add(str(run.resolve()))
+    entry = {"fingerprint": fingerprint(current), "excluded_keys": list(EXCLUDED_KEYS), "config": current}
+    if recorded is not None:
+        entry["previous_fingerprints"] = [*recorded.get("previous_fingerprints", []), recorded.get("fingerprint")]
+    if write:
+        from .results import write_json
+
+        write_json(path, entry)
+    return entry
+
+
+def read_run_file(path: Path) -> dict[str, Any] | None:
+    """``run.json`` as written by :func:`check_config`, or None when the folder has none yet."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RunFolderError(path, f"{path}: unreadable run record ({e}); delete it to record the current "
+                                   "config, or use a new hydra.run.dir") from None
+    if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
+        raise RunFolderError(path, f"{path}: not a run record (no 'config' object); delete it to record the "
+                                   "current config, or use a new hydra.run.dir")
+    return data
+
+
+def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``key old → new`` for every dotted key whose value differs (``<unset>`` when absent)."""
+    a, b = _flatten(old), _flatten(new)
+    missing = object()
+    out = []
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key, missing), b.get(key, missing)
+        if x != y:
+            out.append(f"{key} {_show(x, missing)} → {_show(y, missing)}")
+    return out
+
+
+def summarize(diffs: list[str], most: int = 6) -> str:
+    """The first ``most`` differences, comma-separated, then how many more."""
+    head = ", ".join(diffs[:most])
+    return head + (f" and {len(diffs) - most} more" if len(diffs) > most else "")
+
+
+def _show(v: Any, missing: object, width: int = 60) -> str:
+    if v is missing:
+        return "<unset>"
+    text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
+    text = " ".join(text.split())  # one line
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(obj, dict) and obj:
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: obj}
+
+
+def without_keys(obj: dict[str, Any], patterns: tuple[str, ...], prefix: str = "") -> dict[str, Any]:
+    """A copy of nested ``obj`` without the dotted keys matching ``patterns``."""
+    out = {}
+    for k, v in obj.items():
+        key = f"{prefix}{k}"
+        if any(fnmatchcase(key, p) for p in patterns):
+            continue
+        out[k] = without_keys(v, patterns, key + ".") if isinstance(v, dict) else v
+    return out
