@@ -117,10 +117,11 @@ def test_eval_cli_refuses_a_folder_another_process_is_using(tmp_path):
 def test_resume_read_of_a_bad_prediction_line_names_file_and_line(tmp_path, line, what):
     from ctxbench.data.errors import DataError
     from ctxbench.evaluate import run_system
+    from ctxbench.memory.baselines import NoContext
 
     pred = tmp_path / "predictions.jsonl"
     pred.write_text(json.dumps({"id": "q0", "prediction": "p"}) + "\n" + line + "\n"
                     + json.dumps({"id": "q2", "prediction": "p"}) + "\n")
     with pytest.raises(DataError) as e:
-        run_system(None, [], tmp_path, progress=False)
+        run_system(NoContext({}, llm=None), [], tmp_path, progress=False)
     assert str(e.value).startswith(f"{pred}, record line 2") and what in str(e.value)
