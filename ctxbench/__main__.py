@@ -189,8 +189,10 @@ def check_overrides(command: str, argv: list[str]) -> None:
 
     from .config_schema import ConfigTypeError, check_types
 
-    combos = sweep_combinations(overrides) if multirun else [overrides]
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR), job_name=command):
+        if multirun:
+            overrides = overrides + _sweeper_params(command, overrides)
+        combos = sweep_combinations(overrides) if multirun else [overrides]
         for combo in combos:
             where = _sweep_job(combo, overrides) if len(combos) > 1 else ""
             try:
@@ -204,6 +206,23 @@ def check_overrides(command: str, argv: list[str]) -> None:
 def _sweep_job(combo: list[str], overrides: list[str]) -> str:
     swept = [a for a in combo if a not in overrides]
     return f" (in the sweep job {' '.join(swept)})" if swept else ""
+
+
+def _sweeper_params(command: str, overrides: list[str]) -> list[str]:
+    """The sweep a config file asks for (``+sweep=memory_k`` sets ``hydra.sweeper.params``), as overrides.
+
+    Keys also given on the command line are left out: there the command line wins, as in Hydra's sweeper.
+    """
+    from hydra import compose
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        fixed = [o.input_line for o in OverridesParser.create().parse_overrides(overrides) if not o.is_sweep_override()]
+        params = compose(config_name=command, overrides=fixed, return_hydra_config=True).hydra.sweeper.params or {}
+    except Exception:  # the main check reports a broken override in its own words
+        return []
+    given = {a.lstrip("+~").split("=", 1)[0] for a in overrides}
+    return [f"{k}={v}" for k, v in params.items() if k not in given]
 
 
 def sweep_combinations(overrides: list[str]) -> list[list[str]]:

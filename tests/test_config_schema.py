@@ -146,3 +146,10 @@ def test_every_key_null_in_every_yaml_has_a_type():
         missing += [f"{command}: {k}" for k, kt in table.items() if not kt.types]
     assert not missing, f"keys with no type (add them to NULL_DEFAULTS): {missing}"
     assert set(NULL_DEFAULTS) <= seen, f"NULL_DEFAULTS names keys no YAML has: {set(NULL_DEFAULTS) - seen}"
+
+
+def test_a_sweep_file_is_expanded_like_the_command_line(capsys):
+    """``+sweep=memory_k`` sweeps memory.k over amem; with memory=readagent (no k) every job would fail."""
+    check_overrides("eval", ["-m", "+sweep=memory_k"])
+    err = refused(capsys, "eval", "-m", "+sweep=memory_k", "memory=readagent")
+    assert "unknown config key 'memory.k'" in err and "(in the sweep job memory.k=10)" in err
