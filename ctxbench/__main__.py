@@ -160,7 +160,6 @@ CONFIG_FLAGS = {"-m", "--multirun", "--resolve"}
 VALUE_FLAGS = {"--cfg", "-c", "--package", "-p"}
 SKIP_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--shell-completion", "-sc", "--config-path", "-cp",
               "--config-name", "-cn", "--config-dir", "-cd", "--experimental-rerun"}
-MAX_COMBINATIONS = 64  # a bigger sweep is checked one swept value at a time (the others at their first value)
 
 
 def check_overrides(command: str, argv: list[str]) -> None:
@@ -187,11 +186,12 @@ def check_overrides(command: str, argv: list[str]) -> None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from .config_schema import ConfigTypeError, check_types
+    from .config_schema import ConfigTypeError, check_types, unknown_key_line
+    from .config_sweep import sweep_combinations, sweeper_params
 
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR), job_name=command):
         if multirun:
-            overrides = overrides + _sweeper_params(command, overrides)
+            overrides = overrides + sweeper_params(command, overrides)
         combos = sweep_combinations(overrides) if multirun else [overrides]
         for combo in combos:
             where = _sweep_job(combo, overrides) if len(combos) > 1 else ""
@@ -200,92 +200,12 @@ def check_overrides(command: str, argv: list[str]) -> None:
             except ConfigTypeError as e:
                 _fail(f"{e}{where}")
             except (HydraException, OmegaConfBaseException) as e:
-                _fail((_unknown_key_line(command, combo, e) or _one_line(e)) + where)
+                _fail((unknown_key_line(command, combo, e) or _one_line(e)) + where)
 
 
 def _sweep_job(combo: list[str], overrides: list[str]) -> str:
     swept = [a for a in combo if a not in overrides]
     return f" (in the sweep job {' '.join(swept)})" if swept else ""
-
-
-def _sweeper_params(command: str, overrides: list[str]) -> list[str]:
-    """The sweep a config file asks for (``+sweep=memory_k`` sets ``hydra.sweeper.params``), as overrides.
-
-    Keys also given on the command line are left out: there the command line wins, as in Hydra's sweeper.
-    """
-    from hydra import compose
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        fixed = [o.input_line for o in OverridesParser.create().parse_overrides(overrides) if not o.is_sweep_override()]
-        params = compose(config_name=command, overrides=fixed, return_hydra_config=True).hydra.sweeper.params or {}
-    except Exception:  # the main check reports a broken override in its own words
-        return []
-    given = {a.lstrip("+~").split("=", 1)[0] for a in overrides}
-    return [f"{k}={v}" for k, v in params.items() if k not in given]
-
-
-def sweep_combinations(overrides: list[str]) -> list[list[str]]:
-    """The override lists of a ``-m`` sweep: ``memory.k=10,20`` → ``[..., memory.k=10]``, ``[..., memory.k=20]``."""
-    import itertools
-
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except HydraException:
-        return [overrides]  # compose reports the syntax error in its own words
-    choices: list[list[str]] = []
-    for o in parsed:
-        if not o.is_sweep_override():
-            choices.append([o.input_line])
-            continue
-        values = _sweep_values(o)
-        if values:  # an interval(...) cannot be enumerated: that key is not checked
-            choices.append([f"{o.get_key_element()}={v}" for v in values])
-    n = 1
-    for c in choices:
-        n *= len(c)
-    if n <= MAX_COMBINATIONS:
-        return [list(c) for c in itertools.product(*choices)]
-    first = [c[0] for c in choices]
-    return [first[:i] + [v] + first[i + 1:] for i, c in enumerate(choices) for v in c]
-
-
-def _sweep_values(o) -> list[str]:
-    from hydra.core.override_parser.types import Glob
-    from hydra.errors import HydraException
-
-    value = o.value()
-    if isinstance(value, Glob):
-        group = CONF_DIR / o.key_or_group
-        return value.filter(sorted(p.stem for p in group.glob("*.yaml"))) if group.is_dir() else []
-    try:
-        return list(o.sweep_string_iterator())
-    except HydraException:
-        return []
-
-
-def _unknown_key_line(command: str, overrides: list[str], e: BaseException) -> str | None:
-    """For ``Could not override 'KEY'`` (KEY not in the config): compose without it and suggest a key."""
-    import re
-
-    from hydra import compose
-
-    from .config_schema import unknown_key_message
-
-    m = re.search(r"Could not override '([^']+)'", str(e))
-    cause = f"{e.__cause__!r}{e.__context__!r}"
-    if not m or "Missing mandatory value" in str(e) or "not in struct" not in cause:
-        return None
-    key = m.group(1)
-    rest = [a for a in overrides if a.lstrip("+~").split("=", 1)[0] != key]
-    try:
-        cfg = compose(config_name=command, overrides=rest)
-    except Exception:
-        return f"unknown config key {key!r} (use +{key}=... to add a new key)"
-    return unknown_key_message(cfg, key)
 
 
 def _one_line(e: BaseException) -> str:

@@ -224,3 +224,25 @@ def unknown_key_message(cfg: Any, key: str) -> str:
         listing = ", ".join(sorted(keys)[:30])
         return f"unknown config key {key!r} ({where or 'top-level'} keys: {listing}; use +{key}=... to add a new key)"
     return f"unknown config key {key!r} (use +{key}=... to add a new key)"
+
+
+def unknown_key_line(command: str, overrides: list[str], e: BaseException) -> str | None:
+    """For ``Could not override 'KEY'`` (KEY not in the config): compose without it and suggest a key.
+
+    Called inside Hydra's ``initialize_config_dir`` (as :func:`ctxbench.__main__.check_overrides` does).
+    """
+    import re
+
+    from hydra import compose
+
+    m = re.search(r"Could not override '([^']+)'", str(e))
+    cause = f"{e.__cause__!r}{e.__context__!r}"
+    if not m or "Missing mandatory value" in str(e) or "not in struct" not in cause:
+        return None
+    key = m.group(1)
+    rest = [a for a in overrides if a.lstrip("+~").split("=", 1)[0] != key]
+    try:
+        cfg = compose(config_name=command, overrides=rest)
+    except Exception:
+        return f"unknown config key {key!r} (use +{key}=... to add a new key)"
+    return unknown_key_message(cfg, key)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from ctxbench.__main__ import check_overrides, sweep_combinations
+from ctxbench.__main__ import check_overrides
+from ctxbench.config_sweep import sweep_combinations
 from ctxbench.config_schema import NULL_DEFAULTS, ConfigTypeError, check_types, schema, schema_files, yaml_leaves
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -50,7 +51,8 @@ def test_wrong_type_fails_in_one_line_through_the_cli(cli, tmp_path, command, ov
 def test_unknown_key_suggests_through_the_cli(cli, tmp_path):
     r = cli("train", "trainer.max_step=5", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode == 2
-    assert r.stderr.strip() == "ctxbench: error: unknown config key 'trainer.max_step'. Did you mean 'trainer.max_steps'?"
+    want = "ctxbench: error: unknown config key 'trainer.max_step'. Did you mean 'trainer.max_steps'?"
+    assert r.stderr.strip() == want
     r = cli("eval", "memory=amem", "memory.kk=3", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode == 2
     assert r.stderr.strip() == "ctxbench: error: unknown config key 'memory.kk'. Did you mean 'memory.k'?"
@@ -61,7 +63,8 @@ def test_multirun_checks_every_swept_value_before_any_job(cli, tmp_path):
     sweep_dir = tmp_path / "sweep"
     r = cli("eval", "-m", "memory=amem", "memory.k=10,20,x", f"hydra.sweep.dir={sweep_dir}")
     assert r.returncode == 2, r.stderr
-    assert r.stderr.strip() == "ctxbench: error: config key 'memory.k' must be int, got 'x' (in the sweep job memory.k=x)"
+    want = "ctxbench: error: config key 'memory.k' must be int, got 'x' (in the sweep job memory.k=x)"
+    assert r.stderr.strip() == want
     assert not sweep_dir.exists()  # not even the first job (k=10) ran
 
 
