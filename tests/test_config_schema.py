@@ -156,3 +156,12 @@ def test_a_sweep_file_is_expanded_like_the_command_line(capsys):
     check_overrides("eval", ["-m", "+sweep=memory_k"])
     err = refused(capsys, "eval", "-m", "+sweep=memory_k", "memory=readagent")
     assert "unknown config key 'memory.k'" in err and "(in the sweep job memory.k=10)" in err
+
+
+def test_group_choice_check_lets_sweep_functions_through(capsys):
+    from ctxbench.__main__ import check_group_choices
+
+    check_group_choices(["-m", "method=glob(lococo*)", "memory=choice(rag,amem)"])
+    with pytest.raises(SystemExit):
+        check_group_choices(["-m", "method=lococo,lcoco"])
+    assert "unknown method 'lcoco'" in capsys.readouterr().err
