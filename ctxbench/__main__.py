@@ -44,8 +44,8 @@ def check_group_choices(argv: list[str]) -> None:
         key, _, value = arg.partition("=")
         key = key.lstrip("+~")
         group_dir = CONF_DIR / key
-        if "." in key or not group_dir.is_dir() or value in ("", "null"):
-            continue
+        if "." in key or not group_dir.is_dir() or value in ("", "null") or "(" in value:
+            continue  # glob(...), choice(...): Hydra's sweep functions, expanded by check_overrides
         options = sorted(p.stem for p in group_dir.glob("*.yaml"))
         for v in value.split(","):  # multirun lists: method=a,b
             if v not in options:
@@ -159,22 +159,57 @@ def quiet_cpu_warnings() -> None:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 
+# Hydra flags that leave the config untouched (checked as usual), take a value, or replace the config (not checked)
+CONFIG_FLAGS = {"-m", "--multirun", "--resolve"}
+VALUE_FLAGS = {"--cfg", "-c", "--package", "-p"}
+SKIP_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--shell-completion", "-sc", "--config-path", "-cp",
+              "--config-name", "-cn", "--config-dir", "-cd", "--experimental-rerun"}
+
+
 def check_overrides(command: str, argv: list[str]) -> None:
-    """Compose once before Hydra runs so a bad key fails in one line naming it."""
-    flags = {"-m", "--multirun", "--cfg", "-c", "--help", "-h", "--hydra-help", "--info", "-p", "--package",
-             "--resolve", "--shell-completion", "-sc", "--config-path", "-cp", "--config-name", "-cn"}
-    if any(a in flags or a.startswith("--") for a in argv):
-        return
+    """Compose once before Hydra runs so a bad key or a wrongly typed value fails in one line naming it.
+
+    Under ``-m`` every combination of the swept values is composed and checked the same way, before
+    any job starts; ``glob(...)`` over a group is expanded over its options, ``interval(...)`` is not
+    enumerable and that override is left out of the check.
+    """
+    overrides, multirun = [], False
+    args = iter(argv)
+    for a in args:
+        if a in SKIP_FLAGS or (a.startswith("-") and a.split("=")[0] in SKIP_FLAGS):
+            return
+        if a in VALUE_FLAGS:
+            next(args, None)
+        elif a in CONFIG_FLAGS:
+            multirun = multirun or a in ("-m", "--multirun")
+        elif a.startswith("-") and not a.startswith("~"):
+            return  # a flag this check does not know: let Hydra handle it
+        elif not a.startswith("hydra.") and not a.startswith("hydra/"):
+            overrides.append(a)
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    overrides = [a for a in argv if not a.startswith("hydra.") and not a.startswith("hydra/")]
-    try:
-        with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR), job_name=command):
-            compose(config_name=command, overrides=overrides)
-    except (HydraException, OmegaConfBaseException) as e:
-        _fail(_one_line(e))
+    from .config_schema import ConfigTypeError, check_types, unknown_key_line
+    from .config_sweep import sweep_combinations, sweeper_params
+
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR), job_name=command):
+        if multirun:
+            overrides = overrides + sweeper_params(command, overrides)
+        combos = sweep_combinations(overrides) if multirun else [overrides]
+        for combo in combos:
+            where = _sweep_job(combo, overrides) if len(combos) > 1 else ""
+            try:
+                check_types(compose(config_name=command, overrides=combo), command)
+            except ConfigTypeError as e:
+                _fail(f"{e}{where}")
+            except (HydraException, OmegaConfBaseException) as e:
+                _fail((unknown_key_line(command, combo, e) or _one_line(e)) + where)
+
+
+def _sweep_job(combo: list[str], overrides: list[str]) -> str:
+    swept = [a for a in combo if a not in overrides]
+    return f" (in the sweep job {' '.join(swept)})" if swept else ""
 
 
 def _one_line(e: BaseException) -> str:
@@ -190,7 +225,7 @@ def _one_line(e: BaseException) -> str:
     m = re.search(r"Could not override '([^']+)'", msg)
     if m and "not in struct" in msg:
         key = m.group(1)
-        return f"unknown config key {key!r} (check the spelling, or use +{key}=... to add a new key)"
+        return f"unknown config key {key!r} (use +{key}=... to add a new key)"
     if m and "Missing mandatory value" not in msg:
         detail = next((ln.strip() for ln in chain[-1].splitlines() if ln.strip()), "")
         return f"cannot override {m.group(1)!r}: {detail}"

@@ -8,6 +8,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from ctxbench import registry
+from ctxbench.config_schema import check_types
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 PRIMARY = sorted(p.stem for p in CONF.glob("*.yaml"))
@@ -28,6 +29,7 @@ def test_primary_config_composes(name):
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
         cfg = compose(config_name=name)
     OmegaConf.to_container(cfg, resolve=False)
+    check_types(cfg, name)  # every default has the type its own schema expects
 
 
 @pytest.mark.parametrize("group,option", list(group_options()))
@@ -44,6 +46,7 @@ def test_group_option_composes(group, option):
         host = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("# host:")), host)
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
         cfg = compose(config_name=host, overrides=[override])
+    check_types(cfg, host)  # no option, experiment or scale file sets a value of the wrong type
     if group in ("model", "method", "memory", "dataset", "llm", "embedder") and "# @package" not in text:
         name = cfg[group].name
         registry.get(group, name)  # the config names a registered object

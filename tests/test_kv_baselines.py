@@ -23,7 +23,7 @@ def tiny():
 
 
 def method(bundle, name: str, **kw):
-    return build("method", OmegaConf.create({"name": name, **kw}), bundle=bundle)
+    return build("method", OmegaConf.create({"name": name, "positions": "absolute", **kw}), bundle=bundle)
 
 
 def ids_of(n: int, seed: int = 0) -> torch.Tensor:

@@ -24,7 +24,7 @@ def tiny():
 
 
 def lococo(bundle, **kw):
-    cfg = {"name": "lococo", "segment_len": 16, "mem_size": 32, "n_segments": 4, "kernel_size": 5, **kw}
+    cfg = {"name": "lococo", "segment_len": 16, "mem_size": 32, "n_segments": 4, "kernel_size": 5, "local_len": 0, **kw}
     return build("method", OmegaConf.create(cfg), bundle=bundle)
 
 

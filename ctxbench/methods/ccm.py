@@ -263,7 +263,7 @@ class CCM(TrainableMethod):
 
     def history_steps(self, history: History) -> list[list[int]]:
         """Token lists of the history's steps: sessions (with date; long ones split), or chunks."""
-        size = int(self.cfg.get("step_tokens", 256))
+        size = int(self.cfg.get("step_tokens", 64))
         cap = int(self.cfg.get("max_session_tokens") or 0)
         if history.sessions:
             steps = []

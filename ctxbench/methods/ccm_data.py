@@ -48,7 +48,7 @@ def examples_from_samples(method: Any, samples: list[Sample]) -> list[Layout]:
     from .ccm import _session_number, _session_text
 
     cfg = method.cfg
-    size = int(cfg.get("step_tokens", 128))
+    size = int(cfg.get("step_tokens", 64))
     k = int(cfg.get("train_steps", 4))
     cap = int(cfg.get("max_session_tokens") or 0)
     use_sessions = bool(cfg.get("session_examples", True))

@@ -53,7 +53,7 @@ class ICAE(TrainableMethod):
 
     def __init__(self, cfg: Any, bundle: Any, mode: str | None = None):
         super().__init__(cfg, bundle)
-        self.mode = mode or str(cfg.get("mode", "pretrain"))
+        self.mode = str(mode or cfg["mode"])  # the registered builders pass it
         if self.mode not in self.MODES:
             raise ValueError(f"method.mode={self.mode!r}: use one of {self.MODES}")
         self.lambda_ae = float(cfg.get("lambda_ae", 0.5))
@@ -72,7 +72,7 @@ class ICAE(TrainableMethod):
         g = torch.Generator().manual_seed(int(cfg.get("seed", 0)))
         init = torch.randn(self.mem_size + 3, emb.shape[1], generator=g) * emb.detach().float().std()
         self.memory_embed = torch.nn.Parameter(init.to(emb.dtype).to(emb.device))
-        self.slot_norm = str(cfg.get("slot_norm", "none"))
+        self.slot_norm = str(cfg.get("slot_norm", "embed"))
         if self.slot_norm not in ("none", "embed"):
             raise ValueError(f"method.slot_norm={self.slot_norm!r}: use none or embed")
         self._embed_norm = float(emb.detach().float().norm(dim=-1).mean())  # a constant, not trained

@@ -51,7 +51,7 @@ class Layout:
         self.mem_size = int(cfg.mem_size)
         self.seg_len = self.mem_size * int(cfg.compression_rate)
         self.use_lm_token = bool(cfg.get("use_lm_token", True))
-        self.leave_lm = int(cfg.get("leave_tokens_for_lm", 0))
+        self.leave_lm = int(cfg.get("leave_tokens_for_lm", 8))
         add_bos = cfg.get("add_bos", "auto")
         if add_bos == "auto":  # follow the tokenizer: Llama-2/Mistral add <s>, SmolLM2 does not
             probe = tokenizer("a")["input_ids"]

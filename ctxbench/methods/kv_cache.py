@@ -317,7 +317,7 @@ class FixedKVMethod(TrainableMethod):
 
     def __init__(self, cfg: Any, bundle: Any):
         super().__init__(cfg, bundle)
-        self.segment_len = int(cfg.get("segment_len", 128))
+        self.segment_len = int(cfg.get("segment_len", 64))
         if self.segment_len < 1:
             raise ValueError(f"method.segment_len={self.segment_len}: must be ≥ 1")
         mem = cfg.get("mem_size")
@@ -339,7 +339,7 @@ class FixedKVMethod(TrainableMethod):
 
     def runner(self, mem_size: int | None | str = "cfg") -> SegmentRunner:
         return SegmentRunner(self.lm, self.mem_size if mem_size == "cfg" else mem_size, self.make_evictor(),
-                             positions=str(self.cfg.get("positions", "absolute")),
+                             positions=str(self.cfg["positions"]),  # every YAML sets it; streamingllm: cache
                              rope_scale=float(self.cfg.get("rope_scaling_factor", 1.0) or 1.0))
 
     # -- evaluation helpers ------------------------------------------------------------------

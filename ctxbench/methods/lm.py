@@ -70,7 +70,7 @@ class CausalLM(TrainableMethod):
 
         t0 = time.perf_counter()
         tok = self.tokenizer
-        window = int(self.cfg.get("max_context", 0) or getattr(self.bundle.model.config, "max_position_embeddings", 2048))
+        window = int(self.cfg.get("max_context") or getattr(self.bundle.model.config, "max_position_embeddings", 2048))
         max_new = int(self.cfg.get("max_new_tokens", 32))
         hist_ids = tok(self._history, add_special_tokens=False)["input_ids"]
         frame = qa_prompt(question, "x", self._speakers)

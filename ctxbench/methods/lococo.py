@@ -141,7 +141,7 @@ class LoCoCo(FixedKVMethod):
             hh_keep_rate=float(cfg.get("hh_keep_rate", 0.5)), kernel_size=int(cfg.get("kernel_size", 21)),
             n_convlayer=int(cfg.get("n_convlayer", 1)), expand=int(cfg.get("expand", 1)),
             hidden_act=cfg.get("hidden_act", "relu"), normalizer_init=float(cfg.get("normalizer_init", 0.5)),
-            local_len=int(cfg.get("local_len", 0)), accumulate_scores=bool(cfg.get("accumulate_scores", False)),
+            local_len=int(cfg.get("local_len", 32)), accumulate_scores=bool(cfg.get("accumulate_scores", False)),
             conv_init_std=cfg.get("conv_init_std", 1.0),
         ).to(device=next(bundle.model.parameters()).device, dtype=next(bundle.model.parameters()).dtype)
         lora = cfg.get("lora")
