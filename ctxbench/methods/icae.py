@@ -53,7 +53,7 @@ class ICAE(TrainableMethod):
 
     def __init__(self, cfg: Any, bundle: Any, mode: str | None = None):
         super().__init__(cfg, bundle)
-        self.mode = str(mode or cfg["mode"])  # the registered builders pass it
+        self.mode = str(mode or cfg["mode"])  # every conf/method/icae*.yaml sets it
         if self.mode not in self.MODES:
             raise ValueError(f"method.mode={self.mode!r}: use one of {self.MODES}")
         self.lambda_ae = float(cfg.get("lambda_ae", 0.5))
@@ -272,17 +272,11 @@ class ICAE(TrainableMethod):
 
 @register("method", "icae_pretrain", aliases=("icae",))
 class ICAEPretrain(ICAE):
-    """ICAE pretraining (autoencoding + LM); ``method.mode`` may still select another mode."""
-
-    def __init__(self, cfg: Any, bundle: Any):
-        super().__init__(cfg, bundle, mode=str(cfg.get("mode", "pretrain")))
+    """ICAE pretraining (autoencoding + LM); its config sets ``mode: pretrain``."""
 
 
 @register("method", "icae_finetune")
 class ICAEFinetune(ICAE):
-    """ICAE fine-tuning on (context, prompt, answer) with the [FT] token."""
-
-    def __init__(self, cfg: Any, bundle: Any):
-        super().__init__(cfg, bundle, mode=str(cfg.get("mode", "finetune")))
+    """ICAE fine-tuning on (context, prompt, answer) with the [FT] token; its config sets ``mode: finetune``."""
 
 
