@@ -199,13 +199,21 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         return {**done, "already_complete": True}
     set_seed(int(cfg.seed))
 
+    # cheap checks first: a missing or damaged checkpoint is named before the model loads
+    init_from = ckpt_mod.resolve_checkpoint(cfg.checkpoint) if cfg.get("checkpoint") else None
+    resume = t.get("resume")
+    resume_from = ckpt_mod.resolve_checkpoint(resume) if resume and str(resume) != "auto" else None
+    for c in (init_from, resume_from):
+        if c is not None and (c / ckpt_mod.MANIFEST).exists():
+            ckpt_mod.verify(c)
+
     # -- build: model, method, data --------------------------------------------------------
     bundle = load_model(cfg.model)
     if t.gradient_checkpointing:
         bundle.model.gradient_checkpointing_enable()
     method = build("method", cfg.method, bundle=bundle)
-    if cfg.get("checkpoint"):
-        used = ckpt_mod.load_trained(method, cfg.checkpoint)
+    if init_from is not None:
+        used = ckpt_mod.load_trained(method, init_from)
         acc.print(f"initialised trainable weights from {used}")
     samples = build("dataset", cfg.dataset)
     examples = method.train_examples(samples)
@@ -227,10 +235,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     # -- resume ----------------------------------------------------------------------------
     step, micro, resumed_at = 0, 0, None
     ckpt_root = run_dir / "checkpoints"
-    resume = t.get("resume")
     if resume:
-        found = (ckpt_mod.latest_complete(ckpt_root, warn=acc.print) if str(resume) == "auto"
-                 else ckpt_mod.resolve_checkpoint(resume))
+        found = ckpt_mod.latest_complete(ckpt_root, warn=acc.print) if str(resume) == "auto" else resume_from
         if found is not None:
             state = ckpt_mod.load_training_state(found, optimizer, scheduler)
             ckpt_mod.load_trained(acc.unwrap_model(model), found)

@@ -130,3 +130,12 @@ def test_metrics_log_keeps_lines_up_to_the_checkpoint(tmp_path):
     log = _log(tmp_path, lines, resume_step=2)
     assert log.last_loss == 1.5
     assert [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+
+
+@pytest.mark.parametrize("arg", ["checkpoint", "trainer.resume"])
+def test_missing_checkpoint_is_named_before_the_model_loads(cli, tmp_path, arg):
+    cache = tmp_path / "cache"
+    r = cli(*BASE, f"{arg}={tmp_path / 'nope'}", f"hydra.run.dir={tmp_path / 'run'}", env={"CTXBENCH_CACHE": str(cache)})
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1] == f"ctxbench: error: checkpoint '{tmp_path / 'nope'}' does not exist"
+    assert not (cache / "models").exists()
