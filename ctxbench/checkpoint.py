@@ -4,12 +4,17 @@ A checkpoint is a folder ``checkpoints/step_<N>/`` holding
 
 - ``trainable.safetensors`` — the method's trainable weights (LoRA, memory embeddings, compressor);
 - ``method.json`` — the method config needed to rebuild it on the base model;
+- ``model.json`` — the base model config it was trained on;
 - ``optimizer.pt`` / ``scheduler.pt`` — loaded with ``weights_only=True``;
 - ``state.json`` — step, data position, RNG states;
 - ``MANIFEST.json`` — size and sha256 of every file, written last.
 
 It is written to ``step_<N>.tmp`` and renamed into place, so a crash mid-write leaves no folder
 that looks complete; a folder whose files do not match its manifest is refused with a message.
+Every error reading a checkpoint is a one-line :class:`CheckpointError` naming the file.
+
+``eval method=X checkpoint=DIR`` takes the method and model config from the checkpoint
+(:func:`apply_checkpoint_config`), so a forgotten ``method.mem_size=4`` cannot build the wrong shapes.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ import torch
 
 MANIFEST = "MANIFEST.json"
 WEIGHTS = "trainable.safetensors"
+METHOD_JSON, MODEL_JSON, STATE_JSON = "method.json", "model.json", "state.json"
 
 
 class CheckpointError(RuntimeError):
@@ -68,7 +74,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save_checkpoint(ckpt_root: Path, step: int, *, trainable: dict[str, torch.Tensor],
-                    method_config: dict[str, Any], optimizer: Any = None, scheduler: Any = None,
+                    method_config: dict[str, Any], model_config: dict[str, Any] | None = None,
+                    optimizer: Any = None, scheduler: Any = None,
                     state: dict[str, Any] | None = None, keep: int = 0) -> Path:
     from safetensors.torch import save_file
 
@@ -78,12 +85,14 @@ def save_checkpoint(ckpt_root: Path, step: int, *, trainable: dict[str, torch.Te
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     save_file({k: v.contiguous() for k, v in trainable.items()}, str(tmp / WEIGHTS))
-    (tmp / "method.json").write_text(json.dumps(method_config, indent=2, default=str))
+    (tmp / METHOD_JSON).write_text(json.dumps(method_config, indent=2, default=str))
+    if model_config is not None:
+        (tmp / MODEL_JSON).write_text(json.dumps(model_config, indent=2, default=str))
     if optimizer is not None:
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     if scheduler is not None:
         torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-    (tmp / "state.json").write_text(json.dumps({"step": step, **(state or {})}))
+    (tmp / STATE_JSON).write_text(json.dumps({"step": step, **(state or {})}))
     files = sorted(p for p in tmp.iterdir() if p.name != MANIFEST)
     manifest = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in files}
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
@@ -98,13 +107,37 @@ def save_checkpoint(ckpt_root: Path, step: int, *, trainable: dict[str, torch.Te
     return final
 
 
+def step_of(ckpt: Path) -> int:
+    """The step in a ``step_<N>`` folder name."""
+    return int(Path(ckpt).name.split("_")[1])
+
+
 def list_checkpoints(ckpt_root: Path) -> list[Path]:
     ckpt_root = Path(ckpt_root)
     if not ckpt_root.is_dir():
         return []
     found = [p for p in ckpt_root.iterdir() if p.is_dir() and p.name.startswith("step_")
              and not p.name.endswith(".tmp") and (p / MANIFEST).exists()]
-    return sorted(found, key=lambda p: int(p.name.split("_")[1]))
+    return sorted(found, key=step_of)
+
+
+def latest_complete(ckpt_root: Path, warn=print) -> Path | None:
+    """The newest checkpoint that verifies; a corrupt newer one is skipped with a warning.
+
+    None when there is no checkpoint at all; a CheckpointError when none of them verifies.
+    """
+    found = list_checkpoints(ckpt_root)
+    first_error = None
+    for ckpt in reversed(found):
+        try:
+            verify(ckpt)
+            return ckpt
+        except CheckpointError as e:
+            first_error = first_error or e
+            warn(f"warning: skipping a damaged checkpoint: {e}")
+    if first_error is not None:
+        raise CheckpointError(f"no usable checkpoint under {ckpt_root}: the newest fails with: {first_error}")
+    return None
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -112,13 +145,16 @@ def resolve_checkpoint(path: str | Path) -> Path:
     p = Path(path).expanduser()
     if not p.exists():
         raise CheckpointError(f"checkpoint {str(p)!r} does not exist")
+    if not p.is_dir():
+        raise CheckpointError(f"checkpoint {str(p)!r} is a file; pass a run folder or its checkpoints/step_N folder")
     if (p / MANIFEST).exists() or (p / WEIGHTS).exists():
         return p
     for root in (p / "checkpoints", p):
         found = list_checkpoints(root)
         if found:
             return found[-1]
-    raise CheckpointError(f"no complete checkpoint under {str(p)!r} (looked for checkpoints/step_*/{MANIFEST})")
+    raise CheckpointError(f"no complete checkpoint under {str(p)!r}: it has no {WEIGHTS} and no "
+                          f"checkpoints/step_*/{MANIFEST} (is it a train run folder?)")
 
 
 def verify(ckpt: Path) -> dict[str, Any]:
@@ -127,8 +163,11 @@ def verify(ckpt: Path) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint {ckpt} has no {MANIFEST}: it was not written completely")
     try:
         manifest = json.loads(mpath.read_text())
-    except json.JSONDecodeError:
-        raise CheckpointError(f"checkpoint {ckpt}: {MANIFEST} is corrupt") from None
+        if not isinstance(manifest, dict) or not all(
+                isinstance(m, dict) and {"bytes", "sha256"} <= set(m) for m in manifest.values()):
+            raise ValueError
+    except (ValueError, UnicodeDecodeError):
+        raise CheckpointError(f"checkpoint {ckpt}: {MANIFEST} is corrupt (not the JSON the trainer writes)") from None
     for name, meta in manifest.items():
         f = ckpt / name
         if not f.exists():
@@ -155,14 +194,189 @@ def load_weights(ckpt: Path) -> dict[str, torch.Tensor]:
 def load_trained(method: Any, path: str | Path) -> Path:
     """Load a run's (latest) trained weights onto a built method; returns the checkpoint used."""
     ckpt = resolve_checkpoint(path)
-    method.load_trainable(load_weights(ckpt))
+    weights = load_weights(ckpt)
+    try:
+        method.load_trainable(weights)
+    except (RuntimeError, KeyError, ValueError) as e:  # shapes or names that do not fit the built method
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), repr(e))
+        raise CheckpointError(f"checkpoint {ckpt}: {WEIGHTS} does not fit the method built from the config "
+                              f"(was it trained with other method.* / model settings?): {first}") from None
     return ckpt
 
 
 def load_training_state(ckpt: Path, optimizer: Any, scheduler: Any) -> dict[str, Any]:
     verify(ckpt)
-    if optimizer is not None and (ckpt / "optimizer.pt").exists():
-        optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
-    if scheduler is not None and (ckpt / "scheduler.pt").exists():
-        scheduler.load_state_dict(torch.load(ckpt / "scheduler.pt", weights_only=True))
-    return json.loads((ckpt / "state.json").read_text())
+    for name, target in (("optimizer.pt", optimizer), ("scheduler.pt", scheduler)):
+        if target is not None and (ckpt / name).exists():
+            try:
+                target.load_state_dict(torch.load(ckpt / name, weights_only=True))
+            except Exception as e:  # unpickling, or a state that does not fit this optimizer
+                first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+                raise CheckpointError(f"checkpoint {ckpt}: cannot load {name}: {first}") from None
+    state = read_json(ckpt, STATE_JSON)
+    if not isinstance(state, dict) or not {"step", "micro", "rng"} <= set(state):
+        raise CheckpointError(f"checkpoint {ckpt}: {STATE_JSON} lacks step/micro/rng (not written by the trainer)")
+    return state
+
+
+def read_json(ckpt: Path, name: str) -> Any:
+    """One JSON file of a checkpoint; a missing or damaged one is a CheckpointError naming it."""
+    f = Path(ckpt) / name
+    if not f.exists():
+        raise CheckpointError(f"checkpoint {ckpt}: file {name} is missing")
+    try:
+        return json.loads(f.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"checkpoint {ckpt}: file {name} is corrupt ({e})") from None
+
+
+# ---- the config a checkpoint was trained with ----------------------------------------------------
+
+# Keys that do not change what the trained weights mean: an eval may set them to anything.
+EVAL_FREE = {
+    "method": {"max_new_tokens", "progress", "encode_batch_size", "max_segments", "max_qa_steps", "max_context",
+               "max_examples", "lora.dropout"},
+    "model": {"dtype", "attn_implementation", "gradient_checkpointing", "max_length", "label", "trust_remote_code"},
+}
+# Keys a group choice (method=X, model=X) sets: they must match the checkpoint's.
+IDENTITY = {"method": ("name",), "model": ("name", "path")}
+_UNSET = object()
+
+
+def saved_configs(ckpt: Path) -> dict[str, dict[str, Any]]:
+    """{"method": method.json, "model": model.json} of a checkpoint (model: state.json's name if older)."""
+    ckpt = Path(ckpt)
+    out = {"method": read_json(ckpt, METHOD_JSON)}
+    if (ckpt / MODEL_JSON).exists():
+        out["model"] = read_json(ckpt, MODEL_JSON)
+    elif (ckpt / STATE_JSON).exists():
+        name = read_json(ckpt, STATE_JSON).get("model")
+        if name:
+            out["model"] = {"name": name}
+    for section, conf in out.items():
+        if not isinstance(conf, dict) or not conf.get("name"):
+            raise CheckpointError(f"checkpoint {ckpt}: file {section}.json is corrupt (no {section} name in it)")
+    return out
+
+
+def overridden_keys(overrides: list[str]) -> dict[str, set[str]]:
+    """The method.* / model.* keys a command line sets ("" = the group itself: ``method=icae``)."""
+    out: dict[str, set[str]] = {"method": set(), "model": set()}
+    for o in overrides:
+        section, _, key = o.partition("=")[0].lstrip("+~").partition(".")
+        if section in out:
+            out[section].add(key)
+    return out
+
+
+def hydra_overrides() -> list[str]:
+    """The command line's overrides of the running Hydra job ([] outside Hydra)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+    except ImportError:  # pragma: no cover
+        return []
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def apply_checkpoint_config(cfg: Any, ckpt_dir: str | Path, overrides: list[str]) -> Any:
+    """Make ``cfg.method`` / ``cfg.model`` the ones checkpoint ``ckpt_dir`` was trained with (in place).
+
+    A saved key the command line did not set takes the saved value; one it set to a different
+    value (outside :data:`EVAL_FREE`) is a one-line CheckpointError naming the key and both values.
+    The method name must always match. Runs before any model loads; verifies the files on the way.
+    """
+    from omegaconf import OmegaConf, open_dict
+
+    ckpt = resolve_checkpoint(ckpt_dir)
+    if (ckpt / MANIFEST).exists():
+        verify(ckpt)
+    saved = saved_configs(ckpt)
+    chosen = overridden_keys(overrides)
+    chosen["method"].add("")  # eval's method is always chosen on the command line
+    for section in ("method", "model"):
+        if section not in saved or cfg.get(section) is None:
+            continue
+        composed = OmegaConf.to_container(cfg[section], resolve=True)
+        merged, conflicts = merge_section(section, composed, saved[section], chosen[section])
+        if conflicts:
+            raise CheckpointError(conflict_message(ckpt_dir, section, conflicts))
+        with open_dict(cfg):
+            cfg[section] = merged
+    return cfg
+
+
+def merge_section(section: str, composed: dict[str, Any], saved: dict[str, Any], chosen: set[str],
+                  ) -> tuple[dict[str, Any], list[tuple[str, Any, Any]]]:
+    """(merged config, [(key, saved, composed)] contradictions) for one config section."""
+    import copy
+
+    flat_c, flat_s = _flatten(composed), _flatten(saved)
+    keys = {k for k in chosen if k} | (set(IDENTITY[section]) if "" in chosen else set())
+
+    def is_chosen(d: str) -> bool:
+        return any(d == k or d.startswith(k + ".") for k in keys)
+
+    def differs(d: str) -> bool:
+        return flat_c.get(d, _UNSET) != flat_s[d]
+
+    identity = [(k, flat_s[k], flat_c.get(k, _UNSET)) for k in IDENTITY[section]
+                if k in flat_s and is_chosen(k) and differs(k)]
+    if identity:  # another method or model: the other keys do not compare
+        return composed, identity
+    conflicts = [(d, flat_s[d], flat_c.get(d, _UNSET)) for d in flat_s
+                 if is_chosen(d) and d not in EVAL_FREE[section] and differs(d)]
+    if flat_c.get("name") == flat_s.get("name"):
+        merged = copy.deepcopy(composed)  # keys newer than the checkpoint keep their defaults
+    else:  # the default model of the command, not the checkpoint's: keep only what was set explicitly
+        merged = {}
+        for d, v in flat_c.items():
+            if is_chosen(d):
+                _set_dotted(merged, d, v)
+    for d, v in flat_s.items():
+        if not is_chosen(d):
+            _set_dotted(merged, d, copy.deepcopy(v))
+    return merged, conflicts
+
+
+def conflict_message(ckpt_dir: str | Path, section: str, conflicts: list[tuple[str, Any, Any]]) -> str:
+    def arg(key: str, value: Any) -> str:
+        return f"{section}={_fmt(value)}" if key == "name" else f"{section}.{key}={_fmt(value)}"
+
+    parts = [f"{arg(k, s)} but the config says {arg(k, c) if k == 'name' else _fmt(c)}" for k, s, c in conflicts]
+    fix = " ".join(arg(k, s) for k, s, _ in conflicts)
+    drop = "the override" if len(conflicts) == 1 else "the overrides"
+    hint = f"pass {fix}" if conflicts[0][0] == "name" else f"drop {drop} or pass {fix}"
+    return f"checkpoint {ckpt_dir} was trained with {'; '.join(parts)} ({hint})"
+
+
+def _fmt(v: Any) -> str:
+    if v is _UNSET:
+        return "<unset>"
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, list):
+        return "[" + ",".join(_fmt(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return json.dumps(v)
+    return str(v)
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _set_dotted(d: dict[str, Any], key: str, value: Any) -> None:
+    *path, last = key.split(".")
+    for p in path:
+        if not isinstance(d.get(p), dict):
+            d[p] = {}
+        d = d[p]
+    d[last] = value

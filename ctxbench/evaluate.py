@@ -371,6 +371,10 @@ def build_system(cfg: Any, out_dir: Path) -> tuple[System, Any, str]:
     if cfg.get("method"):
         from .models.loading import load_model
 
+        if cfg.get("checkpoint"):  # its method and model config, checked before the model loads
+            from .checkpoint import apply_checkpoint_config, hydra_overrides
+
+            apply_checkpoint_config(cfg, cfg.checkpoint, hydra_overrides())
         bundle = load_model(cfg.model)
         system = build("method", cfg.method, bundle=bundle)
         if cfg.get("checkpoint"):

@@ -93,20 +93,42 @@ def make_scheduler(name: str, optimizer: torch.optim.Optimizer, warmup: int, tot
 
 
 class MetricsLog:
-    """metrics.jsonl (rank 0) mirrored to wandb when ``logger=wandb``."""
+    """metrics.jsonl (rank 0) mirrored to wandb when ``logger=wandb``.
 
-    def __init__(self, run_dir: Path, cfg: DictConfig, enabled: bool, resume_step: int):
+    On resume the lines past the checkpoint are dropped; a torn last line (a crash mid-write) is
+    dropped too, a malformed line before it is a one-line error naming the file and the line.
+    """
+
+    def __init__(self, run_dir: Path, cfg: DictConfig, enabled: bool, resume_step: int, say=print):
         self.path = run_dir / "metrics.jsonl"
         self.enabled = enabled
         self.wandb = None
+        self.last_loss: float | None = None  # the last logged loss at or before resume_step
         if not enabled:
             return
-        if self.path.exists():  # drop lines past the checkpoint we resume from
-            keep = [ln for ln in self.path.read_text().splitlines()
-                    if ln.strip() and json.loads(ln).get("step", 0) <= resume_step]
-            ckpt_mod.atomic_write_text(self.path, "".join(k + "\n" for k in keep))
+        if self.path.exists():
+            keep = self._kept_rows(resume_step, say)
+            losses = [r["loss"] for r in keep if r.get("loss") is not None]
+            self.last_loss = losses[-1] if losses else None
+            ckpt_mod.atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in keep))
         if cfg.logger.name == "wandb":
             self.wandb = start_wandb(cfg, run_dir)
+
+    def _kept_rows(self, resume_step: int, say) -> list[dict[str, Any]]:
+        """The records at or before ``resume_step`` (none for a fresh start)."""
+        if resume_step <= 0:
+            return []
+        from .data.errors import DataError
+        from .results import read_jsonl_tolerant
+
+        rows, dropped = read_jsonl_tolerant(self.path)
+        if dropped:
+            say(f"warning: {self.path}: dropped a torn last line (a crash mid-write)")
+        for i, r in enumerate(rows, 1):
+            if not isinstance(r, dict) or not isinstance(r.get("step", 0), int):
+                raise DataError(self.path, "expected a JSON object with an integer step; fix or delete the line "
+                                           "to resume", record=f"line {i}")
+        return [r for r in rows if r.get("step", 0) <= resume_step]
 
     def write(self, record: dict[str, Any]) -> None:
         if not self.enabled:
@@ -171,15 +193,29 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     run_dir = run_dir_of(cfg)
     is_main = acc.is_main_process
     claim_run_dir(run_dir, cfg, main=is_main)  # this process only, and this config only (run_guard.py)
+    done = finished_run(run_dir, cfg)
+    if done is not None:  # resume=auto on a finished run: nothing to train, nothing to rewrite
+        acc.print(f"run {run_dir} is already complete: step {done['step']} of trainer.max_steps={int(t.max_steps)} "
+                  f"(train_summary.json); nothing to do")
+        acc.end_training()
+        return {**done, "already_complete": True}
     set_seed(int(cfg.seed))
+
+    # cheap checks first: a missing or damaged checkpoint is named before the model loads
+    init_from = ckpt_mod.resolve_checkpoint(cfg.checkpoint) if cfg.get("checkpoint") else None
+    resume = t.get("resume")
+    resume_from = ckpt_mod.resolve_checkpoint(resume) if resume and str(resume) != "auto" else None
+    for c in (init_from, resume_from):
+        if c is not None and (c / ckpt_mod.MANIFEST).exists():
+            ckpt_mod.verify(c)
 
     # -- build: model, method, data --------------------------------------------------------
     bundle = load_model(cfg.model)
     if t.gradient_checkpointing:
         bundle.model.gradient_checkpointing_enable()
     method = build("method", cfg.method, bundle=bundle)
-    if cfg.get("checkpoint"):
-        used = ckpt_mod.load_trained(method, cfg.checkpoint)
+    if init_from is not None:
+        used = ckpt_mod.load_trained(method, init_from)
         acc.print(f"initialised trainable weights from {used}")
     samples = build("dataset", cfg.dataset)
     examples = method.train_examples(samples)
@@ -199,19 +235,22 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     model, optimizer = acc.prepare(method, optimizer)
 
     # -- resume ----------------------------------------------------------------------------
-    step, micro = 0, 0
+    step, micro, resumed_at = 0, 0, None
     ckpt_root = run_dir / "checkpoints"
-    resume = t.get("resume")
     if resume:
-        found = ckpt_mod.list_checkpoints(ckpt_root) if str(resume) == "auto" else [ckpt_mod.resolve_checkpoint(resume)]
-        if found:
-            state = ckpt_mod.load_training_state(found[-1], optimizer, scheduler)
-            acc.unwrap_model(model).load_trainable(ckpt_mod.load_weights(found[-1]))
+        found = ckpt_mod.latest_complete(ckpt_root, warn=acc.print) if str(resume) == "auto" else resume_from
+        if found is not None:
+            state = ckpt_mod.load_training_state(found, optimizer, scheduler)
+            ckpt_mod.load_trained(acc.unwrap_model(model), found)
             step, micro = int(state["step"]), int(state["micro"])
+            if step > total:
+                raise ckpt_mod.CheckpointError(f"checkpoint {found} is at step {step}, past trainer.max_steps={total} "
+                                               f"(raise trainer.max_steps or start a new run folder)")
             ckpt_mod.set_rng_state(state["rng"][str(acc.process_index)] if str(acc.process_index) in state["rng"]
                                    else state["rng"]["0"])
-            acc.print(f"resumed from {found[-1]} at step {step}")
-    log = MetricsLog(run_dir, cfg, is_main, step)
+            resumed_at = step
+            acc.print(f"resumed from {found} at step {step}")
+    log = MetricsLog(run_dir, cfg, is_main, step, say=acc.print)
     if is_main and step == 0:
         acc.print(f"method={cfg.method.name} model={cfg.model.name} examples={len(train_ex)} (+{len(eval_ex)} held out) "
                   f"trainable={n_train:,}/{n_total:,} params ({100 * n_train / max(1, n_total):.2f}%) "
@@ -223,7 +262,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         if is_main:
             ckpt_mod.save_checkpoint(
                 ckpt_root, at_step, trainable=acc.unwrap_model(model).trainable_state_dict(),
-                method_config=acc.unwrap_model(model).export_config(), optimizer=optimizer, scheduler=scheduler,
+                method_config=acc.unwrap_model(model).export_config(),
+                model_config=OmegaConf.to_container(cfg.model, resolve=True), optimizer=optimizer, scheduler=scheduler,
                 state={"micro": micro, "rng": {str(i): json.loads(r) for i, r in enumerate(rngs)},
                        "model": cfg.model.name, "method": cfg.method.name},
                 keep=int(t.keep_checkpoints))
@@ -232,7 +272,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     # -- loop ------------------------------------------------------------------------------
     model.train()
     bar = tqdm(total=total, initial=step, disable=not (is_main and t.progress), desc=f"train {cfg.method.name}")
-    last_eval, grad_norm = None, None
+    last_eval, grad_norm, loss = None, None, log.last_loss  # loss: None until a step runs (max_steps=0)
     while step < total:
         t0, loss_sum, tokens, stats_sum = time.perf_counter(), 0.0, 0, {}
         for _ in range(int(t.grad_accum)):
@@ -278,16 +318,39 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             return {"step": step, "loss": loss, "run_dir": str(run_dir), "stopped": True}
     bar.close()
     final_eval = evaluate_loss(model, method, eval_ex, cfg, acc.device)
-    save(step)
+    if resumed_at != step:  # the checkpoint we resumed from at this step is the final one already
+        save(step)
     summary = {"step": step, "loss": loss, "eval_loss": final_eval, "run_dir": str(run_dir),
                "trainable_params": n_train, "total_params": n_total}
     if is_main:
         log.write({"step": step, "final": True, "eval_loss": final_eval})
         ckpt_mod.atomic_write_text(run_dir / "train_summary.json", json.dumps(summary, indent=2))
         log.close()
-        acc.print(f"done: step {step} loss {loss:.4f} eval_loss {final_eval} → {run_dir}")
+        shown = "n/a" if loss is None else f"{loss:.4f}"
+        acc.print(f"done: step {step} loss {shown} eval_loss {final_eval} → {run_dir}")
     acc.wait_for_everyone()
     acc.end_training()
+    return summary
+
+
+def finished_run(run_dir: Path, cfg: DictConfig) -> dict[str, Any] | None:
+    """The summary of a finished run when ``trainer.resume=auto`` finds one, else None.
+
+    Finished = train_summary.json at ``trainer.max_steps`` and a checkpoint at that step.
+    """
+    if str(cfg.trainer.get("resume")) != "auto":
+        return None
+    summary_path = run_dir / "train_summary.json"
+    found = ckpt_mod.list_checkpoints(run_dir / "checkpoints")
+    if not summary_path.exists() or not found:
+        return None
+    try:
+        summary = json.loads(summary_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None  # rewritten by finishing again
+    total = int(cfg.trainer.max_steps)
+    if not isinstance(summary, dict) or summary.get("step") != total or ckpt_mod.step_of(found[-1]) != total:
+        return None
     return summary
 
 

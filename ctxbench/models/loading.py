@@ -2,7 +2,8 @@
 
 Every path ends in ``from_pretrained`` on a directory, so the real loading code always runs:
 the packaged GGUF is converted once into a plain HF folder in the cache, and the tiny model is
-built in code, saved, and loaded back.
+built in code (under its own seed, inside ``fork_rng``, so building it neither reads nor moves the
+caller's RNG), saved, and loaded back: a run on an empty cache is the same as every later run.
 """
 from __future__ import annotations
 
@@ -194,8 +195,10 @@ def tiny_dir(cfg: Any) -> Path:
                            max_position_embeddings=spec["max_pos"], tie_word_embeddings=True,
                            pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
                            eos_token_id=tok.eos_token_id)
-        torch.manual_seed(spec["seed"])
-        LlamaForCausalLM(conf).save_pretrained(tmp)
+        with torch.random.fork_rng(devices=[]):  # the caller's RNG streams stay untouched
+            torch.manual_seed(spec["seed"])
+            model = LlamaForCausalLM(conf)
+        model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
 
     return _atomic_dir(target, build)

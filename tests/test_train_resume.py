@@ -1,0 +1,141 @@
+"""Train resume edge cases through the CLI: a finished run, max_steps=0, a torn metrics.jsonl, a damaged checkpoint."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from omegaconf import OmegaConf
+
+from ctxbench import checkpoint as ck
+from ctxbench.data.errors import DataError
+
+BASE = ["train", "method=lm", "model=tiny", "trainer.progress=false", "method.seq_len=32", "trainer.max_steps=6",
+        "trainer.save_every=2"]
+
+
+def records(run):
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def loss_steps(run):
+    return [x["step"] for x in records(run) if "loss" in x]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished 6-step run (checkpoints at 4 and 6)."""
+    from conftest import run_cli
+
+    run = tmp_path_factory.mktemp("finished") / "run"
+    r = run_cli(*BASE, f"hydra.run.dir={run}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    return run
+
+
+def _snapshot(run):
+    files = [run / "metrics.jsonl", run / "train_summary.json", *sorted((run / "checkpoints").rglob("*"))]
+    return {str(f): (f.read_bytes() if f.is_file() else None, f.stat().st_mtime_ns) for f in files}
+
+
+def test_resume_of_a_finished_run_says_so_and_rewrites_nothing(cli, finished):
+    before = _snapshot(finished)
+    r = cli(*BASE, "trainer.resume=auto", f"hydra.run.dir={finished}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    said = [ln for ln in (r.stdout + r.stderr).splitlines() if "already complete" in ln]
+    assert len(said) == 1 and "step 6" in said[0], r.stdout + r.stderr
+    assert _snapshot(finished) == before
+
+
+def test_resume_past_max_steps_is_one_line(cli, finished):
+    r = cli(*BASE, "trainer.max_steps=4", "trainer.resume=auto", f"hydra.run.dir={finished}")
+    assert r.returncode == 2
+    err = r.stderr.strip().splitlines()[-1]
+    assert "step 6" in err and "trainer.max_steps=4" in err and "step_0000006" in err, r.stderr[-2000:]
+
+
+def test_crash_after_the_final_checkpoint_finishes_without_retraining(cli, finished, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    (run / "train_summary.json").unlink()  # killed between the final checkpoint and the summary
+    kept = [x for x in records(run) if not x.get("final")]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in kept))
+    manifest = run / "checkpoints" / "step_0000006" / "MANIFEST.json"
+    mtime = manifest.stat().st_mtime_ns
+    r = cli(*BASE, "trainer.resume=auto", f"hydra.run.dir={run}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = json.loads((run / "train_summary.json").read_text())
+    assert summary["step"] == 6 and summary["loss"] == kept[-1]["loss"]
+    assert loss_steps(run) == list(range(1, 7)) and sum(1 for x in records(run) if x.get("final")) == 1
+    assert manifest.stat().st_mtime_ns == mtime  # the final checkpoint was not written again
+
+
+def test_max_steps_zero_trains_nothing_and_finishes(cli, tmp_path):
+    run = tmp_path / "run"
+    r = cli(*BASE, "trainer.max_steps=0", f"hydra.run.dir={run}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert loss_steps(run) == []
+    [final] = records(run)
+    assert final["final"] and final["step"] == 0 and final["eval_loss"] > 0
+    summary = json.loads((run / "train_summary.json").read_text())
+    assert summary["step"] == 0 and summary["loss"] is None
+    ck.verify(ck.list_checkpoints(run / "checkpoints")[-1])
+
+
+def test_torn_last_metrics_line_is_tolerated_on_resume(cli, tmp_path):
+    run = tmp_path / "run"
+    r = cli(*BASE, "trainer.stop_after=4", f"hydra.run.dir={run}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write('{"step": 5, "loss": 4.2, "l')  # killed mid-write
+    r = cli(*BASE, "trainer.resume=auto", f"hydra.run.dir={run}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "torn last line" in r.stdout + r.stderr
+    assert loss_steps(run) == list(range(1, 7))
+
+
+def test_damaged_newest_checkpoint_falls_back_to_the_previous(cli, tmp_path):
+    run = tmp_path / "run"
+    r = cli(*BASE, "trainer.stop_after=4", f"hydra.run.dir={run}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    w = run / "checkpoints" / "step_0000004" / "trainable.safetensors"
+    w.write_bytes(b"\0" * w.stat().st_size)  # same size, other bytes
+    r = cli(*BASE, "trainer.resume=auto", f"hydra.run.dir={run}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout + r.stderr
+    assert "skipping a damaged checkpoint" in out and "trainable.safetensors" in out
+    assert "step_0000002 at step 2" in out
+    assert loss_steps(run) == list(range(1, 7))
+
+
+def _log(run_dir, lines: list[str], resume_step: int):
+    from ctxbench.train import MetricsLog
+
+    (run_dir / "metrics.jsonl").write_text("".join(ln + "\n" for ln in lines))
+    cfg = OmegaConf.create({"logger": {"name": "none"}})
+    return MetricsLog(run_dir, cfg, enabled=True, resume_step=resume_step, say=lambda _m: None)
+
+
+def test_malformed_metrics_line_before_the_last_names_file_and_line(tmp_path):
+    lines = ['{"step": 1, "loss": 2.0}', '{"step": 2, "lo', '{"step": 3, "loss": 1.0}']
+    with pytest.raises(DataError, match=r"metrics\.jsonl, record line 2: malformed JSON"):
+        _log(tmp_path, lines, resume_step=3)
+    with pytest.raises(DataError, match=r"metrics\.jsonl, record line 1: expected a JSON object"):
+        _log(tmp_path, ["[1, 2]", '{"step": 1}'], resume_step=3)
+
+
+def test_metrics_log_keeps_lines_up_to_the_checkpoint(tmp_path):
+    lines = ['{"step": 1, "loss": 2.0}', '{"step": 2, "loss": 1.5}', '{"step": 3, "loss": 1.0}', '{"st']
+    log = _log(tmp_path, lines, resume_step=2)
+    assert log.last_loss == 1.5
+    assert [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+
+
+@pytest.mark.parametrize("arg", ["checkpoint", "trainer.resume"])
+def test_missing_checkpoint_is_named_before_the_model_loads(cli, tmp_path, arg):
+    cache = tmp_path / "cache"
+    r = cli(*BASE, f"{arg}={tmp_path / 'nope'}", f"hydra.run.dir={tmp_path / 'run'}", env={"CTXBENCH_CACHE": str(cache)})
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1] == f"ctxbench: error: checkpoint '{tmp_path / 'nope'}' does not exist"
+    assert not (cache / "models").exists()
