@@ -46,8 +46,14 @@ def test_resume_of_a_finished_run_says_so_and_rewrites_nothing(cli, finished):
     assert _snapshot(finished) == before
 
 
-def test_resume_past_max_steps_is_one_line(cli, finished):
-    r = cli(*BASE, "trainer.max_steps=4", "trainer.resume=auto", f"hydra.run.dir={finished}")
+def test_resume_past_max_steps_is_one_line(cli, finished, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)  # force_resume records the new config: keep the shared fixture as it is
+    r = cli(*BASE, "trainer.max_steps=4", "trainer.resume=auto", f"hydra.run.dir={run}")
+    assert r.returncode == 2 and "trainer.max_steps 6 → 4" in r.stderr  # the run folder is bound to its config
+    r = cli(*BASE, "trainer.max_steps=4", "trainer.resume=auto", "force_resume=true", f"hydra.run.dir={run}")
     assert r.returncode == 2
     err = r.stderr.strip().splitlines()[-1]
     assert "step 6" in err and "trainer.max_steps=4" in err and "step_0000006" in err, r.stderr[-2000:]
