@@ -368,6 +368,11 @@ def build_system(cfg: Any, out_dir: Path) -> tuple[System, Any, str]:
     """
     from .registry import build
 
+    if cfg.get("checkpoint") and not cfg.get("method"):  # never evaluate memory=... with a checkpoint ignored
+        from .checkpoint import CheckpointError, resolve_checkpoint, saved_configs
+
+        name = saved_configs(resolve_checkpoint(cfg.checkpoint))["method"]["name"]
+        raise CheckpointError(f"checkpoint={cfg.checkpoint} is a trained method: pass method={name} to evaluate it")
     if cfg.get("method"):
         from .models.loading import load_model
 

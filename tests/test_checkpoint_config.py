@@ -136,3 +136,8 @@ def test_eval_cli_uses_the_checkpoints_config(cli, tmp_path):
         f"ctxbench: error: checkpoint {run} was trained with method.mem_size=4 but the config says 8 "
         f"(drop the override or pass method.mem_size=4)")
     assert not (empty_cache / "models").exists()  # refused before any model was built or loaded
+    r = cli("eval", f"checkpoint={run}", "dataset=locomo_sample", "limit=1", "progress=false",
+            f"hydra.run.dir={tmp_path / 'nomethod'}", env={"CTXBENCH_CACHE": str(empty_cache)})
+    assert r.returncode == 2  # not a memory=full_context run that silently ignores the checkpoint
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"ctxbench: error: checkpoint={run} is a trained method: pass method=icae_pretrain to evaluate it")
