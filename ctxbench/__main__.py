@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from pathlib import Path
+
+from .paths import conf_dir
 
 COMMANDS = {
     "train": ("ctxbench.train", "main"),
@@ -20,7 +21,7 @@ COMMANDS = {
     "data": ("ctxbench.data.cli", "main"),
     "ls": ("ctxbench.listing", "main"),
 }
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = conf_dir()
 USAGE = ("usage: python -m ctxbench {" + ",".join(COMMANDS) + "} [-m] [key=value ...]\n"
          "       python -m ctxbench <command> --help | --cfg job")
 

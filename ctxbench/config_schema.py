@@ -22,7 +22,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+from .paths import conf_dir
+
+CONF_DIR = conf_dir()
 # groups that set values of other configs rather than define keys of their own
 NOT_SCHEMA_GROUPS = {"experiment", "sweep", "scale"}
 

@@ -1,12 +1,12 @@
 """``python -m ctxbench ls``: everything registered, and every config in each group."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from . import registry
+from .paths import conf_dir
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
+CONF = conf_dir()
 GROUP_OF_KIND = {"model": "model", "method": "method", "memory": "memory", "dataset": "dataset",
                  "llm": "llm", "embedder": "embedder"}
 

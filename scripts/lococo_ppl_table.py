@@ -61,11 +61,12 @@ def build_method(label: str, args: argparse.Namespace):
     from omegaconf import OmegaConf
 
     from ctxbench.models.loading import load_model
+    from ctxbench.paths import conf_dir
     from ctxbench.registry import build
 
     name, needs_ckpt, overrides = METHODS[label]
-    mcfg = OmegaConf.load(REPO / "conf" / "model" / f"{args.model}.yaml")
-    cfg = OmegaConf.load(REPO / "conf" / "method" / f"{name}.yaml")
+    mcfg = OmegaConf.load(conf_dir() / "model" / f"{args.model}.yaml")
+    cfg = OmegaConf.load(conf_dir() / "method" / f"{name}.yaml")
     if name == "lococo" and args.checkpoint:  # the calibrated compressor's own settings (init: same shape)
         from ctxbench.checkpoint import resolve_checkpoint
 

@@ -14,8 +14,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ..paths import conf_dir
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CONF_DIR = REPO_ROOT / "conf"
+CONF_DIR = conf_dir()
 MB = 1024 * 1024
 
 

@@ -16,10 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..paths import conf_dir, samples_dir
 from ..registry import register
-from .common import MB, REPO_ROOT, PeakMemory, compose, is_registered, rnd
+from .common import MB, PeakMemory, compose, is_registered, rnd
 
-TEXT = REPO_ROOT / "data" / "samples" / "text_sample.txt"
+TEXT = samples_dir() / "text_sample.txt"
 
 
 def document_ids(tokenizer: Any, n: int) -> list[int]:
@@ -94,7 +95,7 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
     for m, n in tqdm(cells, desc="kv_memory", leave=False):
         if not is_registered("method", m):
             failed.setdefault(m, "not registered (method module missing)")
-        if not (Path(REPO_ROOT / "conf" / "method" / f"{m}.yaml")).exists():
+        if not (Path(conf_dir() / "method" / f"{m}.yaml")).exists():
             failed.setdefault(m, f"no conf/method/{m}.yaml")
         if m in failed:
             continue

@@ -14,12 +14,13 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from .. import registry
+from ..paths import conf_dir
 from .download import download
 from .errors import DataError
 from .sources import SOURCES, default_path
 from .stats import dataset_stats, format_stats
 
-CONF_DATASET = Path(__file__).resolve().parents[2] / "conf" / "dataset"
+CONF_DATASET = conf_dir() / "dataset"
 ACTIONS = ("stats", "download", "list")
 
 

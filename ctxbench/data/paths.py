@@ -1,26 +1,43 @@
-"""Where data lives: the shipped samples (data/samples) and downloads (data/downloads)."""
+"""Where data lives: the shipped samples (package data, ``data/samples/...`` in configs) and downloads
+(``data/downloads`` of the source checkout; ``$CTXBENCH_CACHE/data/downloads`` for an installed copy)."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from ..paths import samples_dir, source_root
 from .errors import DataError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+SAMPLES_PREFIX = ("data", "samples")  # how configs name a shipped sample: data/samples/<file>
 
 
 def data_root() -> Path:
-    return Path(os.environ.get("CTXBENCH_DATA", REPO_ROOT / "data"))
+    """``$CTXBENCH_DATA``, else the checkout's ``data/``, else ``data/`` in the ctxbench cache."""
+    if os.environ.get("CTXBENCH_DATA"):
+        return Path(os.environ["CTXBENCH_DATA"])
+    root = source_root()
+    if root is not None:
+        return root / "data"
+    return Path(os.environ.get("CTXBENCH_CACHE", Path.home() / ".cache" / "ctxbench")) / "data"
 
 
-def samples_dir() -> Path:
-    return REPO_ROOT / "data" / "samples"
+def candidates(path: str | os.PathLike) -> list[Path]:
+    """Where a user path may be: as given (absolute or cwd-relative), in the source checkout, and for
+    ``data/samples/<file>`` the copy shipped inside the package."""
+    p = Path(os.path.expanduser(str(path)))
+    out = [p]
+    root = source_root()
+    if root is not None and not p.is_absolute():
+        out.append(root / p)
+    if not p.is_absolute() and p.parts[:2] == SAMPLES_PREFIX:
+        out.append(samples_dir().joinpath(*p.parts[2:]))
+    return out
 
 
 def resolve(path: str | os.PathLike, what: str = "dataset.path", hint: str | None = None) -> Path:
-    """Resolve a user path (absolute, relative to cwd, or relative to the repo) or fail clearly."""
+    """Resolve a user path (absolute, relative to cwd, to the repo, or a shipped sample) or fail clearly."""
     p = Path(os.path.expanduser(str(path)))
-    for cand in (p, REPO_ROOT / p):
+    for cand in candidates(p):
         if cand.exists():
             if cand.is_file() and not os.access(cand, os.R_OK):
                 raise DataError(cand, "file is not readable")

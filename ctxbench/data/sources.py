@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import DataError
-from .paths import REPO_ROOT, data_root, resolve
+from .paths import candidates, data_root, resolve
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,8 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 def looks_like_hub_id(path: str) -> bool:
     """``owner/name`` with no file extension and nothing on disk by that name."""
-    return bool(_HUB_ID.match(path)) and not Path(path).suffix and not Path(path).exists() \
-        and not (REPO_ROOT / path).exists()
+    return bool(_HUB_ID.match(path)) and not Path(path).suffix \
+        and not any(c.exists() for c in candidates(path))
 
 
 def locate(path: str | os.PathLike | None, name: str) -> Path:

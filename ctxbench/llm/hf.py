@@ -15,11 +15,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..paths import conf_dir
 from ..registry import register
 from .base import ChatResult, Message, UsageMeter
 from .cache import maybe_cached
 
-CONF_MODEL_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
+CONF_MODEL_DIR = conf_dir() / "model"
 
 
 def model_config(spec: Any) -> Any:

@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from ..paths import conf_dir as package_conf_dir
+
 
 def eval_windows(tokens: list[int], steps: int, step_tokens: int, n: int) -> list[list[list[int]]]:
     """Up to ``n`` non-overlapping windows of ``steps + 1`` chunks."""
@@ -126,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=None, help="write the rows as JSON here")
     args = ap.parse_args(argv)
 
-    conf_dir = Path(__file__).resolve().parents[2] / "conf"
+    conf_dir = package_conf_dir()
     model_cfg = OmegaConf.load(conf_dir / "model" / f"{args.model}.yaml")
     methods: dict[str, Any] = {}
     step_tokens = args.step_tokens

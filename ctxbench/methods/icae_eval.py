@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from ..paths import conf_dir as package_conf_dir
 from . import icae_data as D
 
 
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out")
     ap.add_argument("overrides", nargs="*", help="method config overrides, e.g. mem_size=8")
     a = ap.parse_args(argv)
-    conf_dir = Path(__file__).resolve().parents[2] / "conf"
+    conf_dir = package_conf_dir()
     if a.checkpoint:
         cfg = OmegaConf.create(json.loads((resolve_checkpoint(a.checkpoint) / "method.json").read_text()))
     else:
