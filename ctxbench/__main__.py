@@ -19,6 +19,7 @@ COMMANDS = {
     "report": ("ctxbench.report", "main"),
     "data": ("ctxbench.data.cli", "main"),
     "ls": ("ctxbench.listing", "main"),
+    "export": ("ctxbench.export", "main"),
 }
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 USAGE = ("usage: python -m ctxbench {" + ",".join(COMMANDS) + "} [-m] [key=value ...]\n"
