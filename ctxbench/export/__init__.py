@@ -128,6 +128,7 @@ def write_export(folder: Path, method: Any, configs: dict[str, dict[str, Any]], 
         (folder / f"{section}.json").write_text(json.dumps(conf, indent=2, default=str) + "\n")
     info = {"format": FORMAT, "checkpoint": str(ckpt.resolve()), "step": _step(ckpt),
             "method": configs["method"]["name"], "model": configs.get("model", {}).get("name"),
+            "base_model_name_or_path": str(getattr(method.bundle.model, "name_or_path", "") or "") or None,
             "adapter": ADAPTER if (folder / ADAPTER).exists() else None,
             "adapter_weights": len(in_adapter), "extras": {k: list(v.shape) for k, v in extras.items()}}
     (folder / EXPORT_JSON).write_text(json.dumps(info, indent=2) + "\n")

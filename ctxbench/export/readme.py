@@ -6,6 +6,8 @@ from typing import Any
 
 # What each method's weights mean, for someone loading them without ctxbench's code.
 NOTES = {
+    "lm_full": ("Full fine-tuning (`method.lora.enabled: false`): no adapter; `extras.safetensors` holds every "
+                "weight of the fine-tuned model."),
     "lm": ("The adapter is the whole trained change: `PeftModel.from_pretrained(base, \"adapter\")` is the "
            "fine-tuned model (generate with it as usual)."),
     "icae": ("ICAE (arXiv 2307.06945). The adapter is the **encoder's** LoRA; the decoder is the base model with "
@@ -27,7 +29,9 @@ NOTES = {
 }
 
 
-def family(method: str) -> str:
+def family(method: str, adapter: bool = True) -> str:
+    if method == "lm" and not adapter:
+        return "lm_full"
     return next((k for k in ("icae", "ccm", "lococo") if method.startswith(k)), method)
 
 
@@ -52,16 +56,19 @@ def readme(info: dict[str, Any], configs: dict[str, dict[str, Any]]) -> str:
         lines.append(f"- `extras.safetensors`: {len(info['extras'])} more trained tensors (below).")
     lines += ["- `method.json`, `model.json`: the configs the run was trained with.",
               "- `export.json`: what was exported; `MANIFEST.json`: size and sha256 of every file.", "",
-              "## What the weights are", "", NOTES.get(family(method), ""), ""]
+              "## What the weights are", "", NOTES.get(family(method, bool(info["adapter"])), ""), ""]
     if info["extras"]:
-        lines += ["| extras key | shape | count |", "|---|---|---:|"]
+        lines += ["Extras keys are the parameter names inside the ctxbench method: `model.` (under a peft wrapper "
+                  "`model.base_model.model.`) followed by a transformers name is a trained weight of the base model "
+                  "itself; a `*` stands for the layer numbers.", "",
+                  "| extras key | shape | count |", "|---|---|---:|"]
         lines += [f"| `{k}` | {s} | {n} |" for k, s, n in grouped_shapes(info["extras"])]
         lines.append("")
     lines += ["## Loading", "", "```python"]
     if info["adapter"]:
         lines += ["from peft import PeftModel",
                   "from transformers import AutoModelForCausalLM", "",
-                  "base = AutoModelForCausalLM.from_pretrained(BASE)  # the base model named above",
+                  f"base = AutoModelForCausalLM.from_pretrained({info.get('base_model_name_or_path') or 'BASE'!r})",
                   "model = PeftModel.from_pretrained(base, \"EXPORT/adapter\")"]
     if info["extras"]:
         lines += ["from safetensors.torch import load_file", "",
