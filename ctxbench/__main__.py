@@ -20,6 +20,7 @@ COMMANDS = {
     "report": ("ctxbench.report", "main"),
     "data": ("ctxbench.data.cli", "main"),
     "ls": ("ctxbench.listing", "main"),
+    "export": ("ctxbench.export", "main"),
 }
 CONF_DIR = conf_dir()
 USAGE = ("usage: python -m ctxbench {" + ",".join(COMMANDS) + "} [-m] [key=value ...]\n"
