@@ -11,7 +11,6 @@ Read top to bottom: build → data order → optimizer/schedule → (resume) →
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 import uuid
@@ -76,20 +75,21 @@ def micro_batch(examples: list, micro: int, batch_size: int, seed: int, rank: in
     return [examples[i] for i in order[start : start + batch_size]]
 
 
-def make_scheduler(name: str, optimizer: torch.optim.Optimizer, warmup: int, total: int):
-    def factor(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        progress = min(1.0, (step - warmup) / max(1, total - warmup))
-        if name == "cosine":
-            return 0.5 * (1.0 + math.cos(math.pi * progress))
-        if name == "linear":
-            return 1.0 - progress
-        if name == "constant":
-            return 1.0
-        raise ValueError(f"trainer.scheduler={name!r}: use cosine, linear or constant")
+SCHEDULERS = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_warmup"}  # ours → transformers
 
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+def make_scheduler(name: str, optimizer: torch.optim.Optimizer, warmup: int, total: int):
+    """``trainer.scheduler`` as a ``transformers.get_scheduler`` LambdaLR: linear warmup, then the named decay.
+
+    The warmup is transformers' (and the HF Trainer's): optimizer step ``s < warmup`` runs at
+    ``lr * s / warmup``, so the first step of a warmup runs at lr 0. Past the warmup: cosine to 0,
+    linear to 0, or constant at ``lr``, reaching 0 at ``total`` for the first two.
+    """
+    from transformers import get_scheduler
+
+    if name not in SCHEDULERS:
+        raise ValueError(f"trainer.scheduler={name!r}: use {', '.join(SCHEDULERS)}")
+    return get_scheduler(SCHEDULERS[name], optimizer, num_warmup_steps=warmup, num_training_steps=total)
 
 
 class MetricsLog:

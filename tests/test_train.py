@@ -63,3 +63,68 @@ def test_incomplete_checkpoint_is_ignored(tmp_path):
     ck.save_checkpoint(tmp_path, 1, trainable={"w": torch.ones(3)}, method_config={})
     (tmp_path / "step_0000002.tmp").mkdir()  # a crash mid-write
     assert [p.name for p in ck.list_checkpoints(tmp_path)] == ["step_0000001"]
+
+
+def old_factor(name: str, step: int, warmup: int, total: int) -> float:
+    """The hand-written schedule train.py had before transformers.get_scheduler (the reference)."""
+    import math
+
+    if warmup and step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return {"cosine": 0.5 * (1.0 + math.cos(math.pi * progress)), "linear": 1.0 - progress, "constant": 1.0}[name]
+
+
+def lrs(name: str, warmup: int, total: int, lr: float = 1e-3) -> list[float]:
+    """The lr of optimizer step 0..total-1 (and of the step after the last) under train.make_scheduler."""
+    import torch
+
+    from ctxbench.train import make_scheduler
+
+    opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=lr)
+    sched = make_scheduler(name, opt, warmup, total)
+    out = []
+    for _ in range(total + 1):
+        out.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return out
+
+
+@pytest.mark.parametrize("name", ["cosine", "linear", "constant"])
+@pytest.mark.parametrize("warmup,total", [(0, 20), (0, 1), (1, 40), (3, 17), (10, 10)])
+def test_get_scheduler_matches_the_old_schedule_past_the_warmup(name, warmup, total):
+    new = lrs(name, warmup, total)
+    past = range(warmup, total + 1 if warmup < total else total)  # (warmup == total: no step past it)
+    for step in past:  # identical once warmed up (and everywhere without a warmup)
+        assert new[step] == pytest.approx(1e-3 * old_factor(name, step, warmup, total), abs=1e-12), step
+    for step in range(warmup):  # transformers' warmup starts at 0: one step behind the old (step+1)/warmup
+        assert new[step] == pytest.approx(1e-3 * step / warmup, abs=1e-12)
+        assert new[step] == pytest.approx(1e-3 * (old_factor(name, step - 1, warmup, total) if step else 0.0))
+
+
+def test_scheduler_state_survives_a_checkpoint(tmp_path):
+    import torch
+
+    from ctxbench.train import make_scheduler
+
+    def fresh():
+        opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=1e-3)
+        return opt, make_scheduler("cosine", opt, 3, 12)
+
+    opt, sched = fresh()
+    for _ in range(5):
+        opt.step()
+        sched.step()
+    c = ck.save_checkpoint(tmp_path, 5, trainable={"w": torch.ones(2)}, method_config={}, optimizer=opt,
+                           scheduler=sched, state={"micro": 5, "rng": {}})
+    opt2, sched2 = fresh()
+    ck.load_training_state(c, opt2, sched2)
+    assert sched2.last_epoch == 5 and sched2.get_last_lr() == sched.get_last_lr()
+    opt.step(), sched.step(), opt2.step(), sched2.step()
+    assert opt2.param_groups[0]["lr"] == opt.param_groups[0]["lr"] != 1e-3
+
+
+def test_unknown_scheduler_is_one_line_naming_the_key():
+    with pytest.raises(ValueError, match=r"trainer.scheduler='warmup_stable': use cosine, linear, constant"):
+        lrs("warmup_stable", 0, 5)
