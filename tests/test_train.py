@@ -128,3 +128,67 @@ def test_scheduler_state_survives_a_checkpoint(tmp_path):
 def test_unknown_scheduler_is_one_line_naming_the_key():
     with pytest.raises(ValueError, match=r"trainer.scheduler='warmup_stable': use cosine, linear, constant"):
         lrs("warmup_stable", 0, 5)
+
+
+KEY = "sk-test-DoNotLeak-0123456789abcdef"
+
+
+def logger_cfg(name: str):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create({"logger": {"name": name, "project": "ctxbench-test", "entity": None, "mode": "offline",
+                                        "tags": ["plumbing"]},
+                             "trainer": {"grad_accum": 1, "precision": "fp32"}, "launcher": {"cpu": True},
+                             "llm": {"api_key": KEY}})
+
+
+@pytest.fixture
+def accelerator_state():
+    """Accelerators made in this process; the singleton state is reset afterwards."""
+    from accelerate.state import AcceleratorState
+
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def offline_runs(run):
+    return sorted((run / "wandb").glob("offline-run-*"))
+
+
+def test_wandb_is_the_accelerator_tracker_and_resumes_its_run(tmp_path, monkeypatch, accelerator_state):
+    pytest.importorskip("wandb")
+    from ctxbench.train import MetricsLog, make_accelerator
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    cfg = logger_cfg("wandb")
+    for resume_step, step in ((0, 1), (1, 2)):  # a run, then its resume: one wandb run id for both
+        acc = make_accelerator(cfg, project_dir=tmp_path)
+        assert [str(t) for t in acc.log_with] == ["wandb"]
+        log = MetricsLog(tmp_path, cfg, enabled=True, resume_step=resume_step, say=lambda _m: None, acc=acc)
+        log.write({"step": step, "loss": 2.0 / step, f"probe_metric_{step}": 1.0})
+        acc.end_training()
+    run_id = (tmp_path / "wandb_id").read_text()
+    runs = offline_runs(tmp_path)
+    assert len(runs) == 2 and all(r.name.endswith(run_id) for r in runs)
+    data = [next(r.glob("run-*.wandb")).read_bytes() for r in runs]
+    assert b"probe_metric_1" in data[0] and b"probe_metric_2" in data[1]
+    assert b"ctxbench-test" in data[0] and b"plumbing" in data[0]  # project and tags reached wandb.init
+    assert all(KEY.encode() not in d for d in data) and b"***" in data[0]  # the config sent was redacted
+
+
+def test_logger_none_or_wandb_disabled_starts_no_run(tmp_path, monkeypatch, accelerator_state):
+    from ctxbench.train import MetricsLog, make_accelerator
+
+    (tmp_path / "none").mkdir(), (tmp_path / "off").mkdir()
+    acc = make_accelerator(logger_cfg("none"), project_dir=tmp_path / "none")
+    assert acc.log_with == []
+    MetricsLog(tmp_path / "none", logger_cfg("none"), True, 0, acc=acc).write({"step": 1, "loss": 1.0})
+    acc.end_training()
+    assert not (tmp_path / "none" / "wandb_id").exists() and not (tmp_path / "none" / "wandb").exists()
+
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "disabled")  # wins over logger.mode=offline
+    acc = make_accelerator(logger_cfg("wandb"), project_dir=tmp_path / "off")
+    MetricsLog(tmp_path / "off", logger_cfg("wandb"), True, 0, acc=acc).write({"step": 1, "loss": 1.0})
+    acc.end_training()
+    assert not offline_runs(tmp_path / "off")
