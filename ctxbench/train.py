@@ -11,7 +11,6 @@ Read top to bottom: build → data order → optimizer/schedule → (resume) →
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 import uuid
@@ -32,7 +31,19 @@ def run_dir_of(cfg: DictConfig) -> Path:
     return run_dir(cfg, "outputs/train/run")
 
 
-def make_accelerator(cfg: DictConfig):
+def tracker_of(cfg: DictConfig) -> str | None:
+    """The accelerate tracker ``logger=`` asks for: "wandb", or None (``logger=none``: no tracker at all)."""
+    logger = cfg.get("logger")
+    if logger is None or logger.get("name") != "wandb":
+        return None
+    from accelerate.utils import is_wandb_available
+
+    if not is_wandb_available():  # accelerate would drop the tracker without a word
+        raise ModuleNotFoundError("logger=wandb needs the wandb package: pip install wandb (or use logger=none)")
+    return "wandb"
+
+
+def make_accelerator(cfg: DictConfig, project_dir: Path | None = None):
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
 
@@ -53,7 +64,8 @@ def make_accelerator(cfg: DictConfig):
         ds.setdefault("zero_force_ds_cpu_optimizer", False)
         kwargs["deepspeed_plugin"] = DeepSpeedPlugin(hf_ds_config=ds)
     return Accelerator(gradient_accumulation_steps=int(t.grad_accum), mixed_precision=precision,
-                       cpu=bool(launcher.get("cpu", False)), kwargs_handlers=handlers, **kwargs)
+                       cpu=bool(launcher.get("cpu", False)), kwargs_handlers=handlers, log_with=tracker_of(cfg),
+                       project_dir=str(project_dir) if project_dir is not None else None, **kwargs)
 
 
 def split_examples(examples: list, fraction: float, seed: int) -> tuple[list, list]:
@@ -76,33 +88,35 @@ def micro_batch(examples: list, micro: int, batch_size: int, seed: int, rank: in
     return [examples[i] for i in order[start : start + batch_size]]
 
 
-def make_scheduler(name: str, optimizer: torch.optim.Optimizer, warmup: int, total: int):
-    def factor(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        progress = min(1.0, (step - warmup) / max(1, total - warmup))
-        if name == "cosine":
-            return 0.5 * (1.0 + math.cos(math.pi * progress))
-        if name == "linear":
-            return 1.0 - progress
-        if name == "constant":
-            return 1.0
-        raise ValueError(f"trainer.scheduler={name!r}: use cosine, linear or constant")
+SCHEDULERS = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_warmup"}  # ours → transformers
 
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+def make_scheduler(name: str, optimizer: torch.optim.Optimizer, warmup: int, total: int):
+    """``trainer.scheduler`` as a ``transformers.get_scheduler`` LambdaLR: linear warmup, then the named decay.
+
+    The warmup is transformers' (and the HF Trainer's): optimizer step ``s < warmup`` runs at
+    ``lr * s / warmup``, so the first step of a warmup runs at lr 0. Past the warmup: cosine to 0,
+    linear to 0, or constant at ``lr``, reaching 0 at ``total`` for the first two.
+    """
+    from transformers import get_scheduler
+
+    if name not in SCHEDULERS:
+        raise ValueError(f"trainer.scheduler={name!r}: use {', '.join(SCHEDULERS)}")
+    return get_scheduler(SCHEDULERS[name], optimizer, num_warmup_steps=warmup, num_training_steps=total)
 
 
 class MetricsLog:
-    """metrics.jsonl (rank 0) mirrored to wandb when ``logger=wandb``.
+    """metrics.jsonl (rank 0), mirrored to the accelerator's tracker (wandb) when ``logger=wandb``.
 
     On resume the lines past the checkpoint are dropped; a torn last line (a crash mid-write) is
     dropped too, a malformed line before it is a one-line error naming the file and the line.
+    The tracker run is closed by ``accelerator.end_training()``.
     """
 
-    def __init__(self, run_dir: Path, cfg: DictConfig, enabled: bool, resume_step: int, say=print):
+    def __init__(self, run_dir: Path, cfg: DictConfig, enabled: bool, resume_step: int, say=print, acc: Any = None):
         self.path = run_dir / "metrics.jsonl"
         self.enabled = enabled
-        self.wandb = None
+        self.acc = None  # the accelerator whose trackers mirror the records
         self.last_loss: float | None = None  # the last logged loss at or before resume_step
         if not enabled:
             return
@@ -111,8 +125,9 @@ class MetricsLog:
             losses = [r["loss"] for r in keep if r.get("loss") is not None]
             self.last_loss = losses[-1] if losses else None
             ckpt_mod.atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in keep))
-        if cfg.logger.name == "wandb":
-            self.wandb = start_wandb(cfg, run_dir)
+        if acc is not None and acc.log_with:
+            start_tracker(acc, cfg, run_dir)
+            self.acc = acc
 
     def _kept_rows(self, resume_step: int, say) -> list[dict[str, Any]]:
         """The records at or before ``resume_step`` (none for a fresh start)."""
@@ -137,60 +152,49 @@ class MetricsLog:
             f.write(json.dumps(record) + "\n")
             f.flush()
             os.fsync(f.fileno())
-        if self.wandb is not None:
-            self.wandb.log({k: v for k, v in record.items() if k != "step"}, step=record["step"])
-
-    def close(self) -> None:
-        if self.wandb is not None:
-            self.wandb.finish()
+        if self.acc is not None:
+            self.acc.log({k: v for k, v in record.items() if k != "step"}, step=record["step"])
 
 
-def start_wandb(cfg: DictConfig, run_dir: Path):
-    import wandb
-
+def start_tracker(acc: Any, cfg: DictConfig, run_dir: Path) -> None:
+    """``accelerator.init_trackers`` for wandb: one run id per run folder (``wandb_id``, reused on
+    resume), files under the run folder, ``WANDB_MODE`` over ``logger.mode``, the config redacted."""
     from .secrets import redact
 
     id_file = run_dir / "wandb_id"
     run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:12]
     id_file.write_text(run_id)
     mode = os.environ.get("WANDB_MODE") or cfg.logger.get("mode", "offline")
-    return wandb.init(project=cfg.logger.get("project", "ctxbench"), entity=cfg.logger.get("entity"),
-                      id=run_id, resume="allow", dir=str(run_dir), mode=mode, tags=list(cfg.logger.get("tags", [])),
-                      config=redact(OmegaConf.to_container(cfg, resolve=True)))
+    init = {"entity": cfg.logger.get("entity"), "id": run_id, "resume": "allow", "dir": str(run_dir), "mode": mode,
+            "tags": list(cfg.logger.get("tags", []))}
+    acc.init_trackers(str(cfg.logger.get("project", "ctxbench")),
+                      config=redact(OmegaConf.to_container(cfg, resolve=True)), init_kwargs={"wandb": init})
 
 
 @torch.no_grad()
 def evaluate_loss(model: Any, method: Any, examples: list, cfg: DictConfig, device: torch.device) -> float | None:
+    from accelerate.utils import send_to_device
+
     if not examples:
         return None
     model.eval()
     bs, losses = int(cfg.trainer.batch_size), []
     for i in range(0, min(len(examples), bs * int(cfg.trainer.max_eval_batches)), bs):
-        batch = to_device(method.collate(examples[i : i + bs]), device)
+        batch = send_to_device(method.collate(examples[i : i + bs]), device)
         losses.append(float(model(batch).loss))
     model.train()
     return sum(losses) / len(losses)
 
 
-def to_device(batch: Any, device: torch.device) -> Any:
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device)
-    if isinstance(batch, dict):
-        return {k: to_device(v, device) for k, v in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(to_device(v, device) for v in batch)
-    return batch
-
-
 def train(cfg: DictConfig) -> dict[str, Any]:
-    from accelerate.utils import set_seed
+    from accelerate.utils import send_to_device, set_seed
     from tqdm.auto import tqdm
 
     from .models.loading import load_model
 
     t = cfg.trainer
-    acc = make_accelerator(cfg)
     run_dir = run_dir_of(cfg)
+    acc = make_accelerator(cfg, project_dir=run_dir)
     is_main = acc.is_main_process
     claim_run_dir(run_dir, cfg, main=is_main)  # this process only, and this config only (run_guard.py)
     done = finished_run(run_dir, cfg)
@@ -250,7 +254,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                                    else state["rng"]["0"])
             resumed_at = step
             acc.print(f"resumed from {found} at step {step}")
-    log = MetricsLog(run_dir, cfg, is_main, step, say=acc.print)
+    log = MetricsLog(run_dir, cfg, is_main, step, say=acc.print, acc=acc)
     if is_main and step == 0:
         acc.print(f"method={cfg.method.name} model={cfg.model.name} examples={len(train_ex)} (+{len(eval_ex)} held out) "
                   f"trainable={n_train:,}/{n_total:,} params ({100 * n_train / max(1, n_total):.2f}%) "
@@ -277,7 +281,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         t0, loss_sum, tokens, stats_sum = time.perf_counter(), 0.0, 0, {}
         for _ in range(int(t.grad_accum)):
             batch = micro_batch(train_ex, micro, int(t.batch_size), int(cfg.seed), acc.process_index, acc.num_processes)
-            batch = to_device(method.collate(batch), acc.device)
+            batch = send_to_device(method.collate(batch), acc.device)
             micro += 1
             with acc.accumulate(model), acc.autocast():
                 out = model(batch)
@@ -325,7 +329,6 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if is_main:
         log.write({"step": step, "final": True, "eval_loss": final_eval})
         ckpt_mod.atomic_write_text(run_dir / "train_summary.json", json.dumps(summary, indent=2))
-        log.close()
         shown = "n/a" if loss is None else f"{loss:.4f}"
         acc.print(f"done: step {step} loss {shown} eval_loss {final_eval} → {run_dir}")
     acc.wait_for_everyone()

@@ -25,10 +25,10 @@ from typing import Any
 
 def measure(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
+    from accelerate.utils import send_to_device
 
     from ..models.loading import load_model
     from ..registry import build
-    from ..train import to_device
     from .common import MB, PeakMemory, compose, peak_rss, rss
 
     overrides = [f"method={spec['method']}", f"model={spec['model']}", f"dataset={spec['dataset']}",
@@ -48,7 +48,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     if not params:
         return {"status": "skipped", "reason": "no trainable parameters"}
     bs = int(spec["batch_size"])
-    batch = to_device(method.collate(examples[:bs]), method.device if hasattr(method, "device") else "cpu")
+    batch = send_to_device(method.collate(examples[:bs]), method.device if hasattr(method, "device") else "cpu")
     opt = torch.optim.AdamW(params, lr=float(cfg.trainer.lr))
     max_norm = float(cfg.trainer.max_grad_norm or 0.0)
     method.train()

@@ -1,8 +1,15 @@
 """``llm=openai``: any OpenAI-compatible chat endpoint (OpenAI, vLLM, llama.cpp server, ...).
 
-Standard library only (urllib). ``llm.base_url`` + ``/chat/completions``; the API key is read
-from the environment variable *named* by ``llm.api_key_env`` (never stored in a config or a
-results file; ``api_key_env: null`` sends no key, for local servers). Each call has a timeout.
+``llm.base_url`` + ``/chat/completions``; the API key is read from the environment variable
+*named* by ``llm.api_key_env`` (never stored in a config or a results file; ``api_key_env: null``
+sends no key, for local servers). Each call has a timeout.
+
+Transport: one ``httpx.Client`` per backend (thread-safe, keep-alive: calls reuse connections
+instead of a TCP/TLS handshake each). The retry policy below is ours, not a library's: httpx's
+transport retries only failed connects — exactly what must fail at once before a first success —
+and the ``openai`` SDK retries connection errors too, does not retry malformed replies, and parses
+replies into models that would blur ``content: null``; with its retries off it would be httpx plus
+a heavy dependency.
 
 What happens when a call goes wrong:
 
@@ -28,7 +35,6 @@ installed, else ~4 characters per token.
 from __future__ import annotations
 
 import difflib
-import http.client
 import json
 import math
 import os
@@ -36,9 +42,7 @@ import random
 import socket
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -49,7 +53,8 @@ from .cache import maybe_cached
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 AUTH_STATUS = {401: "Unauthorized", 403: "Forbidden"}
-TIMEOUTS = (socket.timeout, TimeoutError)
+DETAIL_BYTES = 1 << 16  # of an error reply's body
+MODELS_BYTES = 1 << 22  # of a /models reply
 
 
 class _Retryable(Exception):
@@ -66,19 +71,28 @@ class _Fatal(Exception):
     """This call fails without retries; the backend stays usable."""
 
 
-def unreachable_reason(err: BaseException) -> str | None:
-    """Why no connection could be made (refused, host not found, ...); None for timeouts and drops."""
-    r = getattr(err, "reason", err)
-    if isinstance(r, TIMEOUTS) or isinstance(r, (ConnectionResetError, ConnectionAbortedError,
-                                                  BrokenPipeError, http.client.HTTPException)):
-        return None
-    if isinstance(r, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(r, socket.gaierror):
-        return f"host not found: {r.strerror or r}"
-    if isinstance(r, OSError):
-        return str(r.strerror or r)
-    return str(r) if isinstance(r, str) else None
+def unreachable_reason(err: BaseException) -> str:
+    """Why an ``httpx.ConnectError`` made no connection (refused, host not found, ...), from its causes."""
+    cause: BaseException | None = err
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, socket.gaierror):
+            return f"host not found: {cause.strerror or cause}"
+        if isinstance(cause, OSError):
+            return str(cause.strerror or cause)
+        cause = cause.__cause__ or cause.__context__
+    return str(err) or type(err).__name__
+
+
+def read_capped(resp: Any, limit: int) -> bytes:
+    """At most ``limit`` bytes of a streamed httpx reply's body."""
+    out = bytearray()
+    for chunk in resp.iter_bytes():
+        out += chunk
+        if len(out) >= limit:
+            break
+    return bytes(out[:limit])
 
 
 def model_ids(raw: bytes) -> list[str]:
@@ -130,6 +144,16 @@ class OpenAIChatLLM:
         self._lock = threading.Lock()
         self._reached = False  # a call has succeeded: a lost connection is now worth retrying
         self._failures_in_a_row = 0
+        self._http: Any = None  # the httpx.Client, made on first use
+
+    def _client(self) -> Any:
+        """The one ``httpx.Client`` of this backend (imported late: it is not needed to list or build)."""
+        with self._lock:
+            if self._http is None:
+                import httpx
+
+                self._http = httpx.Client(timeout=self.timeout_s, follow_redirects=False)
+            return self._http
 
     def _cache_id(self) -> str:
         """model@base_url, plus whatever else changes the request: extra_body, the response_format flags."""
@@ -192,24 +216,23 @@ class OpenAIChatLLM:
 
         A 404 (servers without the endpoint) or any other answer passes: the calls will tell.
         """
+        import httpx
+
         url = self.base_url + "/models"
-        req = urllib.request.Request(url, headers=self._headers(), method="GET")
         try:
-            with urllib.request.urlopen(req, timeout=self.preflight_timeout_s) as resp:
-                raw = resp.read(1 << 22)
-        except urllib.error.HTTPError as e:
-            if e.code in AUTH_STATUS:
-                raise self._auth_error(e.code, url, self._detail(e)) from None
-            return
-        except TIMEOUTS:
+            with self._client().stream("GET", url, headers=self._headers(), timeout=self.preflight_timeout_s) as resp:
+                status = resp.status_code
+                raw = read_capped(resp, DETAIL_BYTES if status in AUTH_STATUS else MODELS_BYTES)
+        except httpx.TimeoutException:
             raise self._no_reply(url) from None
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-            if isinstance(getattr(e, "reason", None), TIMEOUTS):
-                raise self._no_reply(url) from None
-            reason = unreachable_reason(e)
-            if reason is None:
-                return
-            raise LLMUnavailable(self._unreachable_msg(url, reason)) from None
+        except httpx.ConnectError as e:
+            raise LLMUnavailable(self._unreachable_msg(url, unreachable_reason(e))) from None
+        except httpx.TransportError:  # dropped mid-reply: the calls will tell
+            return
+        if status in AUTH_STATUS:
+            raise self._auth_error(status, url, self._detail(raw))
+        if not 200 <= status < 300:
+            return
         ids = model_ids(raw)
         if ids and self.check_model_listed and not {self.model_name, self.model_name + ":latest"} & set(ids):
             raise LLMUnavailable(self.scrub(
@@ -300,12 +323,8 @@ class OpenAIChatLLM:
             headers["Authorization"] = f"Bearer {self._api_key}"
         return headers
 
-    def _detail(self, e: urllib.error.HTTPError) -> str:
+    def _detail(self, raw: bytes) -> str:
         """An error reply's body, scrubbed *before* it is cut (a cut key would escape the scrub)."""
-        try:
-            raw = e.read(1 << 16)
-        except (OSError, http.client.HTTPException):
-            raw = b""
         return self.scrub(raw.decode("utf-8", "replace"))[:300]
 
     def _unreachable_msg(self, url: str, reason: str) -> str:
@@ -318,35 +337,38 @@ class OpenAIChatLLM:
         return LLMUnavailable(self.scrub(f"llm={self.name}: HTTP {code} {AUTH_STATUS[code]} from {url} — {fix}"
                                          + (f" (server said: {detail})" if detail else "")))
 
-    def _http_error(self, e: urllib.error.HTTPError, url: str) -> Exception:
-        detail = self._detail(e)
-        if e.code in AUTH_STATUS:
-            return self._auth_error(e.code, url, detail)
-        if e.code == 404:
+    def _http_error(self, code: int, headers: Any, raw: bytes, url: str) -> Exception:
+        """The exception for a reply that is not 2xx: fatal for the backend, retried, or failing this call."""
+        detail = self._detail(raw)
+        if code in AUTH_STATUS:
+            return self._auth_error(code, url, detail)
+        if code == 404:
             return LLMUnavailable(self.scrub(
                 f"llm={self.name}: HTTP 404 from {url}: model {self.model_name!r} not found (or a wrong path) — "
                 "check llm.model and llm.base_url" + (f" (server said: {detail})" if detail else "")))
-        if e.code in RETRY_STATUS:
-            ra = e.headers.get("Retry-After") if e.headers else None
-            return _Retryable(f"HTTP {e.code}: {detail}",
+        if code in RETRY_STATUS:
+            ra = headers.get("Retry-After")
+            return _Retryable(f"HTTP {code}: {detail}",
                               float(ra) if ra and ra.replace(".", "", 1).isdigit() else None)
-        return _Fatal(f"HTTP {e.code}: {detail}")
+        return _Fatal(f"HTTP {code}: {detail}")
 
     def _post(self, body: dict[str, Any], messages: list[Message]) -> ChatResult:
+        import httpx
+
         url = self.base_url + "/chat/completions"
-        req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=self._headers(), method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as e:
-            raise self._http_error(e, url) from None
-        except TIMEOUTS as e:
-            raise _Retryable(f"timeout after {self.timeout_s}s ({e})") from None
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-            reason = unreachable_reason(e)
-            if reason is None:
-                raise _Retryable(self.scrub(f"connection error: {getattr(e, 'reason', e)}")) from None
-            raise _Unreachable(self._unreachable_msg(url, reason)) from None
+            with self._client().stream("POST", url, content=json.dumps(body).encode(),
+                                       headers=self._headers()) as resp:
+                ok = 200 <= resp.status_code < 300
+                raw = resp.read() if ok else read_capped(resp, DETAIL_BYTES)
+        except httpx.TimeoutException as e:
+            raise _Retryable(f"timeout after {self.timeout_s}s ({type(e).__name__}: {e})") from None
+        except httpx.ConnectError as e:
+            raise _Unreachable(self._unreachable_msg(url, unreachable_reason(e))) from None
+        except httpx.TransportError as e:  # reset, dropped, or cut mid-reply
+            raise _Retryable(self.scrub(f"connection error: {type(e).__name__}: {e}")) from None
+        if not ok:
+            raise self._http_error(resp.status_code, resp.headers, raw, url)
         data = self._parse(raw)
         text = self._content(data)
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
