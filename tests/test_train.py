@@ -169,7 +169,7 @@ def test_wandb_is_the_accelerator_tracker_and_resumes_its_run(tmp_path, monkeypa
         acc.end_training()
     run_id = (tmp_path / "wandb_id").read_text()
     runs = offline_runs(tmp_path)
-    assert len(runs) == 2 and all(r.name.endswith(run_id) for r in runs)
+    assert len(runs) == 2 and all(run_id in r.name for r in runs)  # wandb adds "-1" to a folder made in the same second
     data = [next(r.glob("run-*.wandb")).read_bytes() for r in runs]
     assert b"probe_metric_1" in data[0] and b"probe_metric_2" in data[1]
     assert b"ctxbench-test" in data[0] and b"plumbing" in data[0]  # project and tags reached wandb.init
