@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from omegaconf import OmegaConf
@@ -13,6 +13,8 @@ from ctxbench.llm.cache import CachedLLM, maybe_cached
 from ctxbench.llm.openai_compat import OpenAIChatLLM
 from ctxbench.models.loading import ModelLoadError
 from tests.scripted_llm import ScriptedLLM
+
+from local_http import LocalServer
 
 MSGS = [{"role": "user", "content": "Where is Paris?"}]
 
@@ -24,7 +26,7 @@ def ok_body(text: str = "In France", usage: bool = True) -> bytes:
     return json.dumps(body).encode()
 
 
-class Server:
+class Server(LocalServer):
     """A local server replaying a script of actions, one per request: (status, body) or ('sleep', s)."""
 
     def __init__(self, script):
@@ -61,13 +63,7 @@ class Server:
                     with outer.lock:
                         outer.active -= 1
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler)
 
 
 @pytest.fixture

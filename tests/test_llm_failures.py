@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from omegaconf import OmegaConf
@@ -17,6 +16,8 @@ from ctxbench.llm.base import LLMUnavailable, preflight
 from ctxbench.llm.cache import CachedLLM
 from ctxbench.llm.openai_compat import OpenAIChatLLM
 from ctxbench.models.loading import ModelLoadError
+
+from local_http import LocalServer
 
 MSGS = [{"role": "user", "content": "Where is Paris?"}]
 KEY = "sk-test-DoNotLeak-0123456789abcdef"
@@ -34,7 +35,7 @@ def echo_key_401() -> tuple[int, bytes]:
     return 401, json.dumps({"error": {"message": msg}}).encode()
 
 
-class Server:
+class Server(LocalServer):
     """Replays a script of (status, body) per POST; GET /models answers ``models`` (status, body)."""
 
     def __init__(self, script, models=(404, b'{"error": "no such route"}')):
@@ -66,17 +67,11 @@ class Server:
                 outer.requests.append({"method": "POST", "path": self.path, "body": body})
                 self._send(*(outer.script.pop(0) if outer.script else (200, reply("In France"))))
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.serve(Handler)
 
     @property
     def posts(self):
         return [r for r in self.requests if r["method"] == "POST"]
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

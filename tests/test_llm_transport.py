@@ -1,13 +1,14 @@
 """llm=openai's transport (httpx): calls reuse a keep-alive connection; a dropped one is retried."""
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from tests.test_llm_failures import MSGS, make_llm, reply
 
+from local_http import LocalServer
 
-class KeepAliveServer:
+
+class KeepAliveServer(LocalServer):
     """An HTTP/1.1 server noting the client (address, port) of every POST; ``drop`` closes the
     connection of that many POSTs without a reply (a server or proxy cutting a pooled connection)."""
 
@@ -35,13 +36,7 @@ class KeepAliveServer:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler)
 
 
 def test_calls_reuse_one_keep_alive_connection(monkeypatch):
