@@ -60,11 +60,11 @@ def test_train_ends_with_a_next_command_that_runs(cli, tmp_path):
     assert (tmp_path / "eval" / "predictions.jsonl").exists()
 
 
-@pytest.mark.slow  # the real default run: ~1.5 min on 2 free CPU cores
+@pytest.mark.slow  # the real default run: ~1 min on 2 free CPU cores
 def test_default_train_held_out_loss_falls(cli, tmp_path):
     run = tmp_path / "demo"
     r = cli("train", "trainer.progress=false", f"hydra.run.dir={run}")
     assert r.returncode == 0, r.stderr[-2000:]
     held = [x["eval_loss"] for x in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
             if "eval_loss" in x and not x.get("final")]
-    assert len(held) == 3 and held[0] > held[1] > held[2] and held[0] - held[2] > 0.05
+    assert len(held) == 3 and held[0] > held[1] > held[2] and held[0] - held[2] > 0.1
