@@ -38,7 +38,9 @@ def done_message(run_dir: Path, step: int, final_eval: float | None, method: str
     train, held = loss_curve(run_dir / "metrics.jsonl")
     parts = [f"done: {step} steps"]
     if train:
-        parts.append(f"train loss {train[0]:.2f} → {train[-1]:.2f}")
+        k = max(1, min(5, len(train) // 3))  # one batch's loss is noisy: the mean of the first and last k steps
+        first, last = sum(train[:k]) / k, sum(train[-k:]) / k
+        parts.append(f"train loss {first:.2f} → {last:.2f}" + (f" (mean of {k} steps)" if k > 1 else ""))
     if held and len(held) > 1:
         parts.append(f"held-out loss {held[0][1]:.2f} (step {held[0][0]}) → {held[-1][1]:.2f} (step {held[-1][0]})")
     elif final_eval is not None:

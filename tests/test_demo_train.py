@@ -29,6 +29,10 @@ def test_done_message_names_losses_results_and_next_command(tmp_path):
         f"results: {run}/ — metrics.jsonl, train_summary.json, checkpoints/step_0000020",
         f"next: python -m ctxbench eval method=lm checkpoint={shlex.quote(str(run))} dataset=locomo_sample limit=5"]
     assert "dataset=pwc_sample" in done_message(run, 20, 3.67, "icae", None)
+    write_metrics(run, [{"step": i + 1, "loss": v} for i, v in enumerate([4.0, 3.7, 4.1, 4.3, 4.0, 3.3, 3.3, 3.8,
+                                                                          3.7, 3.9, 3.6, 3.8, 3.6, 3.8, 4.1])])
+    assert done_message(run, 15, None, "lm", None).startswith("done: 15 steps, train loss 4.02 → 3.78 (mean of 5 "
+                                                              "steps), no held-out loss")
     write_metrics(run, [{"step": 1, "loss": 4.1}])
     assert "no held-out loss" in done_message(run, 1, None, "lm", None).splitlines()[0]
 
