@@ -147,6 +147,11 @@ def main(argv: list[str] | None = None) -> None:
         rest = [f"{k}={v}" for k, v in zip(("action", "name"), pos)] + rest
     if command == "report":  # `report sweep=DIR`: conf/sweep/ is a config group, so the folder travels as sweep_dir
         rest = ["sweep_dir=" + a.partition("=")[2] if a.startswith("sweep=") else a for a in rest]
+    from .cli_hints import dashed_key_hint
+
+    hint = dashed_key_hint(command, rest, CONF_DIR, SKIP_FLAGS | VALUE_FLAGS | CONFIG_FLAGS)  # `--limit 3`
+    if hint:
+        _fail(hint)
     check_group_choices(rest)
     check_overrides(command, rest)
     quiet_cpu_warnings()

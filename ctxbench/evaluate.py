@@ -105,6 +105,10 @@ def _judge_llm(cfg: Any, llm: Any = None) -> Any:
 REQUIRED = ("id", "prediction", "answer", "category")
 
 
+PREDICTIONS_HINT = ("predictions= takes the predictions.jsonl that `python -m ctxbench eval` writes in its run folder "
+                    "(outputs/eval/<run>/predictions.jsonl, or that folder)")
+
+
 def load_prediction_file(path: str | Path) -> list[dict[str, Any]]:
     """Lines {id, prediction, answer, category, [category_name, adversarial_answer, question, ...]}.
 
@@ -114,7 +118,11 @@ def load_prediction_file(path: str | Path) -> list[dict[str, Any]]:
 
     from .data.paths import resolve
 
-    p = resolve(path, what="predictions")
+    p = resolve(path, what="predictions", hint=PREDICTIONS_HINT)
+    if p.is_dir():  # an eval run folder: its predictions.jsonl
+        if not (p / "predictions.jsonl").is_file():
+            raise DataError(p, f"a folder without predictions.jsonl; {PREDICTIONS_HINT}")
+        p = p / "predictions.jsonl"
     records = []
     for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():

@@ -329,8 +329,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if is_main:
         log.write({"step": step, "final": True, "eval_loss": final_eval})
         ckpt_mod.atomic_write_text(run_dir / "train_summary.json", json.dumps(summary, indent=2))
-        shown = "n/a" if loss is None else f"{loss:.4f}"
-        acc.print(f"done: step {step} loss {shown} eval_loss {final_eval} → {run_dir}")
+        from .train_message import print_done
+
+        print_done(acc.print, run_dir, step, final_eval, str(cfg.method.name))
     acc.wait_for_everyone()
     acc.end_training()
     return summary

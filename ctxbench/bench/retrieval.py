@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..memory.stores.vector import import_faiss
 from ..registry import register
 from .common import percentile, rnd
 
@@ -51,7 +52,7 @@ def make_data(kind: str, n: int, nq: int, dim: int, rng: np.random.Generator, cf
 
 def build_index(kind: str, xb: np.ndarray, cfg: Any) -> tuple[Any, dict[str, Any]]:
     """A trained, filled faiss index of ``kind`` and its parameters."""
-    import faiss
+    faiss = import_faiss()
 
     n, dim = xb.shape
     if kind == "flat":
@@ -94,7 +95,7 @@ def recall_at_k(approx: np.ndarray, exact: np.ndarray) -> float:
 
 @register("bench", "retrieval")
 def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
-    import faiss
+    faiss = import_faiss()
 
     sizes = [int(s) for s in cfg.get("sizes", [1000, 10000, 100000])]
     dim, k, nq = int(cfg.get("dim", 384)), int(cfg.get("k", 10)), int(cfg.get("queries", 200))

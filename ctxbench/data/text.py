@@ -1,7 +1,7 @@
 """Plain text and JSONL text corpora (one document per file, or per JSONL line's ``text``).
 
-``dataset=text dataset.path=../shared/data/tinyshakespeare.txt`` and ``dataset=text_sample``
-(the sample shipped in data/samples/) both load here.
+``dataset=text dataset.path=../shared/data/tinyshakespeare.txt``, ``dataset=text_sample`` and
+``dataset=shakespeare_sample`` (the samples shipped in data/samples/) all load here.
 """
 from __future__ import annotations
 
@@ -56,4 +56,10 @@ def load_text(cfg: Any) -> list[Sample]:
 
 @register("dataset", "text_sample")
 def load_text_sample(cfg: Any) -> list[Sample]:
+    return text_samples(cfg)
+
+
+@register("dataset", "shakespeare_sample")
+def load_shakespeare_sample(cfg: Any) -> list[Sample]:
+    """The default ``train`` text: ~100 KB of Tiny Shakespeare (public domain) in data/samples/."""
     return text_samples(cfg)

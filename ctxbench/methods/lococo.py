@@ -173,15 +173,28 @@ class LoCoCo(FixedKVMethod):
     # -- calibration -----------------------------------------------------------------------------
     def train_examples(self, samples: list[Sample]) -> list[list[int]]:
         """Windows of ``segment_len × n_segments`` tokens (the reference's block_size × clean_period)."""
-        size = self.segment_len * int(self.cfg.get("n_segments", 8))
+        n_seg = int(self.cfg.get("n_segments", 8))
+        size = self.segment_len * n_seg
         out: list[list[int]] = []
+        longest = 0
         for s in samples:
             ids = self.tokenizer(s.history.render(), add_special_tokens=False)["input_ids"]
+            longest = max(longest, len(ids))
             out.extend(ids[i: i + size] for i in range(0, len(ids) - size + 1, size))
         if not out:
-            raise ValueError(f"no document has {size} tokens (method.segment_len × method.n_segments); "
-                             "use longer texts or fewer segments")
+            raise self.too_short(size, n_seg, longest)
         return out
+
+    def too_short(self, size: int, n_seg: int, longest: int) -> Exception:
+        """The one-line error when no document fills one training window."""
+        from ..data.errors import DataError
+
+        fits = longest // self.segment_len
+        fix = (f"method.n_segments={fits}" if fits >= 1 else "a smaller method.segment_len") + \
+            " or a dataset of longer texts (dataset=shakespeare_sample)"
+        return DataError(f"method={self.cfg.name}", f"no training document has {size} tokens (method.segment_len="
+                                                    f"{self.segment_len} × method.n_segments={n_seg}); the longest has "
+                                                    f"{longest}: use {fix}")
 
     def collate(self, examples: list[list[int]]) -> dict[str, torch.Tensor]:
         n = min(len(e) for e in examples)

@@ -75,6 +75,13 @@ def from_dir(path: str, cfg: Any, name: str) -> ModelBundle:
     looks_local = local.exists() or path.startswith((".", "/", "~"))
     if looks_local and not (local / "config.json").exists():
         raise ModelLoadError(f"model.path={path!r}: no config.json there (not a HF model folder)")
+    if not looks_local:
+        from .hub import unreachable_reason
+
+        why = unreachable_reason(path)
+        if why:
+            raise ModelLoadError(f"model.path={path!r} could not be loaded: {why}; download it once with network "
+                                 "access, or point model.path at a local model folder")
     kwargs: dict[str, Any] = {"dtype": torch_dtype(cfg.get("dtype"))}
     if cfg.get("attn_implementation"):
         kwargs["attn_implementation"] = cfg.attn_implementation

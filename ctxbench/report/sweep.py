@@ -3,6 +3,9 @@
 Each job folder's swept values come from its ``.hydra/overrides.yaml`` (the keys whose values differ
 between jobs); its numbers from ``results.json`` (eval: the ``overall`` metrics) or the training logs
 (train: final eval loss, last loss). Writes ``DIR/sweep.md`` and ``DIR/sweep.png``.
+
+A sweep over a loss weight (ICAE's λ: loss = λ·L_AE + (1−λ)·L_LM) plots the loss parts (``ae_loss``,
+``lm_loss``) side by side instead of ``eval_loss``, which is weighted by the swept λ itself.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from .runs import ReportError, Run, find_runs
 
 EVAL_DEFAULT, TRAIN_DEFAULT = "f1", "eval_loss"
 TRAIN_COLUMNS = ["step", "final_loss", "eval_loss", "eval_ppl"]  # then a method's loss parts (ae_loss, ...)
+WEIGHT_KEYS = {"method.lambda_ae": ("ae_loss", "lm_loss")}  # swept loss weight → the parts it weights
 
 
 def _job_order(run: Run, root: Path) -> tuple[int, str]:
@@ -68,6 +72,15 @@ def pick_metric(runs: list[Run], wanted: str | None) -> str:
     return cols[0]
 
 
+def weighted_parts(swept: list[str], cols: list[str]) -> tuple[str | None, list[str]]:
+    """(swept weight key, the loss parts it weights) when eval_loss is not comparable across jobs, else (None, [])."""
+    for key in swept:
+        parts = WEIGHT_KEYS.get(key)
+        if parts and all(p in cols for p in parts):
+            return key, list(parts)
+    return None, []
+
+
 def sweep_report(sweep_dir: str | Path, metric: str | None = None, plot: bool = True) -> dict[str, Any]:
     """Collect a multirun folder into ``sweep.md`` (+ ``sweep.png``); returns the rows and paths."""
     root = Path(sweep_dir)
@@ -80,6 +93,9 @@ def sweep_report(sweep_dir: str | Path, metric: str | None = None, plot: bool = 
     swept, fixed = swept_keys(runs)
     cols = metric_columns(runs)
     chosen = pick_metric(runs, metric)
+    weight, parts = weighted_parts(swept, cols) if metric is None else (None, [])
+    plotted = parts or [chosen]
+    chosen = plotted[0]
     rows = []
     for r in runs:
         ov = r.override_map()
@@ -91,7 +107,10 @@ def sweep_report(sweep_dir: str | Path, metric: str | None = None, plot: bool = 
     header = ["job", *swept, *cols]
     table = md_table(header, [[row.get(h) for h in header] for row in rows])
     lines = [f"# Sweep: {root}", "", f"{len(rows)} jobs; swept: {', '.join(swept) or '(nothing differs)'}; "
-             f"plotted metric: `{chosen}`", ""]
+             f"plotted metric: {', '.join(f'`{c}`' for c in plotted)}", ""]
+    if weight:
+        lines += [f"`eval_loss` weights {' and '.join(f'`{p}`' for p in parts)} by the swept `{weight}`, so it is not "
+                  "compared across jobs; plotted are the parts themselves (last logged training step).", ""]
     if "train" in {r.kind for r in runs}:
         lines += ["Train runs: `final_loss` and a method's loss parts (`ae_loss`, `lm_loss`, ...) are the last "
                   "logged training step; `eval_loss` is the final held-out evaluation (`eval_ppl` = exp of it).", ""]
@@ -104,20 +123,32 @@ def sweep_report(sweep_dir: str | Path, metric: str | None = None, plot: bool = 
     png_path = None
     if plot:
         png_path = root / "sweep.png"
-        plot_sweep(rows, swept, chosen, png_path, title=f"{chosen} vs {swept[0] if swept else 'job'}")
-        md_path.write_text(md + f"\n![{chosen}](sweep.png)\n", encoding="utf-8")
-    return {"rows": rows, "swept": swept, "fixed": fixed, "metric": chosen, "markdown": md,
+        xs = sorted(swept, key=lambda k: k != weight)  # the weight (λ) on the x axis
+        plot_sweep(rows, xs, plotted, png_path)
+        md_path.write_text(md + f"\n![{', '.join(plotted)}](sweep.png)\n", encoding="utf-8")
+    return {"rows": rows, "swept": swept, "fixed": fixed, "metric": chosen, "plotted": plotted, "markdown": md,
             "md_path": md_path, "png_path": png_path}
 
 
-def plot_sweep(rows: list[dict[str, Any]], swept: list[str], metric: str, path: Path, title: str = "") -> None:
-    """Metric vs the first swept key; one line per combination of the other swept keys."""
+def plot_sweep(rows: list[dict[str, Any]], swept: list[str], metrics: str | list[str], path: Path,
+               title: str = "") -> None:
+    """Each metric (one panel each) vs the first swept key; one line per combination of the other swept keys."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     xkey = swept[0] if swept else "job"
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4), dpi=100, squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        _plot_panel(ax, rows, swept, xkey, metric, title or f"{metric} vs {xkey}")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _plot_panel(ax: Any, rows: list[dict[str, Any]], swept: list[str], xkey: str, metric: str, title: str) -> None:
     xs_raw = [str(r.get(xkey)) for r in rows]
     numeric = all(_as_number(x) is not None for x in xs_raw)
     categories = list(dict.fromkeys(xs_raw))
@@ -129,7 +160,6 @@ def plot_sweep(rows: list[dict[str, Any]], swept: list[str], metric: str, path: 
         x = _as_number(xr) if numeric else float(categories.index(xr))
         label = ", ".join(f"{k}={r.get(k)}" for k in swept[1:]) or metric
         groups.setdefault(label, []).append((x, float(y)))
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     for label, pts in groups.items():
         pts.sort()
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
@@ -141,9 +171,6 @@ def plot_sweep(rows: list[dict[str, Any]], swept: list[str], metric: str, path: 
     ax.grid(alpha=0.3)
     if len(groups) > 1 or swept[1:]:
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
 
 
 def print_summary(result: dict[str, Any]) -> None:

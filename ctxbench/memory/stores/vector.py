@@ -10,9 +10,22 @@ from typing import Iterable, Sequence
 import numpy as np
 
 
+def import_faiss():
+    """``import faiss`` without its loader's INFO lines (``ModuleNotFoundError`` for the optional AVX2/AVX512
+    builds it tries first, which look like errors). Its warnings and a failed import still show."""
+    import logging
+
+    loader = logging.getLogger("faiss.loader")
+    if loader.level < logging.WARNING:
+        loader.setLevel(logging.WARNING)
+    import faiss
+
+    return faiss
+
+
 class VectorIndex:
     def __init__(self, dim: int, kind: str = "flat", hnsw_m: int = 32, ef_search: int = 64) -> None:
-        import faiss
+        faiss = import_faiss()
 
         if kind not in ("flat", "hnsw"):
             raise ValueError(f"vector index kind {kind!r}: choose 'flat' (exact) or 'hnsw'")

@@ -1,0 +1,23 @@
+"""An eval's output (stdout, stderr, its .log) carries no faiss loader lines that look like errors (``ModuleNotFoundError`` for AVX builds)."""
+from __future__ import annotations
+
+import logging
+
+
+def test_rag_eval_stderr_has_no_faiss_module_not_found(cli, tmp_path):
+    r = cli("eval", "memory=rag", "llm=hf", "llm.model=tiny", "dataset=locomo_sample", "limit=1", "progress=false",
+            f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    logs = "".join(p.read_text() for p in (tmp_path / "run").glob("*.log"))
+    for shown in (r.stdout, r.stderr, logs):  # Hydra logs INFO to stdout and the run's .log file
+        assert "ModuleNotFoundError" not in shown
+        assert "faiss.loader" not in shown
+
+
+def test_faiss_warnings_still_show():
+    from ctxbench.memory.stores.vector import import_faiss
+
+    faiss = import_faiss()
+    assert hasattr(faiss, "IndexFlatIP")
+    loader = logging.getLogger("faiss.loader")
+    assert loader.getEffectiveLevel() == logging.WARNING  # INFO hidden, WARNING and above kept
