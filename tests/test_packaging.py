@@ -107,7 +107,7 @@ def test_installed_tiny_train_on_the_shipped_sample(built):
     r = run_installed(built, "train", "model=tiny", "method=lm", "method.seq_len=32", "trainer.max_steps=2",
                       "trainer.progress=false", f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "done: step 2" in r.stdout
+    assert "done: 2 steps" in r.stdout
     assert json.loads((out / "train_summary.json").read_text())
     hydra_cfg = (out / ".hydra" / "config.yaml").read_text()
     assert "data/samples/text_sample.txt" in hydra_cfg  # the default dataset: the shipped sample
