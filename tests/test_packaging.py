@@ -110,7 +110,7 @@ def test_installed_tiny_train_on_the_shipped_sample(built):
     assert "done: 2 steps" in r.stdout
     assert json.loads((out / "train_summary.json").read_text())
     hydra_cfg = (out / ".hydra" / "config.yaml").read_text()
-    assert "data/samples/text_sample.txt" in hydra_cfg  # the default dataset: the shipped sample
+    assert "data/samples/shakespeare_sample.txt" in hydra_cfg  # the default dataset: the shipped sample
 
 
 def test_installed_tiny_eval_on_locomo_sample(built):
