@@ -28,6 +28,9 @@ from typing import Any
 
 import torch
 
+from .data.errors import first_line
+from .dotted import flatten, set_dotted
+
 MANIFEST = "MANIFEST.json"
 WEIGHTS = "trainable.safetensors"
 METHOD_JSON, MODEL_JSON, STATE_JSON = "method.json", "model.json", "state.json"
@@ -93,18 +96,25 @@ def save_checkpoint(ckpt_root: Path, step: int, *, trainable: dict[str, torch.Te
     if scheduler is not None:
         torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     (tmp / STATE_JSON).write_text(json.dumps({"step": step, **(state or {})}))
-    files = sorted(p for p in tmp.iterdir() if p.name != MANIFEST)
-    manifest = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in files}
-    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
-    for p in tmp.iterdir():  # make the bytes durable before the rename publishes them
-        with open(p, "rb") as f:
-            os.fsync(f.fileno())
+    write_manifest(tmp)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     if keep and keep > 0:
         for old in list_checkpoints(ckpt_root)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def write_manifest(folder: Path) -> None:
+    """``MANIFEST.json``: size and sha256 of every file below ``folder`` (by relative path), then fsync
+    every file, so the bytes are durable before a rename publishes the folder."""
+    files = sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.name != MANIFEST)
+    manifest = {p.relative_to(folder).as_posix(): {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in files}
+    (Path(folder) / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    for p in Path(folder).rglob("*"):
+        if p.is_file():
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
 
 
 def step_of(ckpt: Path) -> int:
@@ -198,9 +208,9 @@ def load_trained(method: Any, path: str | Path) -> Path:
     try:
         method.load_trainable(weights)
     except (RuntimeError, KeyError, ValueError) as e:  # shapes or names that do not fit the built method
-        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), repr(e))
         raise CheckpointError(f"checkpoint {ckpt}: {WEIGHTS} does not fit the method built from the config "
-                              f"(was it trained with other method.* / model settings?): {first}") from None
+                              f"(was it trained with other method.* / model settings?): "
+                              f"{first_line(e, repr(e))}") from None
     return ckpt
 
 
@@ -211,8 +221,7 @@ def load_training_state(ckpt: Path, optimizer: Any, scheduler: Any) -> dict[str,
             try:
                 target.load_state_dict(torch.load(ckpt / name, weights_only=True))
             except Exception as e:  # unpickling, or a state that does not fit this optimizer
-                first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-                raise CheckpointError(f"checkpoint {ckpt}: cannot load {name}: {first}") from None
+                raise CheckpointError(f"checkpoint {ckpt}: cannot load {name}: {first_line(e)}") from None
     state = read_json(ckpt, STATE_JSON)
     if not isinstance(state, dict) or not {"step", "micro", "rng"} <= set(state):
         raise CheckpointError(f"checkpoint {ckpt}: {STATE_JSON} lacks step/micro/rng (not written by the trainer)")
@@ -310,7 +319,7 @@ def merge_section(section: str, composed: dict[str, Any], saved: dict[str, Any],
     """(merged config, [(key, saved, composed)] contradictions) for one config section."""
     import copy
 
-    flat_c, flat_s = _flatten(composed), _flatten(saved)
+    flat_c, flat_s = flatten(composed), flatten(saved)
     keys = {k for k in chosen if k} | (set(IDENTITY[section]) if "" in chosen else set())
 
     def is_chosen(d: str) -> bool:
@@ -331,10 +340,10 @@ def merge_section(section: str, composed: dict[str, Any], saved: dict[str, Any],
         merged = {}
         for d, v in flat_c.items():
             if is_chosen(d):
-                _set_dotted(merged, d, v)
+                set_dotted(merged, d, v)
     for d, v in flat_s.items():
         if not is_chosen(d):
-            _set_dotted(merged, d, copy.deepcopy(v))
+            set_dotted(merged, d, copy.deepcopy(v))
     return merged, conflicts
 
 
@@ -361,22 +370,3 @@ def _fmt(v: Any) -> str:
     if isinstance(v, dict):
         return json.dumps(v)
     return str(v)
-
-
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict) and v:
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
-def _set_dotted(d: dict[str, Any], key: str, value: Any) -> None:
-    *path, last = key.split(".")
-    for p in path:
-        if not isinstance(d.get(p), dict):
-            d[p] = {}
-        d = d[p]
-    d[last] = value

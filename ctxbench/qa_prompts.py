@@ -4,7 +4,7 @@ From snap-research/locomo ``task_eval/evaluate_gpts.py`` (single-question mode, 
 prompt — one user message):
 
 - the conversation is introduced by ``CONV_START_PROMPT`` and rendered session by session as
-  ``DATE: <date>\\nCONVERSATION:\\n<speaker> said, "<text>"\\n...`` (:func:`render_conversation`);
+  ``DATE: <date>\\nCONVERSATION:\\n<speaker> said, "<text>"\\n...`` (:func:`ctxbench.render.render_history`);
 - every question gets ``QA_PROMPT`` (short phrase, exact words from the context);
 - temporal questions (category 2) get the hint " Use DATE of CONVERSATION to answer with an
   approximate date.";
@@ -24,8 +24,7 @@ import hashlib
 import re
 
 from .metrics.base import NOT_MENTIONED, category_name
-from .render import render_history, render_session_block, render_turn  # noqa: F401 - re-exported
-from .types import History, Question
+from .types import Question
 
 # Verbatim from the reference (including its "wriiten").
 CONV_START_PROMPT = ("Below is a conversation between two people: {} and {}. The conversation takes place "
@@ -94,11 +93,6 @@ def conversation_intro(speakers: list[str]) -> str:
     return ""
 
 
-def render_conversation(history: History) -> str:
-    """The whole history the way the reference puts it in the prompt (documents: their text)."""
-    return render_history(history, "locomo")
-
-
 def qa_prompt(question: Question, context: str, speakers: list[str] | None = None) -> str:
     """One user message: [conversation intro] + context + "\\n\\n" + question instruction."""
     intro = conversation_intro(speakers or []) if context else ""
@@ -153,5 +147,6 @@ def postprocess(question: Question, text: str) -> str:
     for opt in options:
         if low == opt.strip().lower():
             return opt
-    letter = _option_reply(low, "abcdefghij"[:len(options)])
-    return options["abcdefghij".index(letter)] if letter else pred
+    letters = OPTION_LETTERS.lower()
+    letter = _option_reply(low, letters[:len(options)])
+    return options[letters.index(letter)] if letter else pred

@@ -86,10 +86,14 @@ def aliases(kind: str) -> dict[str, str]:
     return dict(_ALIASES[kind])
 
 
-def suggest(name: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.5)
+def suggest(name: str, choices: list[str], *, cutoff: float = 0.5, label: str = "Available",
+            show: int | None = None) -> str:
+    """`` Did you mean 'x'? Available: a, b, c.`` (the first ``show`` choices listed, then how many in all)."""
+    close = difflib.get_close_matches(name, choices, n=3, cutoff=cutoff)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    return f"{hint} Available: {', '.join(sorted(choices))}."
+    listed = sorted(choices) if show is None else sorted(choices)[:show]
+    more = f", ... ({len(choices)} in all)" if show is not None and len(choices) > show else ""
+    return f"{hint} {label}: {', '.join(listed)}{more}."
 
 
 def get(kind: str, name: str) -> Any:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .data.errors import DataError
+from .dotted import flatten
 
 GUARD_DIR, LOCK_FILE, RUN_FILE = ".ctxbench", "lock", "run.json"
 
@@ -195,7 +196,7 @@ def read_run_file(path: Path) -> dict[str, Any] | None:
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """``key old → new`` for every dotted key whose value differs (``<unset>`` when absent)."""
-    a, b = _flatten(old), _flatten(new)
+    a, b = flatten(old), flatten(new)
     missing = object()
     out = []
     for key in sorted(set(a) | set(b)):
@@ -217,15 +218,6 @@ def _show(v: Any, missing: object, width: int = 60) -> str:
     text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
     text = " ".join(text.split())  # one line
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(obj, dict) and obj:
-        out: dict[str, Any] = {}
-        for k, v in obj.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-        return out
-    return {prefix[:-1]: obj}
 
 
 def without_keys(obj: dict[str, Any], patterns: tuple[str, ...], prefix: str = "") -> dict[str, Any]:

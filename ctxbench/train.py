@@ -139,8 +139,8 @@ class MetricsLog:
         rows, dropped = read_jsonl_tolerant(self.path)
         if dropped:
             say(f"warning: {self.path}: dropped a torn last line (a crash mid-write)")
-        for i, r in enumerate(rows, 1):
-            if not isinstance(r, dict) or not isinstance(r.get("step", 0), int):
+        for i, r in enumerate(rows, 1):  # read_jsonl_tolerant already refused lines that are no object
+            if not isinstance(r.get("step", 0), int):
                 raise DataError(self.path, "expected a JSON object with an integer step; fix or delete the line "
                                            "to resume", record=f"line {i}")
         return [r for r in rows if r.get("step", 0) <= resume_step]

@@ -10,7 +10,8 @@ from omegaconf import OmegaConf
 from ctxbench.evaluate import evaluate_samples, run_system
 from ctxbench.memory.baselines import FullContext, NoContext
 from ctxbench.qa_prompts import (CONV_START_PROMPT, NOT_MENTIONED, QA_PROMPT, adversarial_options, postprocess,
-                                 qa_prompt, render_conversation)
+                                 qa_prompt)
+from ctxbench.render import render_history
 from ctxbench.types import History, Question, Sample, Session, Turn
 from tests.scripted_llm import ScriptedLLM
 
@@ -52,7 +53,7 @@ def oracle(messages, **kw) -> str:
 def test_prompts_follow_the_locomo_reference():
     h = history("h1", 1, 2)
     qs = samples()[0].questions
-    ctx = render_conversation(h)
+    ctx = render_history(h, "locomo")
     assert ctx == 'DATE: d1\nCONVERSATION:\nAnn said, "h1 s1 t1 words"\nBob said, "h1 s1 t2 words"\n\n\n'
     p = qa_prompt(qs[0], ctx, h.speakers)
     assert p == CONV_START_PROMPT.format("Ann", "Bob") + ctx + "\n\n" + QA_PROMPT.format("Where does h1 live?")

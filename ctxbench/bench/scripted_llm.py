@@ -6,7 +6,8 @@ capitalised words, an ADD decision, a one-line summary ...), recognised by the p
 message. The replies live beside the prompts: each ``ctxbench/memory/prompts/<system>.py`` declares
 its own ``SCRIPTED`` table (see ``prompts/scripting.py``).
 
-With the LLM's own time taken out, the suite measures what a memory system itself costs per conversation: embedding, stores, graph, prompt building, and how many LLM calls it makes and
+With the LLM's own time taken out, the suite measures what a memory system itself costs per
+conversation: embedding, stores, graph, prompt building, and how many LLM calls it makes and
 how many tokens it sends. Tokens are counted with a real tokenizer (SmolLM2's by default), so
 tokens/question are those the system would send to that model. Prompts it does not recognise get
 a generic reply and are counted in ``unknown`` (reported in bench.json), never silently.
@@ -19,14 +20,8 @@ from collections import Counter
 from typing import Any, Callable
 
 from ..llm.base import ChatResult, Message, UsageMeter
-
-
-def _words(text: str, n: int) -> str:
-    return " ".join(text.split()[:n])
-
-
-def _lines(text: str) -> list[str]:
-    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+from ..memory.prompts.scripting import lines as _lines
+from ..memory.prompts.scripting import words as _words
 
 
 class ScriptedChatModel:
@@ -66,8 +61,7 @@ class ScriptedChatModel:
         return routes
 
     def _route(self, system: str) -> tuple[str, Callable[[str], str]] | None:
-        if system in self._routes:
-            return self._routes[system]
+        """The route whose key is the longest start of ``system`` (a whole prompt, or a template's fixed start)."""
         best = max((k for k in self._routes if k and system.startswith(k)), key=len, default=None)
         return self._routes[best] if best else None
 

@@ -11,3 +11,8 @@ class DataError(ValueError):
             where += f", field {field!r}"
         super().__init__(f"{where}: {message}")
         self.path, self.record, self.field = path, record, field
+
+
+def first_line(e: BaseException, default: str | None = None) -> str:
+    """The first non-empty line of an exception's message (a library's multi-line error, on one line)."""
+    return next((ln.strip() for ln in str(e).splitlines() if ln.strip()), default or type(e).__name__)

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from .. import checkpoint as ck
+from ..data.errors import first_line
 
 ADAPTER, EXTRAS, EXPORT_JSON = "adapter", "extras.safetensors", "export.json"
 FORMAT = "ctxbench-export-1"
@@ -135,7 +136,7 @@ def write_export(folder: Path, method: Any, configs: dict[str, dict[str, Any]], 
     from .readme import readme
 
     (folder / "README.md").write_text(readme(info, configs), encoding="utf-8")
-    write_manifest(folder)
+    ck.write_manifest(folder)
 
 
 def _step(ckpt: Path) -> int | None:
@@ -143,17 +144,6 @@ def _step(ckpt: Path) -> int | None:
         return ck.step_of(ckpt)
     except (IndexError, ValueError):
         return None
-
-
-def write_manifest(folder: Path) -> None:
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != ck.MANIFEST)
-    manifest = {p.relative_to(folder).as_posix(): {"bytes": p.stat().st_size, "sha256": ck._sha256(p)}
-                for p in files}
-    (folder / ck.MANIFEST).write_text(json.dumps(manifest, indent=2))
-    for p in folder.rglob("*"):  # durable before the rename publishes them
-        if p.is_file():
-            with open(p, "rb") as f:
-                os.fsync(f.fileno())
 
 
 def publish(tmp: Path, target: Path) -> None:
@@ -201,7 +191,7 @@ def load_export(export_dir: str | Path, bundle: Any = None) -> Any:
             method.load_trainable(extras)
         except (RuntimeError, KeyError, ValueError) as e:
             raise ExportError(f"{d / EXTRAS} does not fit the method built from {d / 'method.json'}: "
-                              f"{str(e).strip().splitlines()[0]}") from None
+                              f"{first_line(e)}") from None
     return method.eval()
 
 

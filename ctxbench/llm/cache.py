@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..data.errors import DataError
-from .base import ChatResult, Message
+from .base import ChatResult, Message, preflight
 
 
 def default_cache_path() -> Path:
@@ -116,9 +116,7 @@ class CachedLLM:
 
     def preflight(self) -> None:
         """The inner backend's cheap availability check, if it has one."""
-        check = getattr(self.inner, "preflight", None)
-        if callable(check):
-            check()
+        preflight(self.inner)
 
     def _key(self, messages: list[Message], max_new_tokens: int, temperature: float, json_mode: bool,
              schema: dict[str, Any] | None = None) -> str:

@@ -34,7 +34,6 @@ installed, else ~4 characters per token.
 """
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
@@ -46,7 +45,7 @@ import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..registry import register
+from ..registry import register, suggest
 from ..secrets import check_env_name, scrub_text
 from .base import ChatResult, LLMUnavailable, Message, UsageMeter
 from .cache import maybe_cached
@@ -105,10 +104,8 @@ def model_ids(raw: bytes) -> list[str]:
 
 
 def did_you_mean(name: str, choices: list[str], show: int = 10) -> str:
-    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.4)
-    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    listed = ", ".join(sorted(choices)[:show]) + (f", ... ({len(choices)} in all)" if len(choices) > show else "")
-    return f"{hint} Served: {listed}."
+    """`` Did you mean 'x'? Served: a, b.`` over the server's model ids (:func:`ctxbench.registry.suggest`)."""
+    return suggest(name, choices, cutoff=0.4, label="Served", show=show)
 
 
 class OpenAIChatLLM:

@@ -68,7 +68,7 @@ class Memory:
 
 
 def _session_text(session: Session, intro: str = "", start_turn: int = 0) -> str:
-    from ..qa_prompts import render_session_block, render_turn
+    from ..render import render_session_block, render_turn
 
     return intro + render_session_block(session.date, [render_turn(t.speaker, t.text) for t in session.turns[start_turn:]])
 

@@ -278,5 +278,3 @@ class ICAEPretrain(ICAE):
 @register("method", "icae_finetune")
 class ICAEFinetune(ICAE):
     """ICAE fine-tuning on (context, prompt, answer) with the [FT] token; its config sets ``mode: finetune``."""
-
-

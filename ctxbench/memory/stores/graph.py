@@ -116,10 +116,11 @@ class LadybugGraph(_CypherGraph):
             self.conn.execute("CREATE REL TABLE IF NOT EXISTS Rel(FROM Entity TO Entity, id INT64, hid STRING, "
                               "relation STRING, valid BOOLEAN, created STRING, invalidated STRING, emb STRING)")
         except RuntimeError as e:  # a damaged file, or one another process has open
+            from ctxbench.data.errors import first_line
+
             from .records import StoreError
 
-            detail = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-            raise StoreError(path, f"cannot open the graph store ({detail}); if it is damaged, delete it "
+            raise StoreError(path, f"cannot open the graph store ({first_line(e)}); if it is damaged, delete it "
                                    "or use a new hydra.run.dir") from None
 
     def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxbench.data.errors import DataError
+from ctxbench.data.errors import DataError, first_line
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -75,8 +75,7 @@ def open_sqlite(path: Path, schema: str, what: str) -> sqlite3.Connection:
         conn.commit()
     except sqlite3.DatabaseError as e:
         conn.close()
-        detail = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise StoreError(path, f"damaged {what}, not a readable SQLite database ({detail}); "
+        raise StoreError(path, f"damaged {what}, not a readable SQLite database ({first_line(e)}); "
                                "delete it or use a new hydra.run.dir") from None
     return conn
 
