@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from .errors import CtxbenchError
 from .data.errors import first_line
 from .dotted import flatten, set_dotted
 
@@ -36,7 +37,7 @@ WEIGHTS = "trainable.safetensors"
 METHOD_JSON, MODEL_JSON, STATE_JSON = "method.json", "model.json", "state.json"
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(CtxbenchError, RuntimeError):
     pass
 
 

@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
+from .errors import ConfigError
 from .paths import conf_dir
 
 CONF_DIR = conf_dir()
@@ -62,7 +63,7 @@ NULLABLE: set[str] = {
 PY_TYPES = {"int": int, "float": float, "bool": bool, "str": str, "list": list, "dict": dict}
 
 
-class ConfigTypeError(ValueError):
+class ConfigTypeError(ConfigError):
     """A config value of the wrong type; the message is one line naming key, type and value."""
 
 

@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from .data.errors import DataError
+from .errors import CtxbenchError
 from .llm.base import preflight
 from .metrics.aggregate import aggregate, metric_versions, score_records
 from .metrics.base import Metric, answer_text, build_metrics, canonical_name
@@ -46,7 +47,7 @@ def run_dir(cfg: Any) -> Path:
     return results_run_dir(cfg, ".")
 
 
-class EvalFailed(RuntimeError):
+class EvalFailed(CtxbenchError, RuntimeError):
     """Too many LLM calls, structured outputs or answers failed for the numbers to mean anything."""
 
 

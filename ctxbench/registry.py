@@ -12,6 +12,8 @@ import importlib
 import pkgutil
 from typing import Any, Callable
 
+from .errors import CtxbenchError
+
 KINDS = ("model", "method", "memory", "dataset", "metric", "llm", "embedder", "bench", "table")
 PACKAGES = (
     "ctxbench.models",
@@ -30,7 +32,7 @@ _ALIASES: dict[str, dict[str, str]] = {k: {} for k in KINDS}
 _discovered = False
 
 
-class UnknownName(KeyError):
+class UnknownName(CtxbenchError, KeyError):
     def __str__(self) -> str:  # KeyError quotes its message; we want it plain
         return str(self.args[0])
 

@@ -31,6 +31,7 @@ import abc
 import inspect
 from typing import Any, ClassVar
 
+from .errors import CtxbenchError
 from .types import History, Prediction, Question, Usage
 
 KINDS = ("method", "memory")
@@ -65,7 +66,7 @@ class System(abc.ABC):
         """Release files and connections."""
 
 
-class ContractError(TypeError):
+class ContractError(CtxbenchError, TypeError):
     """A class registered as a method or memory system that does not implement :class:`System`."""
 
 

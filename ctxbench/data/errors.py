@@ -1,8 +1,10 @@
 """Errors for bad data: always name the file, the record and the field."""
 from __future__ import annotations
 
+from ..errors import CtxbenchError
 
-class DataError(ValueError):
+
+class DataError(CtxbenchError, ValueError):
     def __init__(self, path: object, message: str, record: object = None, field: str | None = None):
         where = str(path)
         if record is not None:

@@ -16,10 +16,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..errors import CtxbenchError
+
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
 
 
-class LLMUnavailable(RuntimeError):
+class LLMUnavailable(CtxbenchError, RuntimeError):
     """The chat backend cannot be used at all; the message is one line naming the cause and the fix."""
 
 

@@ -19,13 +19,14 @@ from typing import Any
 
 import torch
 
+from ..errors import CtxbenchError
 from ..registry import register
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(CtxbenchError, RuntimeError):
     pass
 
 
