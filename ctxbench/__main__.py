@@ -187,7 +187,8 @@ def check_overrides(command: str, argv: list[str]) -> None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from .config_schema import ConfigTypeError, check_types, unknown_key_line
+    from .config_schema import check_types, unknown_key_line
+    from .errors import ConfigError
     from .config_sweep import sweep_combinations, sweeper_params
 
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR), job_name=command):
@@ -198,7 +199,7 @@ def check_overrides(command: str, argv: list[str]) -> None:
             where = _sweep_job(combo, overrides) if len(combos) > 1 else ""
             try:
                 check_types(compose(config_name=command, overrides=combo), command)
-            except ConfigTypeError as e:
+            except ConfigError as e:  # a wrong type (ConfigTypeError), range or choice
                 _fail(f"{e}{where}")
             except (HydraException, OmegaConfBaseException) as e:
                 _fail((unknown_key_line(command, combo, e) or _one_line(e)) + where)

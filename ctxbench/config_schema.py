@@ -161,14 +161,22 @@ def schema(command: str) -> dict[str, KeyType]:
 
 
 def check_types(cfg: Any, command: str) -> None:
-    """Raise :class:`ConfigTypeError` for the first value whose type its YAML default rules out."""
+    """Raise :class:`ConfigTypeError` for the first value whose type its YAML default rules out.
+
+    Then (every type being right) :class:`ctxbench.errors.ConfigError` for the first value outside
+    its range or its choices (:mod:`ctxbench.config_bounds`): ``trainer.lr=0``, ``trainer.scheduler=foo``.
+    """
+    from .config_bounds import check_bounds
+
     table = schema(command)
-    for key, value in config_values(cfg):
+    values = list(config_values(cfg))
+    for key, value in values:
         kt = table.get(key)
         if kt is None or not kt.types:  # a key added with +key=..., or one typed nowhere
             continue
         if not kt.accepts(value):
             raise ConfigTypeError(f"config key {key!r} must be {kt.describe()}, got {_show(value)}")
+    check_bounds(cfg, iter(values))
 
 
 def config_values(cfg: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:

@@ -1,0 +1,263 @@
+"""The accepted range of every numeric config key and the closed set of every enumerated one.
+
+Checked right after compose (:func:`ctxbench.config_schema.check_types` calls :func:`check_bounds`),
+so ``limit=-1`` or ``trainer.scheduler=foo`` fails before anything loads, in one line:
+``config key 'limit' must be >= 0 (0 or null = all), got -1``. ``-m`` sweeps are checked for every
+combination the same way.
+
+Keys are dotted, as in the composed config; a key may be a ``fnmatch`` pattern (``*.seed``). An
+exact key wins over a pattern. Where one key means different things in different options of its
+group (``method.mode`` is concat|merge for CCM, pretrain|finetune for ICAE), the entry maps the
+option's ``name`` (a pattern too) to its bound. ``judge_llm.*`` is checked as ``llm.*``.
+
+null is never range-checked (the type check decides where null is allowed; the note says what it
+means). Bools are never range-checked. tests/test_config_bounds.py fails when a numeric key of any
+YAML under conf/ has neither a range here nor a reason in :data:`EXEMPT`.
+"""
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Range:
+    """``low <= value <= high`` (``<`` where open); None = unbounded on that side."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    note: str = ""  # what special values mean: "0 or null = all"
+
+    def accepts(self, value: float) -> bool:
+        if isinstance(value, float) and math.isnan(value):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return not (self.high is not None and (value >= self.high if self.high_open else value > self.high))
+
+    def describe(self) -> str:
+        if self.high is None:
+            text = f"{'>' if self.low_open else '>='} {self.low:g}"
+        elif self.low is None:
+            text = f"{'<' if self.high_open else '<='} {self.high:g}"
+        else:
+            text = f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+        return text + (f" ({self.note})" if self.note else "")
+
+
+def ge(low: float, note: str = "") -> Range:
+    return Range(low, None, note=note)
+
+
+def gt(low: float, note: str = "") -> Range:
+    return Range(low, None, low_open=True, note=note)
+
+
+def between(low: float, high: float, low_open: bool = False, high_open: bool = False, note: str = "") -> Range:
+    return Range(low, high, low_open, high_open, note)
+
+
+COUNT, POSITIVE, TOKENS = ge(0), ge(1), ge(1)  # a count that may be 0; one that may not; a token budget
+SHARE = between(0, 1)
+SEED = between(0, 2**32 - 1, note="numpy's seed range")
+COSINE = between(-1, 1)
+
+RANGES: dict[str, Range | dict[str, Range]] = {
+    # -- top level ------------------------------------------------------------------------------------
+    "limit": ge(0, note="0 or null = all"),  # evaluate.plan: limit in (None, 0) answers every question
+    "seed": SEED, "*.seed": SEED,
+    "max_failed_fraction": SHARE,
+    # -- datasets -----------------------------------------------------------------------------------------
+    "dataset.limit": ge(0, note="0 or null = all"),
+    "dataset.max_chars": ge(0, note="0 or null = no cut"),
+    "dataset.min_chars": COUNT,
+    "dataset.max_episodes": ge(0, note="0 or null = all"),
+    "dataset.max_profile": POSITIVE,
+    # -- anything that batches ----------------------------------------------------------------------------
+    "*batch_size": POSITIVE,  # trainer., llm., embedder., train_step., method.encode_batch_size
+    # -- trainer ------------------------------------------------------------------------------------------
+    "trainer.max_steps": COUNT,
+    "trainer.grad_accum": POSITIVE,
+    "trainer.lr": gt(0),
+    "trainer.weight_decay": COUNT,
+    "trainer.warmup_ratio": SHARE,
+    "trainer.warmup_steps": ge(0, note="null = from warmup_ratio"),
+    "trainer.max_grad_norm": ge(0, note="0 = no clipping"),
+    "trainer.log_every": POSITIVE,
+    "trainer.eval_every": ge(0, note="0 = only at the end"),
+    "trainer.eval_fraction": between(0, 1, high_open=True),
+    "trainer.max_eval_batches": POSITIVE,
+    "trainer.save_every": ge(0, note="0 = only at the end"),
+    "trainer.keep_checkpoints": ge(0, note="0 = keep all"),
+    "trainer.stop_after": ge(0, note="0 or null = never"),
+    "trainer.num_workers": COUNT,
+    "launcher.deepspeed.zero_optimization.stage": between(0, 3),
+    # -- llm ----------------------------------------------------------------------------------------------
+    "llm.context_window": TOKENS,
+    "llm.max_retries": COUNT,
+    "llm.max_consecutive_failures": ge(0, note="0 = never stop"),
+    "llm.concurrency": POSITIVE,
+    "llm.timeout_s": gt(0),
+    "llm.preflight_timeout_s": gt(0),
+    "llm.backoff_s": COUNT,
+    "llm.backoff_max_s": COUNT,
+    "embedder.cache_size": ge(0, note="0 = no cache"),
+    # -- memory systems -----------------------------------------------------------------------------------
+    "memory.*_max_tokens": TOKENS, "*.max_new_tokens": TOKENS,
+    "memory.k": POSITIVE, "memory.k_graph": POSITIVE, "memory.archival_k": POSITIVE,
+    "memory.recall_k": {"memorybank": ge(0, note="0 = no recall while ingesting"), "*": POSITIVE},
+    "memory.expand": COUNT, "memory.k_neighbors": COUNT, "memory.m": COUNT, "memory.s": COUNT,
+    "memory.max_facts": POSITIVE, "memory.max_conflict_edges": COUNT, "memory.json_retries": COUNT,
+    "memory.chunk_size": POSITIVE, "memory.overlap": COUNT,  # overlap < chunk_size: checked by rag
+    "memory.max_sessions": ge(1, note="null = all"), "memory.max_turns": ge(1, note="null = all"),
+    "memory.reserve": COUNT,
+    "memory.node_threshold": COSINE, "memory.recall_threshold": COSINE,
+    "memory.forget_threshold": SHARE,
+    "memory.fifo_tokens": TOKENS, "memory.evict_frac": between(0, 1, low_open=True),
+    "memory.summary_words": POSITIVE, "memory.max_steps": POSITIVE,
+    "memory.max_page_tokens": TOKENS, "memory.min_page_tokens": TOKENS, "memory.tail_tokens": COUNT,
+    "memory.preceding_tokens": ge(0, note="null = the whole previous page"),
+    "memory.max_lookups": COUNT,
+    # -- methods ------------------------------------------------------------------------------------------
+    "method.seq_len": TOKENS, "method.segment_len": TOKENS, "method.step_tokens": TOKENS,
+    "method.context_tokens": TOKENS, "method.lm_tokens": TOKENS,
+    "method.max_context": ge(1, note="null = the model's window"),
+    "method.max_context_tokens": TOKENS, "method.max_prompt_tokens": TOKENS, "method.max_answer_tokens": TOKENS,
+    "method.max_session_tokens": ge(1, note="null = no cap"),
+    "method.mem_size": ge(1, note="null = a full cache"),
+    "method.n_tok": POSITIVE, "method.train_steps": POSITIVE, "method.n_segments": POSITIVE,
+    "method.max_qa_steps": POSITIVE, "method.loss_steps_from": COUNT,
+    "method.max_examples": ge(1, note="null = all"),
+    "method.max_segments": ge(1, note="null = keep every segment"),
+    "method.compression_rate": POSITIVE, "method.leave_tokens_for_lm": COUNT,
+    "method.lambda_ae": SHARE, "method.lm_ratio": SHARE,
+    "method.hh_keep_rate": between(0, 1, high_open=True),
+    "method.local_len": COUNT, "method.kernel_size": POSITIVE, "method.n_convlayer": POSITIVE,
+    "method.expand": POSITIVE,
+    "method.conv_init_std": gt(0, note="null = PyTorch's fan-in default"),
+    "method.normalizer_init": SHARE,  # λ: convex weight of the conv mix against the one-hot top-k slots
+    "method.rope_scaling_factor": gt(0, note="or auto; null = 1.0"),
+    "method.n_recent": ge(0, note="null = mem_size // 2"), "method.n_sink": COUNT,
+    "method.*_lr_scale": COUNT,
+    "method.lora.r": POSITIVE, "method.lora.alpha": gt(0), "method.lora.dropout": between(0, 1, high_open=True),
+    # -- models -------------------------------------------------------------------------------------------
+    "model.hidden_size": POSITIVE, "model.intermediate_size": POSITIVE, "model.num_layers": POSITIVE,
+    "model.num_heads": POSITIVE, "model.num_kv_heads": POSITIVE, "model.max_position_embeddings": POSITIVE,
+    # -- bench --------------------------------------------------------------------------------------------
+    "train_step.warmup_steps": COUNT, "train_step.steps": POSITIVE, "train_step.rounds": POSITIVE,
+    "train_step.timeout_s": gt(0),
+    "memory_systems.max_sessions": ge(1, note="null = all"), "memory_systems.questions": ge(1, note="null = all"),
+    "eval_throughput.context_window": TOKENS, "eval_throughput.questions": POSITIVE,
+    "retrieval.dim": POSITIVE, "retrieval.cluster_size": POSITIVE, "retrieval.spread": COUNT,
+    "retrieval.k": POSITIVE, "retrieval.queries": POSITIVE, "retrieval.hnsw_m": POSITIVE,
+    "retrieval.ef_construction": POSITIVE, "retrieval.ef_search": POSITIVE,
+    "retrieval.ivf_nlist": ge(1, note="null = sqrt(n)"), "retrieval.ivf_nprobe": POSITIVE,
+    "retrieval.faiss_threads": ge(1, note="null = faiss's default"),
+}
+
+# numeric keys of the YAMLs deliberately without a range (tests/test_config_bounds.py reads this)
+EXEMPT: dict[str, str] = {}
+
+CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
+    "trainer.scheduler": ("cosine", "linear", "constant"),          # train.SCHEDULERS
+    "trainer.precision": ("fp32", "bf16", "fp16"),
+    "launcher.mixed_precision": ("no", "fp16", "bf16", "fp8"),      # accelerate's
+    "model.dtype": ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16"),  # models.loading.DTYPES
+    "llm.dtype": ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16"),
+    "model.attn_implementation": ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"),
+    "method.mode": {"ccm_*": ("concat", "merge"), "icae*": ("pretrain", "finetune")},  # ccm.MODES, ICAE.MODES
+    "method.positions": ("absolute", "cache"),
+    "method.hidden_act": ("relu", "gelu", "silu", "none"),         # methods.lococo.ACTIVATIONS
+    "method.slot_norm": ("none", "embed"),
+    "method.add_bos": ("auto", True, False),
+    "method.rope_scaling_factor": ("auto",),                        # a string; numbers: RANGES
+    "memory.index": ("flat", "hnsw"),
+    "memory.granularity": ("turns", "session_summary"),
+    "memory.graph.backend": ("ladybug", "neo4j"),
+    "logger.mode": ("online", "offline", "disabled"),
+    "dataset.answer_format": ("multi_choice", "open_ended"),
+    "dataset.split": {"locomo_pwc": ("train", "test", "all"), "*": None},  # others: a hub split name
+    "suite": ("all", "train_step", "kv_memory", "memory_systems", "retrieval", "eval_throughput"),
+    "retrieval.data": ("clustered", "uniform"),
+    "eval_throughput.memory": ("full_context", "no_context"),
+    "memory_systems.llm": ("scripted", "hf"),
+    "action": ("stats", "download", "list"),
+    "format": ("md", "json"),
+}
+
+# keys whose value is an http(s) URL with a host (as OpenAIChatLLM requires; null = the backend's default)
+URL_KEYS = {"llm.base_url"}
+
+
+def _lookup(table: dict[str, Any], key: str, cfg: Any) -> Any:
+    """The entry of ``key`` (exact, else the first matching pattern), resolved by its option's name."""
+    entry = table.get(key)
+    if entry is None:
+        entry = next((v for k, v in table.items() if "*" in k and fnmatch.fnmatchcase(key, k)), None)
+    if isinstance(entry, dict):
+        name = str(_select(cfg, key.split(".", 1)[0] + ".name") or "")
+        entry = next((v for pat, v in entry.items() if fnmatch.fnmatchcase(name, pat)), None)
+    return entry
+
+
+def _select(cfg: Any, key: str) -> Any:
+    try:
+        from omegaconf import OmegaConf
+
+        return OmegaConf.select(cfg, key, default=None)
+    except Exception:
+        return None
+
+
+def bound_key(key: str) -> str:
+    """The key whose bound applies: ``judge_llm.X`` is checked as ``llm.X``."""
+    return "llm." + key[len("judge_llm."):] if key.startswith("judge_llm.") else key
+
+
+def range_of(key: str, cfg: Any = None) -> Range | None:
+    return _lookup(RANGES, bound_key(key), cfg)
+
+
+def choices_of(key: str, cfg: Any = None) -> tuple[Any, ...] | None:
+    return _lookup(CHOICES, bound_key(key), cfg)
+
+
+def problem(key: str, value: Any, cfg: Any = None) -> str | None:
+    """The one-line complaint about ``key=value``, or None if the value is accepted (or not checked)."""
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    if bound_key(key) in URL_KEYS:
+        return _url_problem(key, value)
+    r = range_of(key, cfg)
+    if r is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return None if r.accepts(value) else f"config key {key!r} must be {r.describe()}, got {value!r}"
+    options = choices_of(key, cfg)
+    if options is not None and value not in options:
+        listed = " | ".join(str(o).lower() if isinstance(o, bool) else str(o) for o in options)
+        return f"config key {key!r} must be one of {listed}, got {value!r}"
+    return None
+
+
+def _url_problem(key: str, value: Any) -> str | None:
+    import urllib.parse
+
+    from .secrets import scrub_text
+
+    parts = urllib.parse.urlsplit(str(value))
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return None
+    return f"config key {key!r} must be an http(s) URL (e.g. http://127.0.0.1:8080/v1), got {scrub_text(str(value))!r}"
+
+
+def check_bounds(cfg: Any, values: Iterator[tuple[str, Any]]) -> None:
+    """Raise :class:`ConfigError` for the first (key, value) outside its range or choices."""
+    for key, value in values:
+        msg = problem(key, value, cfg)
+        if msg:
+            raise ConfigError(msg)
