@@ -42,13 +42,18 @@ class Range:
         return not (self.high is not None and (value >= self.high if self.high_open else value > self.high))
 
     def describe(self) -> str:
+        lo, hi = _num(self.low), _num(self.high)
         if self.high is None:
-            text = f"{'>' if self.low_open else '>='} {self.low:g}"
+            text = f"{'>' if self.low_open else '>='} {lo}"
         elif self.low is None:
-            text = f"{'<' if self.high_open else '<='} {self.high:g}"
+            text = f"{'<' if self.high_open else '<='} {hi}"
         else:
-            text = f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+            text = f"in {'(' if self.low_open else '['}{lo}, {hi}{')' if self.high_open else ']'}"
         return text + (f" ({self.note})" if self.note else "")
+
+
+def _num(x: float | None) -> str:
+    return str(int(x)) if x is not None and float(x).is_integer() else f"{x:g}"
 
 
 def ge(low: float, note: str = "") -> Range:

@@ -1,0 +1,141 @@
+"""Ranges and choices of config values, checked at compose time: one line naming the key, exit 2.
+
+Also: every numeric key of every YAML under conf/ has a declared range (or a reason to have none),
+so a new numeric key cannot skip validation; and the choice lists agree with the code's own tables.
+"""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from ctxbench import config_bounds as cb
+from ctxbench.config_schema import schema
+
+COMMANDS = ("train", "eval", "score", "bench", "report", "data", "ls", "export")
+
+
+def refused(monkeypatch, capsys, *argv: str) -> str:
+    """Run the real CLI in-process; it must exit 2 with one stderr line and no traceback."""
+    from ctxbench.__main__ import main
+
+    monkeypatch.setattr(sys, "argv", ["ctxbench", *argv])
+    with pytest.raises(SystemExit) as e:
+        main(list(argv))
+    err = capsys.readouterr().err
+    assert e.value.code == 2, err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+# the cases of issue 23: each was a traceback, or silently accepted, before
+ISSUE_CASES = [
+    (("eval", "limit=-1"), "config key 'limit' must be >= 0 (0 or null = all), got -1"),
+    (("eval", "llm=openai", "llm.max_retries=-1"), "config key 'llm.max_retries' must be >= 0, got -1"),
+    (("train", "trainer.batch_size=0"), "config key 'trainer.batch_size' must be >= 1, got 0"),
+    (("eval", "llm.batch_size=0"), "config key 'llm.batch_size' must be >= 1, got 0"),
+    (("eval", "memory=rag", "embedder.batch_size=0"), "config key 'embedder.batch_size' must be >= 1, got 0"),
+    (("eval", "memory=rag", "memory.chunk_size=0"), "config key 'memory.chunk_size' must be >= 1, got 0"),
+    (("train", "trainer.scheduler=foo"),
+     "config key 'trainer.scheduler' must be one of cosine | linear | constant, got 'foo'"),
+    (("eval", "llm=openai", "llm.base_url=notaurl"),
+     "config key 'llm.base_url' must be an http(s) URL (e.g. http://127.0.0.1:8080/v1), got 'notaurl'"),
+]
+
+
+@pytest.mark.parametrize("argv,line", ISSUE_CASES, ids=[" ".join(a) for a, _ in ISSUE_CASES])
+def test_issue_cases_fail_in_one_line(monkeypatch, capsys, argv, line):
+    assert refused(monkeypatch, capsys, *argv) == f"ctxbench: error: {line}"
+
+
+@pytest.mark.parametrize("argv,key", [
+    (("train", "trainer.lr=0"), "'trainer.lr' must be > 0"),
+    (("train", "trainer.log_every=0"), "'trainer.log_every' must be >= 1"),            # step % 0
+    (("train", "trainer.max_eval_batches=0"), "'trainer.max_eval_batches' must be >= 1"),  # mean of no batches
+    (("train", "trainer.eval_fraction=1.0"), "'trainer.eval_fraction' must be in [0, 1)"),
+    (("train", "trainer.precision=fp8"), "'trainer.precision' must be one of fp32 | bf16 | fp16"),
+    (("train", "seed=-1"), "'seed' must be in [0, 4294967295] (numpy's seed range)"),
+    (("train", "method=ccm_concat", "method.mode=pretrain"), "'method.mode' must be one of concat | merge"),
+    (("train", "method=icae", "method.mode=merge"), "'method.mode' must be one of pretrain | finetune"),
+    (("train", "method=lococo", "method.hh_keep_rate=1.0"), "'method.hh_keep_rate' must be in [0, 1)"),
+    (("train", "method=lococo", "method.rope_scaling_factor=fast"), "'method.rope_scaling_factor' must be one of auto"),
+    (("train", "model=tiny", "model.dtype=float64"), "'model.dtype' must be one of float32"),
+    (("eval", "memory=memgpt", "memory.evict_frac=0"), "'memory.evict_frac' must be in (0, 1]"),
+    (("eval", "memory=rag", "memory.index=ivf"), "'memory.index' must be one of flat | hnsw"),
+    (("eval", "max_failed_fraction=1.5"), "'max_failed_fraction' must be in [0, 1]"),
+    (("eval", "judge_llm={name:openai,max_retries:-2}"), "'judge_llm.max_retries' must be >= 0"),
+    (("bench", "suite=everything"), "'suite' must be one of all | train_step"),
+    (("train", "trainer.scheduler=1"), "'trainer.scheduler' must be one of cosine"),  # Hydra reads 1 as an int
+])
+def test_out_of_range_and_unknown_choices_fail(monkeypatch, capsys, argv, key):
+    assert f"config key {key}" in refused(monkeypatch, capsys, *argv)
+
+
+def test_a_sweep_checks_every_value(monkeypatch, capsys):
+    line = refused(monkeypatch, capsys, "eval", "-m", "memory=rag", "memory.k=5,0")
+    assert "config key 'memory.k' must be >= 1, got 0" in line and "sweep job memory.k=0" in line
+
+
+@pytest.mark.parametrize("argv", [
+    ("eval", "limit=0"), ("eval", "limit=null"), ("eval", "limit=3"), ("train", "trainer.max_steps=0"),
+    ("train", "trainer.eval_every=0"), ("train", "method=lococo", "method.rope_scaling_factor=auto"),
+    ("eval", "llm=llamacpp", "llm.base_url=http://127.0.0.1:9/v1"), ("eval", "llm=openai", "llm.max_retries=0"),
+    ("train", "trainer.lr=1"),
+])
+def test_values_at_the_edges_pass(argv):
+    from ctxbench.__main__ import check_overrides
+
+    check_overrides(argv[0], list(argv[1:]))
+
+
+def numeric_keys() -> set[str]:
+    """Every key of the YAML configs (under every command) whose value is an int or a float."""
+    return {k for c in COMMANDS for k, kt in schema(c).items() if kt.types & {"int", "float"}}
+
+
+def test_every_numeric_key_has_a_range_or_a_reason():
+    keys = numeric_keys()
+    assert len(keys) > 100  # the walk sees the YAMLs (some 150 numeric keys)
+    missing = sorted(k for k in keys if k not in cb.RANGES and cb.range_of(k) is None and k not in cb.EXEMPT)
+    assert not missing, f"declare a range in ctxbench/config_bounds.py RANGES (or an EXEMPT reason): {missing}"
+    assert all(cb.EXEMPT.values()), "every EXEMPT key needs its reason"
+
+
+def test_every_declared_key_exists():
+    """A range or choice for a key no YAML has (a typo, a renamed key) would check nothing."""
+    keys = {k for c in COMMANDS for k in schema(c)}
+    for table in (cb.RANGES, cb.CHOICES):
+        for pat in table:
+            if "*" not in pat:
+                assert pat in keys, f"{pat} is in config_bounds but in no YAML"
+
+
+def test_choices_agree_with_the_code():
+    from ctxbench.methods.ccm import MODES
+    from ctxbench.methods.icae import ICAE
+    from ctxbench.methods.lococo import ACTIVATIONS
+    from ctxbench.models.loading import DTYPES
+    from ctxbench.train import SCHEDULERS
+
+    assert set(cb.CHOICES["trainer.scheduler"]) == set(SCHEDULERS)
+    assert set(cb.CHOICES["model.dtype"]) == set(DTYPES) == set(cb.CHOICES["llm.dtype"])
+    assert set(cb.CHOICES["method.hidden_act"]) == {k for k in ACTIVATIONS if k}
+    assert set(cb.CHOICES["method.mode"]["ccm_*"]) == set(MODES)
+    assert set(cb.CHOICES["method.mode"]["icae*"]) == set(ICAE.MODES)
+
+
+@pytest.mark.parametrize("r,text", [
+    (cb.ge(0, "0 or null = all"), ">= 0 (0 or null = all)"), (cb.gt(0), "> 0"),
+    (cb.between(0, 1, high_open=True), "in [0, 1)"), (cb.between(0, 1, low_open=True), "in (0, 1]"),
+    (cb.between(-1, 0.5), "in [-1, 0.5]"),
+])
+def test_range_describes_itself(r, text):
+    assert r.describe() == text
+
+
+def test_nan_is_out_of_every_range():
+    assert not cb.ge(0).accepts(float("nan"))
+    assert cb.problem("trainer.lr", float("nan")) is not None
+    assert cb.problem("trainer.lr", float("inf")) is None  # unbounded above

@@ -1,0 +1,112 @@
+"""Every error the project raises on purpose is a CtxbenchError, printed as one line; bugs keep their traceback.
+
+The CLI catches :class:`ctxbench.errors.CtxbenchError` (plus FileNotFoundError and omegaconf's
+MissingMandatoryValue) instead of a list of classes that new code forgot to extend. The walk below
+imports every module of the package and fails on any exception class defined there that is neither
+a CtxbenchError nor one of the internal control-flow exceptions listed (with their reason) in
+:data:`INTERNAL`.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import pytest
+
+import ctxbench
+from ctxbench.errors import ConfigError, CtxbenchError
+
+# exceptions that never reach the user: each is caught inside the package and turned into something else
+INTERNAL = {
+    "ctxbench.bench.common.Skip": "a suite that cannot run here; the reason is recorded in bench.json",
+    "ctxbench.data.safe_pickle.RefusedGlobal": "safe_loads turns it into a DataError naming the file",
+    "ctxbench.llm.openai_compat._Retryable": "the retry loop retries it, then records a failed call",
+    "ctxbench.llm.openai_compat._Unreachable": "a _Retryable: retried, or LLMUnavailable before any reply",
+    "ctxbench.llm.openai_compat._Fatal": "the call is recorded failed without retries",
+    "ctxbench.memory.memgpt.CallError": "an invalid function call of the model: counted and shown to it",
+    "ctxbench.memory.stores.structured.SchemaError": "an invalid structured reply: retried, then counted",
+}
+
+
+def project_exception_classes() -> dict[str, type[BaseException]]:
+    """qualified name → class, for every exception class defined at module level in ctxbench."""
+    found, failed = {}, []
+    for info in pkgutil.walk_packages(ctxbench.__path__, "ctxbench."):
+        try:
+            mod = importlib.import_module(info.name)
+        except Exception as e:  # a module that cannot be imported could hide an error class
+            failed.append(f"{info.name}: {e!r}")
+            continue
+        for obj in vars(mod).values():
+            if isinstance(obj, type) and issubclass(obj, BaseException) and obj.__module__ == mod.__name__:
+                found[f"{obj.__module__}.{obj.__qualname__}"] = obj
+    assert not failed, f"modules that do not import: {failed}"
+    return found
+
+
+CLASSES = project_exception_classes()
+
+
+def test_every_project_error_is_a_ctxbench_error():
+    stray = sorted(n for n, c in CLASSES.items() if not issubclass(c, CtxbenchError) and n not in INTERNAL)
+    assert not stray, f"make these CtxbenchError subclasses (or list them in INTERNAL with a reason): {stray}"
+    assert not set(INTERNAL) - set(CLASSES), "INTERNAL names a class that no longer exists"
+
+
+def test_the_walk_sees_the_known_errors():
+    for name in ("ctxbench.data.errors.DataError", "ctxbench.checkpoint.CheckpointError",
+                 "ctxbench.memory.stores.records.StoreError", "ctxbench.registry.UnknownName",
+                 "ctxbench.config_schema.ConfigTypeError", "ctxbench.export.ExportError"):
+        assert issubclass(CLASSES[name], CtxbenchError), name
+    assert issubclass(CLASSES["ctxbench.data.errors.DataError"], ValueError)  # old bases kept
+    assert issubclass(CLASSES["ctxbench.checkpoint.CheckpointError"], RuntimeError)
+    assert issubclass(ConfigError, ValueError)
+
+
+def run_ls(monkeypatch, capsys, raise_: BaseException) -> tuple[int, str]:
+    """``python -m ctxbench ls`` in-process, its work replaced by raising ``raise_``."""
+    import ctxbench.listing
+    from ctxbench.__main__ import main
+
+    def broken(cfg):
+        raise raise_
+
+    monkeypatch.setattr(ctxbench.listing, "main", broken)
+    monkeypatch.setattr(sys, "argv", ["ctxbench", "ls"])
+    with pytest.raises(SystemExit) as e:
+        main(["ls"])
+    return e.value.code, capsys.readouterr().err
+
+
+def instance(cls: type[BaseException], message: str) -> BaseException:
+    """An instance of ``cls`` with ``message``, whatever its constructor takes (DataError wants a path)."""
+    e = cls.__new__(cls)
+    Exception.__init__(e, message)
+    return e
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in CLASSES.items() if issubclass(c, CtxbenchError)))
+def test_every_project_error_prints_one_line_exit_2(monkeypatch, capsys, name):
+    code, err = run_ls(monkeypatch, capsys, instance(CLASSES[name], f"something the user can fix ({name})"))
+    assert code == 2
+    assert err.strip().splitlines() == [f"ctxbench: error: something the user can fix ({name})"]
+
+
+def test_user_caused_library_errors_print_one_line(monkeypatch, capsys):
+    code, err = run_ls(monkeypatch, capsys, FileNotFoundError(2, "No such file or directory", "/nope.json"))
+    assert code == 2 and "/nope.json" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("bug", [ZeroDivisionError("division by zero"), ValueError("an internal invariant broke"),
+                                 KeyError("x"), TypeError("bad operand")])
+def test_a_real_bug_keeps_its_traceback_exit_1(monkeypatch, capsys, bug):
+    code, err = run_ls(monkeypatch, capsys, bug)
+    assert code == 1
+    assert "Traceback (most recent call last)" in err and type(bug).__name__ in err
+
+
+def test_ctxbench_error_is_still_importable_from_main():
+    from ctxbench.__main__ import CtxbenchError as FromMain
+
+    assert FromMain is CtxbenchError
