@@ -53,7 +53,9 @@ class Range:
 
 
 def _num(x: float | None) -> str:
-    return str(int(x)) if x is not None and float(x).is_integer() else f"{x:g}"
+    if x is None:
+        return ""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def ge(low: float, note: str = "") -> Range:
