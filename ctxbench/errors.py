@@ -15,3 +15,7 @@ class CtxbenchError(Exception):
 
 class ConfigError(CtxbenchError, ValueError):
     """A config value the code refuses; the message names the key, the value and what is accepted."""
+
+
+class MissingDependency(CtxbenchError, RuntimeError):
+    """An optional package the chosen config needs is not installed; the message says what to install."""

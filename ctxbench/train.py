@@ -21,6 +21,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from . import checkpoint as ckpt_mod
+from .errors import ConfigError, MissingDependency
 from .registry import build
 from .run_guard import claim as claim_run_dir
 
@@ -39,7 +40,7 @@ def tracker_of(cfg: DictConfig) -> str | None:
     from accelerate.utils import is_wandb_available
 
     if not is_wandb_available():  # accelerate would drop the tracker without a word
-        raise ModuleNotFoundError("logger=wandb needs the wandb package: pip install wandb (or use logger=none)")
+        raise MissingDependency("logger=wandb needs the wandb package: pip install wandb (or use logger=none)")
     return "wandb"
 
 
@@ -101,7 +102,7 @@ def make_scheduler(name: str, optimizer: torch.optim.Optimizer, warmup: int, tot
     from transformers import get_scheduler
 
     if name not in SCHEDULERS:
-        raise ValueError(f"trainer.scheduler={name!r}: use {', '.join(SCHEDULERS)}")
+        raise ConfigError(f"trainer.scheduler={name!r}: use {', '.join(SCHEDULERS)}")
     return get_scheduler(SCHEDULERS[name], optimizer, num_warmup_steps=warmup, num_training_steps=total)
 
 
@@ -224,7 +225,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     samples = build("dataset", cfg.dataset)
     examples = method.train_examples(samples)
     if not examples:
-        raise ValueError(f"dataset {cfg.dataset.name!r} gave no training examples for method {cfg.method.name!r}")
+        raise ConfigError(f"dataset={cfg.dataset.name} gave no training examples for method={cfg.method.name}")
     train_ex, eval_ex = split_examples(examples, float(t.eval_fraction), int(cfg.seed))
 
     params = [p for p in method.parameters() if p.requires_grad]

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..memory.stores.vector import import_faiss
 from ..registry import register
 from .common import percentile, rnd
@@ -47,7 +48,7 @@ def make_data(kind: str, n: int, nq: int, dim: int, rng: np.random.Generator, cf
         centres = unit_vectors(max(1, n // per), dim, rng)
         spread = float(cfg.get("spread", 1.0))
         return clustered_vectors(n, centres, spread, rng), clustered_vectors(nq, centres, spread, rng)
-    raise ValueError(f"bench retrieval.data={kind!r}: choose 'clustered' or 'uniform'")
+    raise ConfigError(f"bench retrieval.data={kind!r}: choose 'clustered' or 'uniform'")
 
 
 def build_index(kind: str, xb: np.ndarray, cfg: Any) -> tuple[Any, dict[str, Any]]:
@@ -72,7 +73,7 @@ def build_index(kind: str, xb: np.ndarray, cfg: Any) -> tuple[Any, dict[str, Any
         index.nprobe = min(nlist, int(cfg.get("ivf_nprobe", 8)))
         params = {"nlist": nlist, "nprobe": index.nprobe}
     else:
-        raise ValueError(f"bench retrieval.indexes: unknown index {kind!r}; choose from {KINDS}")
+        raise ConfigError(f"bench retrieval.indexes: unknown index {kind!r}; choose from {KINDS}")
     index.add(xb)
     return index, params
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxbench.errors import ConfigError
 from ctxbench.llm.base import ChatLLM
 from ctxbench.qa_prompts import memory_messages
 from ctxbench.system import System
@@ -70,7 +71,7 @@ class MemorySystem(System):
         self.llm = llm
         self.embedder = embedder
         if self.needs_embedder and embedder is None:
-            raise ValueError(f"memory={self.name}: needs an embedder (set embedder=minilm)")
+            raise ConfigError(f"memory={self.name}: needs an embedder (set embedder=minilm)")
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.store = RecordStore(self.workdir / f"{self.name}.sqlite")

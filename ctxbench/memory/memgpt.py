@@ -22,6 +22,7 @@ import json
 import re
 from typing import Any
 
+from ctxbench.errors import ConfigError
 from ctxbench.qa_prompts import memory_messages, question_text
 from ctxbench.registry import register
 from ctxbench.types import History, Prediction, Question, Session
@@ -111,12 +112,12 @@ class MemGPT(MemorySystem):
         self.fifo_tokens = int(cfg.get("fifo_tokens", 700))
         self.evict_frac = float(cfg.get("evict_frac", 0.5))
         if not 0.0 < self.evict_frac <= 1.0:
-            raise ValueError(f"memory.evict_frac={self.evict_frac}: need 0 < evict_frac <= 1")
+            raise ConfigError(f"memory.evict_frac={self.evict_frac}: need 0 < evict_frac <= 1")
         if self.fifo_tokens < 1:
-            raise ValueError(f"memory.fifo_tokens={self.fifo_tokens}: need >= 1")
+            raise ConfigError(f"memory.fifo_tokens={self.fifo_tokens}: need >= 1")
         self.max_steps = int(cfg.get("max_steps", 4))
         if self.max_steps < 1:
-            raise ValueError(f"memory.max_steps={self.max_steps}: need >= 1")
+            raise ConfigError(f"memory.max_steps={self.max_steps}: need >= 1")
         self.archival_k = int(cfg.get("archival_k", 5))
         self.recall_k = int(cfg.get("recall_k", 5))
         self.working_max_tokens = int(cfg.get("working_max_tokens", 150))

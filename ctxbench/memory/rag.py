@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxbench.errors import ConfigError
 from ctxbench.registry import register
 from ctxbench.types import History, Question, Session
 
@@ -15,7 +16,7 @@ from .prompts import rag as P
 def chunk_turns(session: Session, size: int, overlap: int) -> list[tuple[str, list[str]]]:
     """Windows of ``size`` turns advancing by ``size - overlap``; (text, turn ids) each."""
     if size < 1 or not 0 <= overlap < size:
-        raise ValueError(f"memory.chunk_size={size}, memory.overlap={overlap}: need size>=1, 0<=overlap<size")
+        raise ConfigError(f"memory.chunk_size={size}, memory.overlap={overlap}: need size>=1, 0<=overlap<size")
     turns, out = session.turns, []
     start = 0
     while start < len(turns):
@@ -36,7 +37,7 @@ class RAG(MemorySystem):
         super().__init__(cfg, **deps)
         self.granularity = cfg.get("granularity", "turns")
         if self.granularity not in ("turns", "session_summary"):
-            raise ValueError(f"memory.granularity={self.granularity!r}: choose 'turns' or 'session_summary'")
+            raise ConfigError(f"memory.granularity={self.granularity!r}: choose 'turns' or 'session_summary'")
         self.size, self.overlap = int(cfg.get("chunk_size", 2)), int(cfg.get("overlap", 0))
 
     def steps(self, history: History) -> list[Session]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ctxbench.errors import ConfigError
 from ctxbench.qa_prompts import question_text
 from ctxbench.registry import register
 from ctxbench.types import History, Prediction, Question
@@ -70,13 +71,13 @@ class ReadAgent(MemorySystem):
         self.max_page = int(cfg.get("max_page_tokens", 400))
         self.min_page = int(cfg.get("min_page_tokens", 200))
         if not 0 < self.min_page <= self.max_page:
-            raise ValueError(f"memory.min_page_tokens={self.min_page}, memory.max_page_tokens={self.max_page}: "
-                             "need 0 < min <= max")
+            raise ConfigError(f"memory.min_page_tokens={self.min_page}, memory.max_page_tokens={self.max_page}: "
+                              "need 0 < min <= max")
         self.tail = int(cfg.get("tail_tokens", self.min_page))
         self.preceding = cfg.get("preceding_tokens", 100)
         self.max_lookups = int(cfg.get("max_lookups", 2))
         if self.max_lookups < 0:
-            raise ValueError(f"memory.max_lookups={self.max_lookups}: need >= 0")
+            raise ConfigError(f"memory.max_lookups={self.max_lookups}: need >= 0")
         self.cursor = 0
         self._last: dict[str, Any] = {}
 

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import ConfigError
 from ..registry import register
 from ..types import History, Prediction, Question, Sample, Session, Usage
 from .base import MethodOutput, TrainableMethod
@@ -85,11 +86,11 @@ class CCM(TrainableMethod):
         super().__init__(cfg, bundle)
         mode = str(cfg.get("mode") or str(cfg.get("name", "")).replace("ccm_", ""))
         if mode not in MODES:
-            raise ValueError(f"method.mode must be one of {MODES}, got {mode!r}")
+            raise ConfigError(f"method.mode must be one of {MODES}, got {mode!r}")
         self.mode = mode
         self.n_tok = int(cfg.get("n_tok", 8))
         if self.n_tok < 1:
-            raise ValueError(f"method.n_tok must be >= 1, got {self.n_tok}")
+            raise ConfigError(f"method.n_tok must be >= 1, got {self.n_tok}")
         self.model = bundle.model
         for p in self.model.parameters():
             p.requires_grad_(False)

@@ -14,6 +14,8 @@ from typing import Any, Iterable
 import torch
 from torch import nn
 
+from ..errors import ConfigError
+
 
 class CompGate:
     """The per-token mask of the current forward (``None``: no COMP tokens, adapters off)."""
@@ -31,7 +33,7 @@ class GatedLoRALinear(nn.Module):
     def __init__(self, base: nn.Linear, gate: CompGate, r: int, alpha: float, dropout: float = 0.0):
         super().__init__()
         if r <= 0:
-            raise ValueError(f"method.lora.r must be positive, got {r}")
+            raise ConfigError(f"method.lora.r must be positive, got {r}")
         self.base = base
         self.gate = gate
         self.r = int(r)
@@ -68,7 +70,7 @@ def install_gated_lora(model: nn.Module, gate: CompGate, targets: Iterable[str],
             if name in targets and isinstance(child, nn.Linear):
                 found.append((parent, name, child))
     if not found:
-        raise ValueError(f"method.lora.target_modules={sorted(targets)} matched no Linear layer of the model")
+        raise ConfigError(f"method.lora.target_modules={sorted(targets)} matched no Linear layer of the model")
     wrappers = []
     for parent, name, child in found:
         w = GatedLoRALinear(child, gate, r, alpha, dropout)

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ..errors import ConfigError
 
 
 @dataclass
@@ -125,7 +126,7 @@ def allowed_real(step: torch.Tensor, is_comp: torch.Tensor, valid: torch.Tensor,
     if mode == "concat":
         ok = ok | (is_comp[:, None, :] & (sk < sq))
     elif mode != "merge":
-        raise ValueError(f"method.mode must be 'concat' or 'merge', got {mode!r}")
+        raise ConfigError(f"method.mode must be 'concat' or 'merge', got {mode!r}")
     ok = ok & causal & valid[:, None, :] & valid[:, :, None]
     eye = torch.eye(L, dtype=torch.bool, device=step.device)
     return ok | (eye & ~valid[:, :, None])  # pads see themselves (no empty softmax rows)
@@ -234,8 +235,8 @@ def use_ccm_attention(model: Any, state: ParallelState) -> str:
     if base.startswith("ccm_"):
         base = base[4:]
     if base not in SUPPORTED_BASES:
-        raise ValueError(f"CCM needs model.attn_implementation eager or sdpa (merged-memory columns are added inside "
-                         f"attention); got {base!r}")
+        raise ConfigError(f"CCM needs model.attn_implementation eager or sdpa (merged-memory columns are added inside "
+                          f"attention); got {base!r}")
     name = f"ccm_{base}"
     AttentionInterface.register(name, _make_attention(base))
     AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[base])
@@ -248,5 +249,5 @@ def use_ccm_attention(model: Any, state: ParallelState) -> str:
             m.ccm_state = state
             n += 1
     if not n:
-        raise ValueError(f"no attention modules (with k_proj / o_proj) found in {type(model).__name__}")
+        raise ConfigError(f"CCM needs attention modules with k_proj / o_proj; model {type(model).__name__} has none")
     return name

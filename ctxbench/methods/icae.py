@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..errors import ConfigError
 from ..registry import register
 from ..types import History, Prediction, Question, Sample, Usage
 from . import icae_data as D
@@ -39,7 +40,7 @@ def add_lora(model: Any, lora_cfg: Any) -> Any:
     from peft import LoraConfig, get_peft_model
 
     if lora_cfg is None:
-        raise ValueError("method.lora is required for ICAE (the encoder is the LLM + LoRA)")
+        raise ConfigError("method.lora is required for ICAE (the encoder is the LLM + LoRA)")
     conf = LoraConfig(r=int(lora_cfg.r), lora_alpha=int(lora_cfg.alpha),
                       lora_dropout=float(lora_cfg.get("dropout", 0.0)),
                       target_modules=list(lora_cfg.target_modules), bias="none", task_type="CAUSAL_LM")
@@ -55,10 +56,10 @@ class ICAE(TrainableMethod):
         super().__init__(cfg, bundle)
         self.mode = str(mode or cfg["mode"])  # every conf/method/icae*.yaml sets it
         if self.mode not in self.MODES:
-            raise ValueError(f"method.mode={self.mode!r}: use one of {self.MODES}")
+            raise ConfigError(f"method.mode={self.mode!r}: use one of {self.MODES}")
         self.lambda_ae = float(cfg.get("lambda_ae", 0.5))
         if not 0.0 <= self.lambda_ae <= 1.0:
-            raise ValueError(f"method.lambda_ae={self.lambda_ae} must be in [0, 1]")
+            raise ConfigError(f"method.lambda_ae={self.lambda_ae} must be in [0, 1]")
         for p in bundle.model.parameters():
             p.requires_grad_(False)
         self.model = add_lora(bundle.model, cfg.get("lora"))
@@ -74,7 +75,7 @@ class ICAE(TrainableMethod):
         self.memory_embed = torch.nn.Parameter(init.to(emb.dtype).to(emb.device))
         self.slot_norm = str(cfg.get("slot_norm", "embed"))
         if self.slot_norm not in ("none", "embed"):
-            raise ValueError(f"method.slot_norm={self.slot_norm!r}: use none or embed")
+            raise ConfigError(f"method.slot_norm={self.slot_norm!r}: use none or embed")
         self._embed_norm = float(emb.detach().float().norm(dim=-1).mean())  # a constant, not trained
         self._rng = random.Random(int(cfg.get("seed", 0)))
         self._slots: torch.Tensor | None = None
@@ -127,8 +128,8 @@ class ICAE(TrainableMethod):
                                      int(c.get("max_prompt_tokens", 128)), int(c.get("max_answer_tokens", 128)),
                                      c.get("max_examples"), prompt_of=qa_text)
             if not ex and samples:
-                raise ValueError("method=icae_finetune needs samples with questions (PwC rows: context, "
-                                 "prompt, answer); this dataset has none — use dataset=pwc or locomo_pwc")
+                raise ConfigError("method=icae_finetune needs samples with questions (PwC rows: context, "
+                                  "prompt, answer); this dataset has none — use dataset=pwc or locomo_pwc")
             return ex
         ctx = int(c.get("context_tokens", self.layout.seg_len))
         return D.pretrain_examples([s.history.render() for s in samples], self.layout, ctx,

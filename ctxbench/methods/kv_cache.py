@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import torch
 import torch.nn.functional as F
 
+from ..errors import ConfigError
 from ..types import History, Prediction, Question, Sample, Usage
 from .base import MethodOutput, TrainableMethod, pad_batch
 
@@ -54,8 +55,8 @@ def decoder_parts(model: Any) -> DecoderParts:
     inner = getattr(base, "model", None)
     needed = ("embed_tokens", "layers", "norm", "rotary_emb")
     if inner is None or not all(hasattr(inner, n) for n in needed) or not hasattr(base, "lm_head"):
-        raise TypeError(f"{type(base).__name__}: segment-level KV processing needs a Llama-family decoder "
-                        "(model.embed_tokens/layers/norm/rotary_emb and lm_head)")
+        raise ConfigError(f"{type(base).__name__}: segment-level KV processing needs a Llama-family decoder "
+                          "(model.embed_tokens/layers/norm/rotary_emb and lm_head)")
     cfg = base.config
     n_heads = cfg.num_attention_heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads
@@ -141,9 +142,9 @@ class SegmentRunner:
     def __init__(self, model: Any, mem_size: int | None, evictor: Evictor | None, positions: str = "absolute",
                  rope_scale: float = 1.0, detach_past: bool = True):
         if positions not in ("absolute", "cache"):
-            raise ValueError(f"method.positions={positions!r}: use 'absolute' or 'cache'")
+            raise ConfigError(f"method.positions={positions!r}: use 'absolute' or 'cache'")
         if mem_size is not None and mem_size < 1:
-            raise ValueError(f"method.mem_size={mem_size}: must be ≥ 1 (or null for a full cache)")
+            raise ConfigError(f"method.mem_size={mem_size}: must be ≥ 1 (or null for a full cache)")
         self.model = model
         self.parts = decoder_parts(model)
         self.mem_size = mem_size
@@ -319,7 +320,7 @@ class FixedKVMethod(TrainableMethod):
         super().__init__(cfg, bundle)
         self.segment_len = int(cfg.get("segment_len", 64))
         if self.segment_len < 1:
-            raise ValueError(f"method.segment_len={self.segment_len}: must be ≥ 1")
+            raise ConfigError(f"method.segment_len={self.segment_len}: must be ≥ 1")
         mem = cfg.get("mem_size")
         self.mem_size = None if mem in (None, "null", 0) else int(mem)
         self.model = bundle.model  # registered, so trainable base weights (LoRA, norms) are saved
@@ -351,7 +352,7 @@ class FixedKVMethod(TrainableMethod):
 
     # -- training-free by default ------------------------------------------------------------
     def train_examples(self, samples: list[Sample]) -> list:
-        raise ValueError(f"method={self.cfg.name} is training-free (nothing to train); use it with `eval`")
+        raise ConfigError(f"method={self.cfg.name} is training-free (nothing to train); use it with `eval`")
 
     def collate(self, examples: list) -> dict[str, torch.Tensor]:
         return pad_batch(examples, self.tokenizer.pad_token_id)

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import ConfigError
 from ..registry import register
 from ..types import Sample
 from .base import MethodOutput
@@ -51,15 +52,15 @@ class ConvCompressor(nn.Module):
                  conv_init_std: float | None = 1.0):
         super().__init__()
         if not 0.0 <= hh_keep_rate < 1.0:
-            raise ValueError(f"method.hh_keep_rate={hh_keep_rate}: must be in [0, 1)")
+            raise ConfigError(f"method.hh_keep_rate={hh_keep_rate}: must be in [0, 1)")
         if hidden_act not in ACTIVATIONS:
-            raise ValueError(f"method.hidden_act={hidden_act!r}: use one of {[k for k in ACTIVATIONS if k]}")
+            raise ConfigError(f"method.hidden_act={hidden_act!r}: use one of {[k for k in ACTIVATIONS if k]}")
         self.mem_size = int(mem_size)
         self.mem_compress = int(mem_size * (1 - hh_keep_rate))
         self.keep = self.mem_size - self.mem_compress
         self.local_len = int(local_len)
         if self.local_len > self.keep:
-            raise ValueError(f"method.local_len={local_len} exceeds the heavy-hitter slots ({self.keep})")
+            raise ConfigError(f"method.local_len={local_len} exceeds the heavy-hitter slots ({self.keep})")
         self.accumulate_scores = bool(accumulate_scores)
         layers: list[nn.Module] = []
         in_ch, hidden = 2 * head_dim, self.mem_compress * int(expand)
@@ -129,7 +130,7 @@ class LoCoCo(FixedKVMethod):
     def __init__(self, cfg: Any, bundle: Any):
         super().__init__(cfg, bundle)
         if self.mem_size is None:
-            raise ValueError("method.mem_size is required for lococo (the fixed cache size M)")
+            raise ConfigError("method.mem_size is required for lococo (the fixed cache size M)")
         for p in bundle.model.parameters():
             p.requires_grad_(False)
         conf = bundle.model.config

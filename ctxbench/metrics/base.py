@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ..errors import ConfigError
 from ..types import Question
 
 # LoCoMo's category ids as the official code uses them. Papers renumber them: report by name.
@@ -68,7 +69,7 @@ def build_metrics(names: list[str], llm: Any = None) -> list[Metric]:
         cls = get("metric", str(name))
         if getattr(cls, "needs_llm", False):
             if llm is None:
-                raise ValueError(f"metric {name!r} needs an LLM: set the llm config (llm=hf|openai)")
+                raise ConfigError(f"metric {name!r} needs an LLM: set the llm config (llm=hf|openai)")
             out.append(cls(llm=llm))
         else:
             out.append(cls())

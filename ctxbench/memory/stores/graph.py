@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import ConfigError, MissingDependency
+
 
 @dataclass
 class Node:
@@ -142,7 +144,7 @@ class Neo4jGraph(_CypherGraph):
         try:
             import neo4j
         except ImportError as e:
-            raise RuntimeError("memory.graph.backend=neo4j needs the official driver: pip install neo4j") from e
+            raise MissingDependency("memory.graph.backend=neo4j needs the official driver: pip install neo4j") from e
         self.driver = neo4j.GraphDatabase.driver(uri, auth=(user, password))
         self.database = database
         self._run("CREATE INDEX entity_id IF NOT EXISTS FOR (n:Entity) ON (n.id)")
@@ -163,4 +165,4 @@ def open_graph(cfg: Any, workdir: Path) -> _CypherGraph:
     if backend == "neo4j":
         return Neo4jGraph(cfg.get("uri", "bolt://localhost:7687"), cfg.get("user", "neo4j"),
                           cfg.get("password", ""), cfg.get("database"))
-    raise ValueError(f"memory.graph.backend: unknown backend {backend!r}; choose 'ladybug' or 'neo4j'")
+    raise ConfigError(f"memory.graph.backend={backend!r}: unknown backend; choose 'ladybug' or 'neo4j'")

@@ -9,6 +9,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ...errors import ConfigError
+
 
 def import_faiss():
     """``import faiss`` without its loader's INFO lines (``ModuleNotFoundError`` for the optional AVX2/AVX512
@@ -28,7 +30,7 @@ class VectorIndex:
         faiss = import_faiss()
 
         if kind not in ("flat", "hnsw"):
-            raise ValueError(f"vector index kind {kind!r}: choose 'flat' (exact) or 'hnsw'")
+            raise ConfigError(f"memory.index={kind!r}: choose 'flat' (exact) or 'hnsw'")
         self.dim, self.kind = dim, kind
         if kind == "flat":
             self.index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
