@@ -198,6 +198,14 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "format": ("md", "json"),
 }
 
+# string keys whose YAML comment lists some values (``# a | b``) but which take others too
+OPEN_CHOICES: dict[str, str] = {
+    "embedder.device": "any torch device string (cuda:1, mps)",
+    "trainer.resume": "auto or a checkpoint path",
+    "train_step.model": "any conf/model name",
+    "dataset.show": "names the default file when dataset.path is null; a label otherwise (sample)",
+}
+
 # keys whose value is an http(s) URL with a host (as OpenAIChatLLM requires; null = the backend's default)
 URL_KEYS = {"llm.base_url"}
 

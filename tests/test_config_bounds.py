@@ -139,3 +139,36 @@ def test_nan_is_out_of_every_range():
     assert not cb.ge(0).accepts(float("nan"))
     assert cb.problem("trainer.lr", float("nan")) is not None
     assert cb.problem("trainer.lr", float("inf")) is None  # unbounded above
+
+
+def listed_alternatives():
+    """(dotted key, file) of every YAML line ``key: v  # ... | ...`` whose comment lists its value among others."""
+    import re
+
+    from ctxbench.config_schema import CONF_DIR, NOT_SCHEMA_GROUPS
+
+    files = [("", f) for f in CONF_DIR.glob("*.yaml")]
+    files += [(g.name + ".", f) for g in CONF_DIR.iterdir() if g.is_dir() and g.name not in NOT_SCHEMA_GROUPS
+              for f in g.glob("*.yaml")]
+    for prefix, f in files:
+        parents: list[tuple[int, str]] = []
+        for line in f.read_text().splitlines():
+            m = re.match(r"^(\s*)([A-Za-z_]+):\s*([^#\s]*)\s*(#.*)?$", line)
+            if not m:
+                continue
+            indent, key, value, comment = len(m.group(1)), m.group(2), m.group(3), m.group(4) or ""
+            parents = [(i, k) for i, k in parents if i < indent]
+            if not value:
+                parents.append((indent, key))
+                continue
+            if "|" in comment and value in re.findall(r"[\w.]+", comment):
+                yield prefix + ".".join([k for _, k in parents] + [key]), f.name
+
+
+def test_every_listed_set_of_values_is_a_choice():
+    """A key whose YAML comment reads ``# a | b | c`` has CHOICES (or an OPEN_CHOICES reason)."""
+    found = dict(listed_alternatives())
+    assert {"trainer.scheduler", "memory.index", "method.mode", "dataset.answer_format"} <= set(found)
+    missing = sorted(f"{k} ({f})" for k, f in found.items() if k not in cb.CHOICES and k not in cb.OPEN_CHOICES)
+    assert not missing, f"declare CHOICES in ctxbench/config_bounds.py (or an OPEN_CHOICES reason): {missing}"
+    assert set(cb.OPEN_CHOICES) <= set(found), "OPEN_CHOICES names a key no YAML lists values for"
