@@ -15,10 +15,11 @@ from ctxbench.config_schema import schema
 COMMANDS = ("train", "eval", "score", "bench", "report", "data", "ls", "export")
 
 
-def refused(monkeypatch, capsys, *argv: str) -> str:
+def refused(monkeypatch, capsys, tmp_path, *argv: str) -> str:
     """Run the real CLI in-process; it must exit 2 with one stderr line and no traceback."""
     from ctxbench.__main__ import main
 
+    argv = (*argv, f"hydra.run.dir={tmp_path / 'run'}", f"hydra.sweep.dir={tmp_path / 'sweep'}")  # if it ran after all
     monkeypatch.setattr(sys, "argv", ["ctxbench", *argv])
     with pytest.raises(SystemExit) as e:
         main(list(argv))
@@ -46,8 +47,8 @@ ISSUE_CASES = [
 
 
 @pytest.mark.parametrize("argv,line", ISSUE_CASES, ids=[" ".join(a) for a, _ in ISSUE_CASES])
-def test_issue_cases_fail_in_one_line(monkeypatch, capsys, argv, line):
-    assert refused(monkeypatch, capsys, *argv) == f"ctxbench: error: {line}"
+def test_issue_cases_fail_in_one_line(monkeypatch, capsys, tmp_path, argv, line):
+    assert refused(monkeypatch, capsys, tmp_path, *argv) == f"ctxbench: error: {line}"
 
 
 @pytest.mark.parametrize("argv,key", [
@@ -69,12 +70,12 @@ def test_issue_cases_fail_in_one_line(monkeypatch, capsys, argv, line):
     (("bench", "suite=everything"), "'suite' must be one of all | train_step"),
     (("train", "trainer.scheduler=1"), "'trainer.scheduler' must be one of cosine"),  # Hydra reads 1 as an int
 ])
-def test_out_of_range_and_unknown_choices_fail(monkeypatch, capsys, argv, key):
-    assert f"config key {key}" in refused(monkeypatch, capsys, *argv)
+def test_out_of_range_and_unknown_choices_fail(monkeypatch, capsys, tmp_path, argv, key):
+    assert f"config key {key}" in refused(monkeypatch, capsys, tmp_path, *argv)
 
 
-def test_a_sweep_checks_every_value(monkeypatch, capsys):
-    line = refused(monkeypatch, capsys, "eval", "-m", "memory=rag", "memory.k=5,0")
+def test_a_sweep_checks_every_value(monkeypatch, capsys, tmp_path):
+    line = refused(monkeypatch, capsys, tmp_path, "eval", "-m", "memory=rag", "memory.k=5,0")
     assert "config key 'memory.k' must be >= 1, got 0" in line and "sweep job memory.k=0" in line
 
 
