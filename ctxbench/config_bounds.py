@@ -11,8 +11,10 @@ group (``method.mode`` is concat|merge for CCM, pretrain|finetune for ICAE), the
 option's ``name`` (a pattern too) to its bound. ``judge_llm.*`` is checked as ``llm.*``.
 
 null is never range-checked (the type check decides where null is allowed; the note says what it
-means). Bools are never range-checked. tests/test_config_bounds.py fails when a numeric key of any
-YAML under conf/ has neither a range here nor a reason in :data:`EXEMPT`.
+means). Bools are never range-checked. :data:`URL_KEYS` must be http(s) URLs with a host.
+tests/test_config_bounds.py fails when a numeric key of any YAML under conf/ has neither a range
+here nor a reason in :data:`EXEMPT`, and when a YAML comment lists a key's values (``# a | b``)
+but the key has neither :data:`CHOICES` nor a reason in :data:`OPEN_CHOICES`.
 """
 from __future__ import annotations
 
