@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import reprlib
 from pathlib import Path
 from typing import Any, Iterator
@@ -28,14 +29,28 @@ def _refuse_constant(name: str) -> Any:
     raise NonJsonConstant(name)
 
 
+_CONSTANT_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|-?Infinity|NaN', re.S)
+
+
+def _constant_at(text: str, name: str) -> str:
+    """Where the first bare ``name`` (outside strings) is in ``text``: "line L, column C"."""
+    for m in _CONSTANT_TOKEN.finditer(text):
+        if m.group() == name:
+            at = m.start()
+            return f"line {text.count(chr(10), 0, at) + 1}, column {at - text.rfind(chr(10), 0, at)}"
+    return "position unknown"
+
+
 def loads_strict(text: str, path: object, record: object = None) -> Any:
     """``json.loads`` within the bounds, refusing NaN/Infinity; any fault is a DataError."""
     check_json_text(text, path, record)
     try:
         return json.loads(text, parse_constant=_refuse_constant)
     except NonJsonConstant as e:
-        raise DataError(path, f"{e} is not JSON (Python writes it for a float that is not a number); "
-                              "write a string or a finite number", record=record) from None
+        at = _constant_at(text, str(e))
+        at = at if record is None else at.split(", ", 1)[-1]
+        raise DataError(path, f"{e} is not JSON (at {at}; Python writes it for a float that is not a "
+                              "number); write a string or a finite number", record=record) from None
     except json.JSONDecodeError as e:
         at = f"line {e.lineno}, column {e.colno}" if record is None else f"column {e.colno}"
         raise DataError(path, f"malformed JSON ({e.msg} at {at})", record=record) from None
