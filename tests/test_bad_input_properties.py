@@ -49,7 +49,8 @@ words = st.text(alphabet="abcdefghijklm opqrstuvwxyz", max_size=12)  # no "nan"/
 texts = st.text(alphabet="abcdefghijklmopqrstuvwxyz", min_size=1, max_size=12)  # non-blank
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False, width=16),
                     st.text(max_size=12))
-nasty = st.one_of(st.sampled_from([float("nan"), float("inf"), float("-inf"), "", " ", "\t\n", 2 ** 70, -(2 ** 63)]),
+nasty = st.one_of(st.sampled_from([float("nan"), float("inf"), float("-inf"), "", " ", "\t\n", 2 ** 70, -(2 ** 63),
+                                   "two\nlines", "x" * 5000, " " * 5000]),
                   st.text(alphabet=" \t\n\u00a0", max_size=3))
 json_values = st.recursive(st.one_of(scalars, nasty),
                            lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(st.text(max_size=8), c,
@@ -118,7 +119,7 @@ def check(name: str, fn: Callable[[Path], Any], path: Path, line_records: bool =
         out = fn(path)
     except DataError as e:
         msg = str(e)
-        assert "\n" not in msg, msg
+        assert "\n" not in msg and len(msg) < 400 + len(str(path)), msg
         assert str(path) in msg, msg
         if e.record is not None:
             assert f"record {e.record}" in msg, msg
@@ -167,7 +168,7 @@ qa = st.fixed_dictionaries({"question": maybe(texts), "category": maybe(st.integ
                                      "evidence": maybe(st.lists(st.sampled_from(["D1:1", "D1:2", "D:1:1", "D"]),
                                                                 max_size=3))})
 conversation = st.fixed_dictionaries({
-    "sample_id": maybe(st.text(alphabet="conv-0123", min_size=1, max_size=6)),
+    "sample_id": maybe(st.text(alphabet="conv-0123", min_size=1, max_size=6), one_in=4),
     "conversation": maybe(st.fixed_dictionaries(
         {"speaker_a": words, "speaker_b": words, "session_1": maybe(st.lists(turn, min_size=1, max_size=3)),
          "session_1_date_time": maybe(words)}, optional={"session_2": maybe(st.lists(turn, max_size=2))})),

@@ -23,6 +23,7 @@ from typing import Any, Collection, Iterable
 
 from ..types import Question, Sample
 from .errors import DataError
+from .records import short_repr, short_text
 
 QUESTION_RULES = ("each", "any", "none")
 
@@ -37,12 +38,13 @@ def answer_text(val: Any, path: object, record: object, field: str) -> str:
 def nonblank(val: str, path: object, record: object, field: str) -> str:
     """``val`` if it has a non-space character, else a DataError (an empty text cannot be scored)."""
     if not val.strip():
-        raise DataError(path, f"is empty ({val!r}); a non-empty string is required", record=record, field=field)
+        raise DataError(path, f"is empty ({short_repr(val)}); a non-empty string is required", record=record,
+                        field=field)
     return val
 
 
 def _check_history(s: Sample, path: object, conversational: bool) -> None:
-    h, rec = s.history, s.history.id
+    h, rec = s.history, short_text(s.history.id, 60)
     if conversational:
         if not h.sessions:
             raise DataError(path, "has no sessions; a conversation needs at least one", record=rec, field="sessions")
@@ -54,8 +56,8 @@ def _check_history(s: Sample, path: object, conversational: bool) -> None:
 
 
 def _check_question(q: Question, path: object, categories: Collection[Any] | None) -> None:
-    rec = q.id or "(question without id)"
-    if not isinstance(q.id, str) or not q.id:
+    rec = short_text(q.id, 60) if q.id else "(question without id)"
+    if not isinstance(q.id, str) or not q.id.strip():
         raise DataError(path, "question has an empty id", record=rec, field="id")
     for name in ("question", "answer"):
         val = getattr(q, name)
@@ -63,11 +65,11 @@ def _check_question(q: Question, path: object, categories: Collection[Any] | Non
             raise DataError(path, f"must be a string, got {type(val).__name__}", record=rec, field=name)
         nonblank(val, path, rec, name)
     if categories is not None and q.category not in categories:
-        raise DataError(path, f"category {q.category!r} is not one of {sorted(map(str, categories))}", record=rec,
+        raise DataError(path, f"category {short_repr(q.category)} is not one of {sorted(map(str, categories))}", record=rec,
                         field="category")
     if categories is None and (isinstance(q.category, bool) or not isinstance(q.category, (int, str))
                                or q.category == ""):
-        raise DataError(path, f"category must be a non-empty name or an integer, got {q.category!r}", record=rec,
+        raise DataError(path, f"category must be a non-empty name or an integer, got {short_repr(q.category)}", record=rec,
                         field="category")
 
 
@@ -84,10 +86,10 @@ def check_samples(samples: Iterable[Sample], path: object, *, conversational: bo
     n_questions = 0
     for s in samples:
         hid = s.history.id
-        if not isinstance(hid, str) or not hid:
-            raise DataError(path, "sample has an empty id", record=repr(hid), field="id")
+        if not isinstance(hid, str) or not hid.strip():
+            raise DataError(path, "sample has an empty id", record=short_repr(hid), field="id")
         if hid in seen_h:
-            raise DataError(path, "duplicate sample id", record=hid, field="id")
+            raise DataError(path, "duplicate sample id", record=short_text(hid, 60), field="id")
         seen_h.add(hid)
         _check_history(s, path, conversational)
         if questions == "each" and not s.questions:
@@ -95,7 +97,7 @@ def check_samples(samples: Iterable[Sample], path: object, *, conversational: bo
         for q in s.questions:
             _check_question(q, path, categories)
             if q.id in seen_q:
-                raise DataError(path, "duplicate question id", record=q.id, field="id")
+                raise DataError(path, "duplicate question id", record=short_text(q.id, 60), field="id")
             seen_q.add(q.id)
         n_questions += len(s.questions)
     if questions == "any" and not n_questions:

@@ -40,7 +40,8 @@ def _text(rec: dict[str, Any], key: str, path: Path, where: str, empty_ok: bool)
         raise DataError(path, f"must be a string, got {type(val).__name__} ({short_repr(val)})", record=where,
                         field=key)
     if not empty_ok and not val.strip():
-        raise DataError(path, f"is empty ({val!r}); a non-empty string is required", record=where, field=key)
+        raise DataError(path, f"is empty ({short_repr(val)}); a non-empty string is required", record=where,
+                        field=key)
     return val
 
 

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from .bounds import MAX_FILE_BYTES, WHERE, build_budget, check_built, check_file_size
 from .errors import DataError
+from .records import short_text
 
 ALLOWED: frozenset[tuple[str, str]] = frozenset({
     ("builtins", n) for n in ("dict", "list", "tuple", "set", "frozenset", "str", "bytes", "bytearray",
@@ -106,7 +107,7 @@ def safe_loads(data: bytes, source: object = "<bytes>") -> Any:
     try:
         obj = RestrictedUnpickler(io.BytesIO(data), budget).load()
     except RefusedGlobal as e:
-        raise DataError(source, f"refused to unpickle {e.module}.{e.name}: only builtin containers and "
+        raise DataError(source, f"refused to unpickle {short_text(f'{e.module}.{e.name}', 80)}: only builtin containers and "
                                 "scalars are admitted (a pickle can run code when loaded)") from None
     except TooLarge as e:
         raise DataError(source, f"refused: {e}, too many for a {len(data)}-byte file {WHERE}") from None
