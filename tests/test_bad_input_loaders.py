@@ -284,3 +284,13 @@ def test_score_not_utf8_is_one_line_with_offset(tmp_path):
     r = run_cli("score", f"predictions={p}", f"hydra.run.dir={tmp_path / 'out'}", timeout=300)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert f"byte offset {len(first) + 27}" in r.stderr.strip().splitlines()[-1]
+
+
+def test_jsonl_line_longer_than_the_bound(tmp_path, monkeypatch):
+    import ctxbench.data.records as records
+
+    monkeypatch.setattr(records, "MAX_LINE_BYTES", 100)
+    monkeypatch.setattr(records, "CHUNK_BYTES", 7)
+    p = write_lines(tmp_path, [GOOD_ROW, json.dumps({"input": "x" * 200, "prompt": "p", "answer": "a"})])
+    refused(pwc, p, "line 2", "line longer than 100 bytes")
+    assert len(pwc(write_lines(tmp_path, [GOOD_ROW, GOOD_ROW]))) == 2  # lines split across chunks

@@ -68,8 +68,8 @@ def read_json(path: Path) -> Any:
     return loads_strict(decode_utf8(raw, path), path)
 
 
-def open_binary(path: Path) -> io.BufferedIOBase:
-    """A byte stream for ``.jsonl`` or ``.jsonl.zst`` (zstandard compressed, as the Pile ships)."""
+def open_binary(path: Path) -> Any:
+    """A byte stream (``read(n)``) for ``.jsonl`` or ``.jsonl.zst`` (zstandard compressed, as the Pile ships)."""
     if path.name.endswith(".zst"):
         try:
             import zstandard
@@ -77,24 +77,47 @@ def open_binary(path: Path) -> io.BufferedIOBase:
             raise DataError(path, "is zstandard-compressed; install the reader with `pip install zstandard`"
                                   " or decompress it first (`zstd -d FILE`)") from None
         raw = open(path, "rb")
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True))
+        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
     try:
         return open(path, "rb")
     except OSError as e:
         raise DataError(path, f"cannot be read: {e.strerror}") from None
 
 
+CHUNK_BYTES = 1024 ** 2
+
+
+def raw_lines(stream: Any, path: Path) -> Iterator[bytes]:
+    """The lines of a byte stream (split on ``\\n`` only), each at most ``MAX_LINE_BYTES`` long."""
+    buf: list[bytes] = []
+    size, lineno = 0, 0
+    while chunk := stream.read(CHUNK_BYTES):
+        start = 0
+        while (nl := chunk.find(b"\n", start)) != -1:
+            buf.append(chunk[start:nl + 1])
+            size += nl + 1 - start
+            lineno += 1
+            _check_line(size, path, lineno)
+            yield b"".join(buf)
+            buf, size, start = [], 0, nl + 1
+        if start < len(chunk):
+            buf.append(chunk[start:])
+            size += len(chunk) - start
+            _check_line(size, path, lineno + 1)
+    if buf:
+        yield b"".join(buf)
+
+
+def _check_line(size: int, path: Path, lineno: int) -> None:
+    if size > MAX_LINE_BYTES:
+        raise DataError(path, f"line longer than {MAX_LINE_BYTES} bytes {WHERE}", record=f"line {lineno}")
+
+
 def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, text) for each non-blank line (split on newlines only), bounded and UTF-8 checked."""
     with open_binary(path) as f:
-        lineno, offset = 0, 0
-        while True:
-            raw = f.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                return
-            lineno += 1
-            if len(raw) > MAX_LINE_BYTES:
-                raise DataError(path, f"line longer than {MAX_LINE_BYTES} bytes {WHERE}", record=f"line {lineno}")
+        offset = 0
+        for lineno, raw in enumerate(raw_lines(f, path), 1):
             line = decode_utf8(raw, path, record=f"line {lineno}", offset=offset)
             offset += len(raw)
             if line.strip():
