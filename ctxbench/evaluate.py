@@ -102,9 +102,6 @@ def _judge_llm(cfg: Any, llm: Any = None) -> Any:
 
 # ---- score ---------------------------------------------------------------------------------------
 
-REQUIRED = ("id", "prediction", "answer", "category")
-
-
 PREDICTIONS_HINT = ("predictions= takes the predictions.jsonl that `python -m ctxbench eval` writes in its run folder "
                     "(outputs/eval/<run>/predictions.jsonl, or that folder)")
 

@@ -8,7 +8,6 @@ name the byte offset of non-UTF-8 bytes, and refuse ``NaN``/``Infinity``/``-Infi
 """
 from __future__ import annotations
 
-import io
 import json
 import re
 import reprlib
