@@ -48,18 +48,20 @@ def _latin1_bytes(text: str, encoding: str = "latin1") -> bytes:
     return text.encode("latin1")
 
 
-def build_cost(args: tuple[Any, ...]) -> int:
-    """What a constructor call builds, at most: an integer size argument, or its argument's length."""
-    cost = 0
-    for a in args[:1]:
-        if isinstance(a, int) and not isinstance(a, bool):
-            cost += abs(a)
-        else:
-            try:
-                cost += len(a)
-            except TypeError:
-                cost += 1
-    return cost
+SIZED_BY_INT = frozenset({"builtins.bytes", "builtins.bytearray"})  # bytes(n): n zero bytes
+
+
+def build_cost(name: str, args: tuple[Any, ...]) -> int:
+    """What a constructor call builds, at most: its first argument's length, or the size ``bytes(n)`` makes."""
+    if not args:
+        return 1
+    a = args[0]
+    if isinstance(a, int) and not isinstance(a, bool):
+        return max(abs(a), 1) if name in SIZED_BY_INT else 1
+    try:
+        return max(len(a), 1)
+    except TypeError:
+        return 1
 
 
 class Builder:
@@ -70,7 +72,7 @@ class Builder:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         u = self.unpickler
-        u.spent += build_cost(args)
+        u.spent += build_cost(self.name, args)
         if u.spent > u.budget:
             raise TooLarge(f"{self.name}(...) would build more than {u.budget} items and bytes")
         return self.ctor(*args, **kwargs)
