@@ -103,9 +103,6 @@ def _judge_llm(cfg: Any, llm: Any = None) -> Any:
 
 # ---- score ---------------------------------------------------------------------------------------
 
-REQUIRED = ("id", "prediction", "answer", "category")
-
-
 PREDICTIONS_HINT = ("predictions= takes the predictions.jsonl that `python -m ctxbench eval` writes in its run folder "
                     "(outputs/eval/<run>/predictions.jsonl, or that folder)")
 
@@ -113,51 +110,18 @@ PREDICTIONS_HINT = ("predictions= takes the predictions.jsonl that `python -m ct
 def load_prediction_file(path: str | Path) -> list[dict[str, Any]]:
     """Lines {id, prediction, answer, category, [category_name, adversarial_answer, question, ...]}.
 
-    Any problem is a :class:`DataError` naming the file, the line and the field.
+    Any problem is a :class:`DataError` naming the file, the line and the field; what each field
+    accepts is in :mod:`ctxbench.data.predictions`.
     """
-    import json
-
     from .data.paths import resolve
+    from .data.predictions import read_prediction_lines
 
     p = resolve(path, what="predictions", hint=PREDICTIONS_HINT)
     if p.is_dir():  # an eval run folder: its predictions.jsonl
         if not (p / "predictions.jsonl").is_file():
             raise DataError(p, f"a folder without predictions.jsonl; {PREDICTIONS_HINT}")
         p = p / "predictions.jsonl"
-    records = []
-    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"line {i}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(p, f"malformed JSON ({e.msg} at column {e.colno})", record=where) from None
-        if not isinstance(rec, dict):
-            raise DataError(p, f"expected a JSON object, got {type(rec).__name__}", record=where)
-        adversarial = "adversarial_answer" in rec and (
-            canonical_name(str(rec.get("category_name") or "")) == "adversarial" or str(rec.get("category")) == "5")
-        for key in REQUIRED:
-            if key not in rec and not (key == "answer" and adversarial):
-                raise DataError(p, "missing required field", record=where, field=key)
-        if isinstance(rec["id"], bool) or not isinstance(rec["id"], (str, int)):
-            raise DataError(p, f"must be a string or an integer, got {type(rec['id']).__name__}", record=where,
-                            field="id")
-        if not isinstance(rec["prediction"], (str, int, float)) or isinstance(rec["prediction"], bool):
-            raise DataError(p, f"must be a string, got {type(rec['prediction']).__name__}", record=where,
-                            field="prediction")
-        ans = rec.get("answer")
-        if ans is not None and not isinstance(ans, (str, int, float, list)) or isinstance(ans, bool):
-            raise DataError(p, f"must be a string, number or list, got {type(ans).__name__}", record=where,
-                            field="answer")
-        if isinstance(rec["category"], bool) or not isinstance(rec["category"], (str, int)):
-            raise DataError(p, f"must be an integer id or a name, got {type(rec['category']).__name__}",
-                            record=where, field="category")
-        rec["prediction"] = str(rec["prediction"])
-        records.append(rec)
-    if not records:
-        raise DataError(p, "no prediction lines")
-    return records
+    return read_prediction_lines(p)
 
 
 def score_main(cfg: Any) -> dict[str, Any]:

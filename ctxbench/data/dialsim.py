@@ -29,7 +29,8 @@ from typing import Any
 from ..registry import register
 from ..types import History, Question, Sample, Session, Turn
 from .errors import DataError
-from .records import field
+from .invariants import answer_text, check_samples, nonblank
+from .records import field, short_repr, short_text
 from .safe_pickle import safe_load
 from .samples import Samples
 from .sources import downloads_dir, locate
@@ -70,20 +71,21 @@ def _question(raw: Any, path: Path, rec: str, qid: str, qtype: str, level: str, 
     phrasings = field(raw, "questions", dict, path, rec)
     for k, v in phrasings.items():
         if not isinstance(v, str):
-            raise DataError(path, f"expected a string, got {type(v).__name__}", record=rec, field=f"questions[{k!r}]")
+            raise DataError(path, f"expected a string, got {type(v).__name__}", record=rec,
+                            field=f"questions[{short_repr(k)}]")
     if not phrasings:
         raise DataError(path, "no phrasing", record=rec, field="questions")
-    text = phrasings.get("default") or next(iter(phrasings.values()))
+    text = nonblank(phrasings.get("default") or next(iter(phrasings.values())), path, rec, "questions")
     answer = field(raw, "answer", (str, int, float), path, rec)
     if not isinstance(answer, str):
         quirks["non_string_answers"] += 1
-        answer = str(answer)
+    answer = nonblank(answer_text(answer, path, rec, "answer"), path, rec, "answer")
     options = field(raw, "options", list, path, rec, default=None)
     if options is not None:
         for k, o in enumerate(options):
             if not isinstance(o, (str, int, float)):
                 raise DataError(path, f"expected a string, got {type(o).__name__}", record=rec, field=f"options[{k}]")
-        options = [str(o) for o in options]
+        options = [answer_text(o, path, rec, f"options[{k}]") for k, o in enumerate(options)]
         if len(options) != len(OPTION_LETTERS):
             quirks["options_not_five"] += 1
     letter = None
@@ -124,7 +126,8 @@ def load_dialsim_file(path: Path, fmt: str = "multi_choice", per_episode: bool =
     if episodes:
         missing = [e for e in episodes if str(e) not in names]
         if missing:
-            raise DataError(path, f"unknown episode(s) {missing}; first episodes: {names[:5]}", field="dataset.episodes")
+            raise DataError(path, f"unknown episode(s) {missing}; first episodes: {[short_text(n) for n in names[:5]]}",
+                            field="dataset.episodes")
         keep = {str(e) for e in episodes}
     else:
         keep = set(names[: max_episodes or None])
@@ -136,11 +139,12 @@ def load_dialsim_file(path: Path, fmt: str = "multi_choice", per_episode: bool =
         if str(epi) not in keep:
             continue
         if not isinstance(epi_data, dict):
-            raise DataError(path, f"expected a dict of sessions, got {type(epi_data).__name__}", record=f"episode {epi}")
+            raise DataError(path, f"expected a dict of sessions, got {type(epi_data).__name__}",
+                            record=f"episode {short_text(epi)}")
         sessions: list[Session] = []
         questions: list[Question] = []
         for sc, sess in epi_data.items():
-            rec = f"episode {epi} session {sc}"
+            rec = f"episode {short_text(epi)} session {short_text(sc)}"
             sid = f"{epi}/{sc}"
             script = field(sess, "script", str, path, rec)
             date = field(sess, "date", str, path, rec, default="")
@@ -153,8 +157,8 @@ def load_dialsim_file(path: Path, fmt: str = "multi_choice", per_episode: bool =
                 for qtype, bucket in buckets.items():
                     if types and qtype not in types:
                         continue
-                    for qid, q in _bucket_items(bucket, path, f"{rec} {key}[{qtype!r}]"):
-                        qrec = f"{rec} {key}[{qtype!r}][{qid}]"
+                    for qid, q in _bucket_items(bucket, path, f"{rec} {key}[{short_repr(qtype)}]"):
+                        qrec = f"{rec} {key}[{short_repr(qtype)}][{short_text(qid)}]"
                         made = _question(q, path, qrec, f"{show}-{sid}-{level}-{qtype}-{qid}", str(qtype), level, sid,
                                          fmt, quirks)
                         if made is not None:
@@ -167,6 +171,7 @@ def load_dialsim_file(path: Path, fmt: str = "multi_choice", per_episode: bool =
     else:
         samples = [Sample(History(id=show, sessions=[x for _, s, _ in groups for x in s]),
                           [x for _, _, q in groups for x in q])]
+    check_samples(samples, path, conversational=True, questions="any")
     return Samples(samples, source=str(path), quirks=quirks)
 
 

@@ -6,7 +6,7 @@ Quirks of the official file, each handled and counted in ``Samples.quirks`` (nev
   the correct option of LoCoMo's two-option prompt, "Not mentioned in the conversation"; the
   distractor is kept in ``Question.adversarial_answer``; an ``answer`` a few of them also have
   is kept in ``meta["raw_answer"]``;
-- integer answers (``2022``) become strings;
+- integer answers (``2022``) become strings (NaN/Infinity are refused, never the gold "nan");
 - malformed evidence ids ("D8:6; D9:17", "D", "D:11:26") are kept raw and counted;
 - sessions come from the ``session_N`` keys, not the date keys (conv-26 has 35 dates, 19 sessions);
 - image turns: the BLIP caption is appended to the text the system sees,
@@ -24,9 +24,10 @@ from typing import Any, Iterable
 
 from ..registry import register
 from ..types import History, Question, Sample, Session, Turn
-from .categories import ADVERSARIAL_GOLD, category_name, parse_categories
+from .categories import ADVERSARIAL_GOLD, LOCOMO_CATEGORIES, category_name, parse_categories
 from .errors import DataError
-from .records import field, read_json
+from .invariants import answer_text, check_samples, nonblank
+from .records import field, read_json, short_repr, short_text
 from .samples import Samples
 from .sources import locate
 
@@ -72,8 +73,8 @@ def _turn(raw: Any, path: Path, rec: str, quirks: Counter) -> Turn:
 
 
 def _question(raw: Any, path: Path, sample_id: str, j: int, quirks: Counter) -> Question:
-    rec = f"{sample_id} qa[{j}]"
-    text = field(raw, "question", str, path, rec)
+    rec = f"{short_text(sample_id, 60)} qa[{j}]"
+    text = nonblank(field(raw, "question", str, path, rec), path, rec, "question")
     cat = field(raw, "category", int, path, rec)
     if cat not in (1, 2, 3, 4, 5):
         raise DataError(path, f"category must be 1-5, got {cat}", record=rec, field="category")
@@ -86,7 +87,8 @@ def _question(raw: Any, path: Path, sample_id: str, j: int, quirks: Counter) -> 
     answer = field(raw, "answer", (str, int, float), path, rec, default=None)
     if answer is not None and not isinstance(answer, str):
         quirks["non_string_answers"] += 1
-        answer = str(answer)
+    if answer is not None:
+        answer = answer_text(answer, path, rec, "answer")
     meta: dict[str, Any] = {"conversation": sample_id, "index": j}
     adversarial = None
     if cat == 5:
@@ -94,7 +96,7 @@ def _question(raw: Any, path: Path, sample_id: str, j: int, quirks: Counter) -> 
         if adversarial is None:
             quirks["adversarial_without_distractor"] += 1
         else:
-            adversarial = str(adversarial)
+            adversarial = answer_text(adversarial, path, rec, "adversarial_answer")
         if answer is None:
             quirks["adversarial_answer_only"] += 1
         else:
@@ -103,6 +105,8 @@ def _question(raw: Any, path: Path, sample_id: str, j: int, quirks: Counter) -> 
         answer = ADVERSARIAL_GOLD
     elif answer is None:
         raise DataError(path, "missing required field (only category-5 items may omit it)", record=rec, field="answer")
+    else:
+        nonblank(answer, path, rec, "answer")
     return Question(id=f"{sample_id}-q{j}", question=text, answer=answer, category=cat,
                     category_name=category_name(cat), evidence=list(evidence),
                     adversarial_answer=adversarial, meta=meta)
@@ -110,23 +114,27 @@ def _question(raw: Any, path: Path, sample_id: str, j: int, quirks: Counter) -> 
 
 def _conversation(rec: Any, path: Path, i: int, quirks: Counter) -> Sample:
     sample_id = field(rec, "sample_id", str, path, f"index {i}")
-    conv = field(rec, "conversation", dict, path, sample_id)
-    speakers = [field(conv, k, str, path, sample_id, prefix="conversation.") for k in ("speaker_a", "speaker_b")]
+    if not sample_id.strip():
+        raise DataError(path, f"is empty ({short_repr(sample_id)}); a non-empty string is required", record=f"index {i}",
+                        field="sample_id")
+    label = short_text(sample_id, 60)  # file text in an error message: one line, bounded
+    conv = field(rec, "conversation", dict, path, label)
+    speakers = [field(conv, k, str, path, label, prefix="conversation.") for k in ("speaker_a", "speaker_b")]
     nums = sorted(int(m.group(1)) for k in conv if (m := SESSION_KEY.fullmatch(k)))
     dates = {int(m.group(1)) for k in conv if (m := DATE_KEY.fullmatch(k))}
     quirks["date_keys_without_session"] += len(dates - set(nums))
     sessions = []
     for n in nums:
         key = f"session_{n}"
-        turns_raw = field(conv, key, list, path, sample_id, prefix="conversation.")
+        turns_raw = field(conv, key, list, path, label, prefix="conversation.")
         if not turns_raw:
             quirks["empty_sessions"] += 1
-        turns = [_turn(t, path, f"{sample_id} {key}[{k}]", quirks) for k, t in enumerate(turns_raw)]
-        date = field(conv, f"{key}_date_time", str, path, sample_id, default="", prefix="conversation.")
+        turns = [_turn(t, path, f"{label} {key}[{k}]", quirks) for k, t in enumerate(turns_raw)]
+        date = field(conv, f"{key}_date_time", str, path, label, default="", prefix="conversation.")
         if not date:
             quirks["sessions_without_date"] += 1
         sessions.append(Session(id=key, turns=turns, date=date))
-    qa = field(rec, "qa", list, path, sample_id)
+    qa = field(rec, "qa", list, path, label)
     questions = [_question(q, path, sample_id, j, quirks) for j, q in enumerate(qa)]
     return Sample(History(id=sample_id, sessions=sessions, speakers=speakers), questions)
 
@@ -141,8 +149,9 @@ def load_locomo_file(path: Path) -> Samples:
     seen: set[str] = set()
     for s in samples:
         if s.history.id in seen:
-            raise DataError(path, "duplicate sample_id", record=s.history.id, field="sample_id")
+            raise DataError(path, "duplicate sample_id", record=short_text(s.history.id, 60), field="sample_id")
         seen.add(s.history.id)
+    check_samples(samples, path, conversational=True, categories=LOCOMO_CATEGORIES, questions="each")
     return Samples(samples, source=str(path), quirks=quirks)
 
 

@@ -16,8 +16,9 @@ from typing import Any
 from ..registry import register
 from ..render import render_session
 from ..types import History, Sample
-from .categories import parse_categories
+from .categories import LOCOMO_CATEGORIES, parse_categories
 from .errors import DataError
+from .invariants import check_samples
 from .locomo import load_locomo_file, parse_evidence_id
 from .samples import Samples
 from .sources import locate
@@ -93,6 +94,7 @@ def load_locomo_pwc(cfg: Any) -> Samples:
                 for r in rows for q in r.questions]
     if cfg.get("limit"):
         rows = rows[: int(cfg.get("limit"))]
+    check_samples(rows, path, conversational=False, categories=LOCOMO_CATEGORIES, questions="each")
     out = Samples(rows, source=str(path), quirks=quirks)
     out.log_quirks("locomo_pwc")
     return out

@@ -13,6 +13,7 @@ from ..registry import register
 from ..types import History, Question, Sample
 from .errors import DataError
 from .hub import iter_hub_rows
+from .invariants import check_samples, nonblank
 from .records import field, iter_jsonl
 from .samples import Samples
 from .sources import locate, looks_like_hub_id
@@ -22,7 +23,7 @@ CATEGORY = "pwc"
 
 
 def row_sample(rec: dict[str, Any], source: object, record: str, row_id: str) -> Sample:
-    vals = [field(rec, k, str, source, record) for k in FIELDS]
+    vals = [nonblank(field(rec, k, str, source, record), source, record, k) for k in FIELDS]
     context, prompt, answer = vals
     q = Question(id=row_id, question=prompt, answer=answer, category=CATEGORY, category_name=CATEGORY,
                  meta={"record": record})
@@ -64,6 +65,7 @@ def load_pwc_rows(cfg: Any, name: str = "pwc") -> Samples:
         raise DataError(source, "no rows")
     if cfg.get("group_by_input", False):
         out = group_by_context(out)
+    check_samples(out, source, conversational=False, categories={CATEGORY}, questions="each")
     return Samples(out, source=source)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..registry import register
 from ..types import History, Sample
+from .bounds import check_file_size, decode_utf8
 from .errors import DataError
 from .paths import resolve
 from .records import field, iter_jsonl
@@ -30,10 +31,9 @@ def read_text_documents(path: Path, text_field: str = "text", limit: int | None 
             if limit and len(docs) >= limit:
                 break
         return docs
+    check_file_size(path)
     try:
-        raw = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise DataError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raw = decode_utf8(path.read_bytes(), path)
     except OSError as e:
         raise DataError(path, f"cannot be read: {e.strerror}") from None
     if not raw.strip():

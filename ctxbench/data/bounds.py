@@ -1,0 +1,108 @@
+"""Resource bounds on untrusted data files: size, nesting depth, string length, built size.
+
+A dataset or predictions file is read before anything about it is known, so each reader checks,
+cheaply and without recursion, that the file cannot make it allocate without limit or recurse
+past Python's stack:
+
+- ``MAX_FILE_BYTES`` (2 GiB): a JSON document or a pickle is read whole; a larger one is refused;
+- ``MAX_LINE_BYTES`` (256 MiB): one JSONL line (JSONL files are streamed, so only a line is bounded);
+- ``MAX_DEPTH`` (64): lists/objects nested deeper are refused (every real file nests < 10 levels);
+- ``MAX_STRING_CHARS`` (64 Mi): one JSON string;
+- a pickle's *built size* (every string's length plus every container's entries, counted as a
+  tree, so shared or self-referencing objects count each time they are reached) is capped at
+  ``BUILD_BUDGET_MIN`` + ``BUILD_BUDGET_PER_BYTE`` × the file size.
+
+The limits are module constants (``ctxbench.data.bounds``); every refusal names the file, the
+limit and this module, so a user with a genuinely larger file knows what to change.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from .errors import DataError
+
+MAX_FILE_BYTES = 2 * 1024 ** 3
+MAX_LINE_BYTES = 256 * 1024 ** 2
+MAX_DEPTH = 64
+MAX_STRING_CHARS = 64 * 1024 ** 2
+BUILD_BUDGET_MIN = 1024 ** 2
+BUILD_BUDGET_PER_BYTE = 16
+WHERE = "(limit set in ctxbench.data.bounds)"
+
+# A JSON string (escapes included), a bracket, or a lone quote (an unterminated string: stop, the
+# JSON parser reports it).
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|"', re.S)
+
+
+def check_file_size(path: Path, limit: int = MAX_FILE_BYTES) -> int:
+    """The file's size in bytes; DataError if it cannot be read or is over ``limit``."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError as e:
+        raise DataError(path, f"cannot be read: {e.strerror}") from None
+    if size > limit:
+        raise DataError(path, f"is {size} bytes, over the {limit}-byte limit for a data file {WHERE}")
+    return size
+
+
+def decode_utf8(raw: bytes, path: object, record: object = None, offset: int = 0) -> str:
+    """``raw`` as UTF-8 text; DataError naming the byte offset (from the file start) of the first bad byte."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(path, f"not UTF-8 text ({e.reason} at byte offset {offset + e.start}); "
+                              "save the file as UTF-8", record=record) from None
+
+
+def check_json_text(text: str, path: object, record: object = None) -> None:
+    """Nesting depth and string lengths of JSON ``text``, scanned iteratively before parsing."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH and len(text) <= MAX_STRING_CHARS:
+        return
+    depth = 0
+    for m in _JSON_TOKEN.finditer(text):
+        tok = m.group()
+        if tok in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise DataError(path, f"nested deeper than {MAX_DEPTH} levels (at character {m.start()}) {WHERE}",
+                                record=record)
+        elif tok in "]}":
+            depth -= 1
+        elif tok == '"':
+            return  # unterminated string: the parser names it
+        elif len(tok) - 2 > MAX_STRING_CHARS:
+            raise DataError(path, f"a string of {len(tok) - 2} characters (at character {m.start()}), over the "
+                                  f"{MAX_STRING_CHARS}-character limit {WHERE}", record=record)
+
+
+def check_built(obj: Any, path: object, budget: int) -> None:
+    """Depth and built size of loaded data (pickles), walked iteratively; DataError past either bound.
+
+    Shared objects count each time they are reached (the loaders walk them that many times) and a
+    self-referencing container is refused as too deep.
+    """
+    total = 0
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        o, depth = stack.pop()
+        if isinstance(o, (str, bytes, bytearray)):
+            total += len(o)
+        elif isinstance(o, (dict, list, tuple, set, frozenset)):
+            if depth > MAX_DEPTH:
+                raise DataError(path, f"data nested deeper than {MAX_DEPTH} levels {WHERE}")
+            total += len(o)
+            items = [x for kv in o.items() for x in kv] if isinstance(o, dict) else o
+            stack.extend((x, depth + 1) for x in items if isinstance(x, (str, bytes, bytearray, dict, list,
+                                                                           tuple, set, frozenset)))
+        else:
+            total += 1
+        if total > budget:
+            raise DataError(path, f"builds more than {budget} items and characters (shared or repeated objects "
+                                  f"counted each time), too many for its size {WHERE}")
+
+
+def build_budget(file_bytes: int) -> int:
+    """The built-size budget for a pickle of ``file_bytes`` bytes."""
+    return BUILD_BUDGET_MIN + BUILD_BUDGET_PER_BYTE * file_bytes
