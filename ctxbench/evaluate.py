@@ -25,7 +25,7 @@ from .data.errors import DataError
 from .errors import CtxbenchError
 from .llm.base import preflight
 from .metrics.aggregate import aggregate, metric_versions, score_records
-from .metrics.base import Metric, answer_text, build_metrics, canonical_name
+from .metrics.base import Metric, answer_text, build_metrics
 from .metrics.cost import aggregate_cost
 from .metrics.health import DEFAULT_MAX_FAILED_FRACTION, health_line, run_health
 from .qa_prompts import postprocess

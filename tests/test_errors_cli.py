@@ -21,6 +21,8 @@ from ctxbench.errors import ConfigError, CtxbenchError
 INTERNAL = {
     "ctxbench.bench.common.Skip": "a suite that cannot run here; the reason is recorded in bench.json",
     "ctxbench.data.safe_pickle.RefusedGlobal": "safe_loads turns it into a DataError naming the file",
+    "ctxbench.data.safe_pickle.TooLarge": "safe_loads turns it into a DataError naming the file and the budget",
+    "ctxbench.data.records.NonJsonConstant": "the JSON readers turn it into a DataError naming file, line, column",
     "ctxbench.llm.openai_compat._Retryable": "the retry loop retries it, then records a failed call",
     "ctxbench.llm.openai_compat._Unreachable": "a _Retryable: retried, or LLMUnavailable before any reply",
     "ctxbench.llm.openai_compat._Fatal": "the call is recorded failed without retries",
