@@ -289,7 +289,7 @@ def test_resume_auto_falls_back_to_the_intact_checkpoint_and_matches_an_uninterr
 def test_an_explicitly_named_damaged_checkpoint_still_fails(cli, interrupted, tmp_path):
     run = _damaged_copy(interrupted[1], tmp_path / "run")
     latest = run / "checkpoints" / "step_0000004"
-    r = cli(*TRAIN, f"trainer.resume={latest}", f"hydra.run.dir={run}", "force_resume=true")
+    r = cli(*TRAIN, f"trainer.resume={latest}", f"hydra.run.dir={run}")
     assert r.returncode == 2, r.stderr[-2000:]
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("ctxbench: error: checkpoint") and "state.json" in last and "field step" in last
@@ -599,3 +599,24 @@ def test_a_memory_store_cell_of_the_wrong_type_names_it(tmp_path, sql, read, say
     with pytest.raises(StoreError) as e:
         reads[read]()
     one_line(e.value, str(path), says)
+
+
+@pytest.mark.parametrize("kind", ["truncated", "garbage", "embedding"])
+def test_a_damaged_graph_store_names_the_file(tmp_path, kind):
+    pytest.importorskip("ladybug")
+    import numpy as np
+
+    from ctxbench.memory.stores.graph import LadybugGraph
+    from ctxbench.memory.stores.records import StoreError
+
+    path = tmp_path / "graph.lbdb"
+    g = LadybugGraph(path)
+    g.add_node("h", "Paris", np.ones(3))
+    if kind == "embedding":
+        g._run("MATCH (n:Entity) SET n.emb = '{not json'")
+    g.close()
+    if kind != "embedding":
+        damage(path, kind)
+    with pytest.raises(StoreError) as e:
+        LadybugGraph(path).nodes("h")
+    one_line(e.value, str(path))
