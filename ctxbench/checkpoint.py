@@ -34,6 +34,7 @@ import torch
 
 from .data.errors import first_line
 from .dotted import flatten, set_dotted
+from .results import json_kind as _kind
 
 MANIFEST = "MANIFEST.json"
 WEIGHTS = "trainable.safetensors"
@@ -292,10 +293,6 @@ def restore_rng(ckpt: Path, state: dict[str, Any], rank: int) -> None:
                               f"({type(e).__name__}: {first_line(e, repr(e))[:200]}) (not written by the trainer)"
                               ) from None
 
-
-def _kind(v: Any) -> str:
-    return {dict: "object", list: "list", str: "string", bool: "boolean", int: "number",
-            float: "number"}.get(type(v), "null")
 
 
 def read_json(ckpt: Path, name: str) -> Any:

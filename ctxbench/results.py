@@ -114,7 +114,7 @@ def read_jsonl_tolerant(path: str | Path, required: tuple[str, ...] = ()) -> tup
             raise DataError(path, f"malformed JSON ({why}); fix or delete the line to resume",
                             record=f"line {i}") from None
         if not isinstance(row, dict):
-            raise DataError(path, f"expected a JSON object, got a JSON {_json_kind(row)}; fix or delete the line "
+            raise DataError(path, f"expected a JSON object, got a JSON {json_kind(row)}; fix or delete the line "
                                   "to resume", record=f"line {i}")
         for key in required:
             if key not in row:
@@ -124,8 +124,10 @@ def read_jsonl_tolerant(path: str | Path, required: tuple[str, ...] = ()) -> tup
     return rows, dropped
 
 
-def _json_kind(v: Any) -> str:
-    return {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(v), "null")
+def json_kind(v: Any) -> str:
+    """A parsed JSON value's kind for messages: object, list, string, boolean, number or null."""
+    return {dict: "object", list: "list", str: "string", bool: "boolean", int: "number",
+            float: "number"}.get(type(v), "null")
 
 
 def plain_config(cfg: Any) -> Any:

@@ -408,7 +408,8 @@ def test_report_reads_good_results_and_skips_damaged_metrics_lines(tmp_path):
     assert load_run(tmp_path).scalar_metrics() == {"n": 2, "f1": 0.5}
     train = tmp_path / "train"
     train.mkdir()
-    (train / "metrics.jsonl").write_bytes(b'{"step": 1, "loss": 2.0}\n[1]\n' + GARBAGE + b'\n{"step": 2, "loss": 1.0}\n')
+    (train / "metrics.jsonl").write_bytes(b'{"step": 1, "loss": 2.0}\n[1]\n' + GARBAGE
+                                          + b'\n{"step": 2, "loss": 1.0}\n')
     assert load_run(train).train == {"final_loss": 1.0, "step": 2}
 
 

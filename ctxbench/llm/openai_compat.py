@@ -49,6 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..registry import register, suggest
+from ..results import json_kind as _kind
 from ..secrets import check_env_name, scrub_text
 from .base import ChatResult, LLMUnavailable, Message, UsageMeter
 from .cache import maybe_cached
@@ -133,11 +134,6 @@ def _count(v: Any) -> bool:
     """A token count a server may report: an int ≥ 0 (not a bool, a string or a negative number)."""
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
-
-def _kind(v: Any) -> str:
-    """``object``, ``list``, ``string`` ... : the JSON kind of a parsed value, for messages."""
-    return {dict: "object", list: "list", str: "string", bool: "boolean", int: "number",
-            float: "number"}.get(type(v), "null")
 
 
 def reply_problem(data: Any) -> str | None:
@@ -445,7 +441,8 @@ class OpenAIChatLLM:
         try:
             data = json.loads(raw)
         except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
-            what = "empty" if not raw.strip() else ("not JSON" if isinstance(e, ValueError) else "JSON nested too deeply")
+            what = ("empty" if not raw.strip() else "not JSON" if isinstance(e, ValueError)
+                    else "JSON nested too deeply")
             if content_type and "json" not in content_type.lower():
                 what += f", Content-Type: {content_type[:60]}"
             raise _Retryable(self.scrub(f"malformed reply ({what}): {raw[:200]!r}")) from None

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..data.errors import DataError
+from ..results import json_kind as _kind
 
 RESULTS_JSON, METRICS_JSONL, TRAIN_SUMMARY = "results.json", "metrics.jsonl", "train_summary.json"
 #: Fields of a results.json row that are not metric values (names, ids, counts).
@@ -73,10 +74,6 @@ def _load_yaml(path: Path) -> Any:
     except Exception as e:  # noqa: BLE001 - any parse error is the file's problem
         raise ReportError(f"{path}: cannot read YAML ({e})") from None
 
-
-def _kind(v: Any) -> str:
-    return {dict: "object", list: "list", str: "string", bool: "boolean", int: "number",
-            float: "number"}.get(type(v), "null")
 
 
 def read_json_object(path: Path) -> dict[str, Any]:

@@ -60,7 +60,8 @@ class _CypherGraph:
             from .records import StoreError
 
             raise StoreError(self.where, f"damaged graph store: the embedding of {what} is not a JSON list of "
-                                         f"numbers ({str(text)[:60]!r}); delete it or use a new hydra.run.dir") from None
+                                         f"numbers ({str(text)[:60]!r}); delete it or use a new hydra.run.dir"
+                             ) from None
 
     def _next_id(self, what: str) -> int:
         q = ("MATCH (n:Entity) RETURN max(n.id)" if what == "node"
