@@ -11,7 +11,10 @@ A checkpoint is a folder ``checkpoints/step_<N>/`` holding
 
 It is written to ``step_<N>.tmp`` and renamed into place, so a crash mid-write leaves no folder
 that looks complete; a folder whose files do not match its manifest is refused with a message.
-Every error reading a checkpoint is a one-line :class:`CheckpointError` naming the file.
+Every error reading a checkpoint is a one-line :class:`CheckpointError` naming the file (and the
+field of ``state.json``). ``trainer.resume=auto`` resumes from the newest checkpoint that verifies
+and loads (:func:`resume_newest`), saying which damaged newer ones it skipped; a checkpoint named
+explicitly (``trainer.resume=DIR``, ``checkpoint=DIR``) is never swapped for another.
 
 ``eval method=X checkpoint=DIR`` takes the method and model config from the checkpoint
 (:func:`apply_checkpoint_config`), so a forgotten ``method.mem_size=4`` cannot build the wrong shapes.
@@ -22,19 +25,22 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from .errors import CtxbenchError
 from .data.errors import first_line
 from .dotted import flatten, set_dotted
+from .results import json_kind as _kind
 
 MANIFEST = "MANIFEST.json"
 WEIGHTS = "trainable.safetensors"
 METHOD_JSON, MODEL_JSON, STATE_JSON = "method.json", "model.json", "state.json"
+STEP_DIR = re.compile(r"step_(\d+)")  # a checkpoint folder's name (``step_0000020``)
 
 
 class CheckpointError(CtxbenchError, RuntimeError):
@@ -123,13 +129,41 @@ def step_of(ckpt: Path) -> int:
     return int(Path(ckpt).name.split("_")[1])
 
 
-def list_checkpoints(ckpt_root: Path) -> list[Path]:
+def step_folders(ckpt_root: Path) -> list[Path]:
+    """Every ``step_<N>`` folder under ``ckpt_root`` (not the ``.tmp`` ones being written), by step."""
     ckpt_root = Path(ckpt_root)
     if not ckpt_root.is_dir():
         return []
-    found = [p for p in ckpt_root.iterdir() if p.is_dir() and p.name.startswith("step_")
-             and not p.name.endswith(".tmp") and (p / MANIFEST).exists()]
-    return sorted(found, key=step_of)
+    return sorted((p for p in ckpt_root.iterdir() if p.is_dir() and STEP_DIR.fullmatch(p.name)), key=step_of)
+
+
+def list_checkpoints(ckpt_root: Path) -> list[Path]:
+    """The complete checkpoints (a ``MANIFEST.json``, written last) under ``ckpt_root``, by step."""
+    return [p for p in step_folders(ckpt_root) if (p / MANIFEST).exists()]
+
+
+def resume_newest(ckpt_root: Path, load: Callable[[Path], Any], warn=print) -> tuple[Path, Any] | None:
+    """``(checkpoint, load(checkpoint))`` for the newest checkpoint that verifies and loads.
+
+    ``load`` restores everything from one checkpoint (raising :class:`CheckpointError` when it
+    cannot); each damaged newer checkpoint is then named in one warning line saying which one
+    is resumed instead. None when there is no checkpoint folder at all; a CheckpointError
+    naming the newest one's problem when none of them is usable.
+    """
+    damaged: list[CheckpointError] = []
+    for ckpt in reversed(step_folders(ckpt_root)):
+        try:
+            verify(ckpt)
+            loaded = load(ckpt)
+        except CheckpointError as e:
+            damaged.append(e)
+            continue
+        for e in damaged:
+            warn(f"warning: skipping a damaged checkpoint: {e}; resuming from {ckpt.name}")
+        return ckpt, loaded
+    if damaged:
+        raise CheckpointError(f"no usable checkpoint under {ckpt_root}: the newest fails with: {damaged[0]}")
+    return None
 
 
 def latest_complete(ckpt_root: Path, warn=print) -> Path | None:
@@ -137,18 +171,8 @@ def latest_complete(ckpt_root: Path, warn=print) -> Path | None:
 
     None when there is no checkpoint at all; a CheckpointError when none of them verifies.
     """
-    found = list_checkpoints(ckpt_root)
-    first_error = None
-    for ckpt in reversed(found):
-        try:
-            verify(ckpt)
-            return ckpt
-        except CheckpointError as e:
-            first_error = first_error or e
-            warn(f"warning: skipping a damaged checkpoint: {e}")
-    if first_error is not None:
-        raise CheckpointError(f"no usable checkpoint under {ckpt_root}: the newest fails with: {first_error}")
-    return None
+    found = resume_newest(ckpt_root, lambda c: None, warn=warn)
+    return None if found is None else found[0]
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -173,15 +197,15 @@ def verify(ckpt: Path) -> dict[str, Any]:
     if not mpath.exists():
         raise CheckpointError(f"checkpoint {ckpt} has no {MANIFEST}: it was not written completely")
     try:
-        manifest = json.loads(mpath.read_text())
-        if not isinstance(manifest, dict) or not all(
-                isinstance(m, dict) and {"bytes", "sha256"} <= set(m) for m in manifest.values()):
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+        if not isinstance(manifest, dict) or not all(manifest_entry(n, m) for n, m in manifest.items()):
             raise ValueError
-    except (ValueError, UnicodeDecodeError):
-        raise CheckpointError(f"checkpoint {ckpt}: {MANIFEST} is corrupt (not the JSON the trainer writes)") from None
+    except (ValueError, OSError, RecursionError):  # UnicodeDecodeError is a ValueError
+        raise CheckpointError(f"checkpoint {ckpt}: {MANIFEST} is corrupt (not the JSON the trainer writes: "
+                              '{"<file>": {"bytes": <int>, "sha256": "<hex>"}, ...})') from None
     for name, meta in manifest.items():
         f = ckpt / name
-        if not f.exists():
+        if not f.is_file():
             raise CheckpointError(f"checkpoint {ckpt}: file {name} is missing")
         if f.stat().st_size != meta["bytes"]:
             raise CheckpointError(f"checkpoint {ckpt}: file {name} is truncated "
@@ -189,6 +213,15 @@ def verify(ckpt: Path) -> dict[str, Any]:
         if _sha256(f) != meta["sha256"]:
             raise CheckpointError(f"checkpoint {ckpt}: file {name} is corrupt (sha256 mismatch)")
     return manifest
+
+
+def manifest_entry(name: Any, meta: Any) -> bool:
+    """A manifest line as :func:`write_manifest` writes it: a relative path inside the folder, an int
+    size and a sha256 hex string (a path leaving the folder is never read)."""
+    parts = Path(name).parts
+    return (isinstance(meta, dict) and bool(parts) and not Path(name).is_absolute() and ".." not in parts
+            and isinstance(meta.get("bytes"), int) and not isinstance(meta.get("bytes"), bool)
+            and isinstance(meta.get("sha256"), str))
 
 
 def load_weights(ckpt: Path) -> dict[str, torch.Tensor]:
@@ -223,21 +256,57 @@ def load_training_state(ckpt: Path, optimizer: Any, scheduler: Any) -> dict[str,
                 target.load_state_dict(torch.load(ckpt / name, weights_only=True))
             except Exception as e:  # unpickling, or a state that does not fit this optimizer
                 raise CheckpointError(f"checkpoint {ckpt}: cannot load {name}: {first_line(e)}") from None
-    state = read_json(ckpt, STATE_JSON)
-    if not isinstance(state, dict) or not {"step", "micro", "rng"} <= set(state):
-        raise CheckpointError(f"checkpoint {ckpt}: {STATE_JSON} lacks step/micro/rng (not written by the trainer)")
+    return check_state(ckpt, read_json(ckpt, STATE_JSON))
+
+
+def check_state(ckpt: Path, state: Any) -> dict[str, Any]:
+    """``state.json`` as the trainer writes it: step and micro ints ≥ 0 (step = the folder's), rng an
+    object; anything else is a one-line CheckpointError naming the field."""
+    def bad(what: str) -> CheckpointError:
+        return CheckpointError(f"checkpoint {ckpt}: file {STATE_JSON}: {what} (not written by the trainer)")
+
+    if not isinstance(state, dict):
+        raise bad(f"a JSON {_kind(state)}, expected an object with step, micro and rng")
+    missing = [k for k in ("step", "micro", "rng") if k not in state]
+    if missing:
+        raise bad(f"lacks {'/'.join(missing)}")
+    for key in ("step", "micro"):
+        v = state[key]
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise bad(f"field {key} is {json.dumps(v)[:40]}, expected an integer >= 0")
+    if not isinstance(state["rng"], dict):
+        raise bad(f"field rng is a JSON {_kind(state['rng'])}, expected an object")
+    named = STEP_DIR.fullmatch(Path(ckpt).name)
+    if named and int(named.group(1)) != state["step"]:
+        raise bad(f"field step is {state['step']} but the folder is {Path(ckpt).name}")
     return state
+
+
+def restore_rng(ckpt: Path, state: dict[str, Any], rank: int) -> None:
+    """Set the RNGs to rank ``rank``'s saved states (rank 0's when it has none of its own)."""
+    rngs = state["rng"]
+    key = str(rank) if str(rank) in rngs else "0"
+    try:
+        set_rng_state(rngs[key])
+    except (KeyError, IndexError, TypeError, ValueError, SyntaxError, RuntimeError, RecursionError,
+            MemoryError, OverflowError) as e:
+        raise CheckpointError(f"checkpoint {ckpt}: file {STATE_JSON}: field rng.{key} cannot be restored "
+                              f"({type(e).__name__}: {first_line(e, repr(e))[:200]}) (not written by the trainer)"
+                              ) from None
+
 
 
 def read_json(ckpt: Path, name: str) -> Any:
     """One JSON file of a checkpoint; a missing or damaged one is a CheckpointError naming it."""
     f = Path(ckpt) / name
-    if not f.exists():
+    if not f.is_file():
         raise CheckpointError(f"checkpoint {ckpt}: file {name} is missing")
     try:
         return json.loads(f.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"checkpoint {ckpt}: file {name} is corrupt ({e})") from None
+    except (ValueError, OSError) as e:  # JSONDecodeError, UnicodeDecodeError
+        raise CheckpointError(f"checkpoint {ckpt}: file {name} is corrupt ({first_line(e, repr(e))[:200]})") from None
+    except RecursionError:
+        raise CheckpointError(f"checkpoint {ckpt}: file {name} is corrupt (nested too deeply)") from None
 
 
 # ---- the config a checkpoint was trained with ----------------------------------------------------
@@ -260,8 +329,9 @@ def saved_configs(ckpt: Path) -> dict[str, dict[str, Any]]:
     if (ckpt / MODEL_JSON).exists():
         out["model"] = read_json(ckpt, MODEL_JSON)
     elif (ckpt / STATE_JSON).exists():
-        name = read_json(ckpt, STATE_JSON).get("model")
-        if name:
+        state = read_json(ckpt, STATE_JSON)
+        name = state.get("model") if isinstance(state, dict) else None
+        if isinstance(name, str) and name:
             out["model"] = {"name": name}
     for section, conf in out.items():
         if not isinstance(conf, dict) or not conf.get("name"):

@@ -162,7 +162,17 @@ def question_record(q: Question, history_id: str) -> dict[str, Any]:
 
 
 def _read_predictions(pred_path: Path) -> dict[str, dict[str, Any]]:
+    """The answers an earlier run wrote (a torn last line dropped and re-answered); a line whose
+    id, prediction or failed flag has the wrong type is a DataError naming the file and line."""
     existing, dropped = read_jsonl_tolerant(pred_path, required=("id",))
+    for i, r in enumerate(existing, 1):
+        for key, ok, want in (("id", isinstance(r["id"], (str, int)) and not isinstance(r["id"], bool),
+                               "a string or an integer"),
+                              ("prediction", isinstance(r.get("prediction", ""), str), "a string"),
+                              ("failed", isinstance(r.get("failed", False), bool), "true or false")):
+            if not ok:
+                raise DataError(pred_path, f"{r.get(key)!r:.40} is not {want}; fix or delete the line "
+                                           "to resume", record=i, field=key)
     if dropped:
         tqdm.write(f"eval: dropped a torn last line of {pred_path} (interrupted write); it will be re-answered")
         write_jsonl(pred_path, existing)

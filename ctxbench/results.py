@@ -98,21 +98,23 @@ def read_jsonl_tolerant(path: str | Path, required: tuple[str, ...] = ()) -> tup
     path = Path(path)
     if not path.exists():
         return [], 0
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = path.read_bytes().splitlines()
     rows, dropped = [], 0
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
+            row = json.loads(line.decode("utf-8"))
+        except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError, nesting
             if i == len(lines):
                 dropped += 1
                 continue
-            raise DataError(path, f"malformed JSON ({e.msg}); fix or delete the line to resume",
+            why = (e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8" if isinstance(e, UnicodeDecodeError)
+                   else "nested too deeply" if isinstance(e, RecursionError) else str(e))
+            raise DataError(path, f"malformed JSON ({why}); fix or delete the line to resume",
                             record=f"line {i}") from None
         if not isinstance(row, dict):
-            raise DataError(path, f"expected a JSON object, got a JSON {_json_kind(row)}; fix or delete the line "
+            raise DataError(path, f"expected a JSON object, got a JSON {json_kind(row)}; fix or delete the line "
                                   "to resume", record=f"line {i}")
         for key in required:
             if key not in row:
@@ -122,8 +124,10 @@ def read_jsonl_tolerant(path: str | Path, required: tuple[str, ...] = ()) -> tup
     return rows, dropped
 
 
-def _json_kind(v: Any) -> str:
-    return {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(v), "null")
+def json_kind(v: Any) -> str:
+    """A parsed JSON value's kind for messages: object, list, string, boolean, number or null."""
+    return {dict: "object", list: "list", str: "string", bool: "boolean", int: "number",
+            float: "number"}.get(type(v), "null")
 
 
 def plain_config(cfg: Any) -> Any:

@@ -92,8 +92,12 @@ def acquire_lock(run_dir: str | Path) -> None:
     if key in _HELD:
         return
     path = run / GUARD_DIR / LOCK_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:  # .ctxbench is a file, the lock a folder, no permission ...
+        raise RunFolderError(path, f"{path}: cannot open the run folder's lock file ({e.strerror or e}); "
+                                   f"delete {run / GUARD_DIR} if it is damaged, or use another hydra.run.dir") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
@@ -171,7 +175,7 @@ def check_config(run_dir: str | Path, cfg: Any, *, force: bool = False, write: b
         _FORCED.add(str(run.resolve()))
     entry = {"fingerprint": fingerprint(current), "excluded_keys": list(EXCLUDED_KEYS), "config": current}
     if recorded is not None:
-        entry["previous_fingerprints"] = [*recorded.get("previous_fingerprints", []), recorded.get("fingerprint")]
+        entry["previous_fingerprints"] = [*recorded["previous_fingerprints"], recorded["fingerprint"]]
     if write:
         from .results import write_json
 
@@ -183,15 +187,32 @@ def read_run_file(path: Path) -> dict[str, Any] | None:
     """``run.json`` as written by :func:`check_config`, or None when the folder has none yet."""
     if not path.exists():
         return None
+    fix = "delete it to record the current config, or use a new hydra.run.dir"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RunFolderError(path, f"{path}: unreadable run record ({e}); delete it to record the current "
-                                   "config, or use a new hydra.run.dir") from None
-    if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
-        raise RunFolderError(path, f"{path}: not a run record (no 'config' object); delete it to record the "
-                                   "current config, or use a new hydra.run.dir")
+    except (OSError, ValueError) as e:  # JSONDecodeError, UnicodeDecodeError
+        raise RunFolderError(path, f"{path}: unreadable run record ({' '.join(str(e).split())[:200]}); {fix}") from None
+    except RecursionError:
+        raise RunFolderError(path, f"{path}: unreadable run record (JSON nested too deeply); {fix}") from None
+    problem = run_record_problem(data)
+    if problem:
+        raise RunFolderError(path, f"{path}: not a run record ({problem}); {fix}")
+    data.setdefault("previous_fingerprints", [])
     return data
+
+
+def run_record_problem(data: Any) -> str | None:
+    """What makes parsed ``run.json`` not the record :func:`check_config` writes (None: nothing)."""
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    if not isinstance(data.get("config"), dict):
+        return "no 'config' object"
+    if not isinstance(data.get("fingerprint"), str):
+        return "'fingerprint' is not a string"
+    prev = data.get("previous_fingerprints", [])
+    if not isinstance(prev, list) or not all(isinstance(f, str) for f in prev):
+        return "'previous_fingerprints' is not a list of strings"
+    return None
 
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

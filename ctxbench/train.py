@@ -141,9 +141,13 @@ class MetricsLog:
         if dropped:
             say(f"warning: {self.path}: dropped a torn last line (a crash mid-write)")
         for i, r in enumerate(rows, 1):  # read_jsonl_tolerant already refused lines that are no object
-            if not isinstance(r.get("step", 0), int):
+            if not isinstance(r.get("step", 0), int) or isinstance(r.get("step"), bool):
                 raise DataError(self.path, "expected a JSON object with an integer step; fix or delete the line "
                                            "to resume", record=f"line {i}")
+            loss = r.get("loss")
+            if loss is not None and (not isinstance(loss, (int, float)) or isinstance(loss, bool)):
+                raise DataError(self.path, f"loss is {json.dumps(loss)[:40]}, expected a number; fix or delete the "
+                                           "line to resume", record=f"line {i}", field="loss")
         return [r for r in rows if r.get("step", 0) <= resume_step]
 
     def write(self, record: dict[str, Any]) -> None:
@@ -213,6 +217,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     for c in (init_from, resume_from):
         if c is not None and (c / ckpt_mod.MANIFEST).exists():
             ckpt_mod.verify(c)
+    if resume_from is not None:  # a damaged state.json is named before the model loads, too
+        ckpt_mod.check_state(resume_from, ckpt_mod.read_json(resume_from, ckpt_mod.STATE_JSON))
 
     # -- build: model, method, data --------------------------------------------------------
     bundle = load_model(cfg.model)
@@ -243,16 +249,22 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     step, micro, resumed_at = 0, 0, None
     ckpt_root = run_dir / "checkpoints"
     if resume:
-        found = ckpt_mod.latest_complete(ckpt_root, warn=acc.print) if str(resume) == "auto" else resume_from
-        if found is not None:
-            state = ckpt_mod.load_training_state(found, optimizer, scheduler)
-            ckpt_mod.load_trained(acc.unwrap_model(model), found)
-            step, micro = int(state["step"]), int(state["micro"])
+        def restore(ckpt: Path) -> dict[str, Any]:  # optimizer, scheduler, weights, RNGs: all of one checkpoint
+            state = ckpt_mod.load_training_state(ckpt, optimizer, scheduler)
+            ckpt_mod.load_trained(acc.unwrap_model(model), ckpt)
+            ckpt_mod.restore_rng(ckpt, state, acc.process_index)
+            return state
+
+        if str(resume) == "auto":  # the newest intact checkpoint; damaged newer ones are named and skipped
+            got = ckpt_mod.resume_newest(ckpt_root, restore, warn=acc.print)
+        else:  # the one named: never another
+            got = (resume_from, restore(resume_from)) if resume_from is not None else None
+        if got is not None:
+            found, state = got
+            step, micro = state["step"], state["micro"]
             if step > total:
                 raise ckpt_mod.CheckpointError(f"checkpoint {found} is at step {step}, past trainer.max_steps={total} "
                                                f"(raise trainer.max_steps or start a new run folder)")
-            ckpt_mod.set_rng_state(state["rng"][str(acc.process_index)] if str(acc.process_index) in state["rng"]
-                                   else state["rng"]["0"])
             resumed_at = step
             acc.print(f"resumed from {found} at step {step}")
     log = MetricsLog(run_dir, cfg, is_main, step, say=acc.print, acc=acc)
@@ -351,8 +363,8 @@ def finished_run(run_dir: Path, cfg: DictConfig) -> dict[str, Any] | None:
         return None
     try:
         summary = json.loads(summary_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None  # rewritten by finishing again
+    except (ValueError, OSError, RecursionError):  # damaged: rewritten by finishing again
+        return None
     total = int(cfg.trainer.max_steps)
     if not isinstance(summary, dict) or summary.get("step") != total or ckpt_mod.step_of(found[-1]) != total:
         return None

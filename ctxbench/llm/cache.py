@@ -9,7 +9,9 @@ cost a system reports does not depend on the cache) with ``cached=True``, and is
 meter like any call. The file is ``llm.cache_path`` if set, else
 ``$CTXBENCH_CACHE/llm_cache.sqlite`` (default ``~/.cache/ctxbench/llm_cache.sqlite``), shared by
 runs; ``llm.cache=false`` turns caching off. Safe across threads and processes (WAL, busy timeout).
-A damaged file is a one-line :class:`~ctxbench.data.errors.DataError` naming it (delete it).
+A damaged file is a one-line :class:`~ctxbench.data.errors.DataError` naming it (delete it); a row
+that is not what :meth:`CallCache.put` writes (text not a string, counts not integers) is a miss:
+the call is asked again and its row rewritten.
 """
 from __future__ import annotations
 
@@ -41,6 +43,12 @@ def cache_key(backend: str, model: str, messages: list[Message], **params: Any) 
 def storable(r: ChatResult) -> bool:
     """Only a successful, non-empty reply goes into the cache (an empty one is asked again)."""
     return not r.failed and bool(r.text.strip())
+
+
+def stored_row(row: Any) -> bool:
+    """A ``(text, prompt_tokens, completion_tokens)`` row as :meth:`CallCache.put` writes it."""
+    return (row is not None and isinstance(row[0], str) and bool(row[0].strip())
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in row[1:]))
 
 
 class CallCache:
@@ -79,7 +87,7 @@ class CallCache:
         with self._guard():
             row = self._conn().execute("SELECT text, prompt_tokens, completion_tokens FROM calls WHERE key=?",
                                        (key,)).fetchone()
-        return None if row is None else (row[0], int(row[1]), int(row[2]))
+        return row if stored_row(row) else None
 
     def put(self, key: str, r: ChatResult) -> None:
         with self._guard(), self._conn() as c:

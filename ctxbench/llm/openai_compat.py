@@ -17,11 +17,14 @@ What happens when a call goes wrong:
   before any call has succeeded, HTTP 401/403 (key refused), HTTP 404 (unknown model or wrong
   ``base_url`` path): :class:`~ctxbench.llm.base.LLMUnavailable` at once, one line naming the
   cause, no retries;
-* 429, 5xx, timeouts, malformed replies, and a lost connection once the server has answered
-  before (it may be restarting): retried with exponential backoff (honouring a numeric
-  Retry-After), up to ``max_retries`` retries; then the call returns ``ChatResult(failed=True)``
-  and is counted as a failure — the run goes on;
-* other 4xx and a reply without content (``content: null``): that call fails at once;
+* 429, 5xx, timeouts, malformed replies (not JSON, HTML, no ``choices``, ``choices: []``, content
+  that is not a string), a connection cut mid-reply (fewer bytes than its ``Content-Length``), a
+  reply trickled so slowly it is not complete within ``timeout_s``, and a lost connection once the
+  server has answered before (it may be restarting): retried with exponential backoff (honouring a
+  numeric Retry-After), up to ``max_retries`` retries; then the call returns
+  ``ChatResult(failed=True)`` with a one-line ``error`` and is counted as a failure — the run goes on;
+* other 4xx, a redirect (not followed: ``base_url`` should be the final address), a reply over
+  :data:`REPLY_BYTES` and a reply without content (``content: null``): that call fails at once;
 * ``max_consecutive_failures`` failed calls in a row: ``LLMUnavailable`` naming the last error.
 
 Every error text is scrubbed of the key (and other secrets) before it is stored or raised.
@@ -46,6 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..registry import register, suggest
+from ..results import json_kind as _kind
 from ..secrets import check_env_name, scrub_text
 from .base import ChatResult, LLMUnavailable, Message, UsageMeter
 from .cache import maybe_cached
@@ -54,6 +58,7 @@ RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 AUTH_STATUS = {401: "Unauthorized", 403: "Forbidden"}
 DETAIL_BYTES = 1 << 16  # of an error reply's body
 MODELS_BYTES = 1 << 22  # of a /models reply
+REPLY_BYTES = 32 << 20  # of a chat reply: a larger one fails the call (a broken or hostile server)
 
 
 class _Retryable(Exception):
@@ -84,14 +89,36 @@ def unreachable_reason(err: BaseException) -> str:
     return str(err) or type(err).__name__
 
 
-def read_capped(resp: Any, limit: int) -> bytes:
-    """At most ``limit`` bytes of a streamed httpx reply's body."""
+class _TooSlow(Exception):
+    """The reply body did not arrive within its deadline (a server trickling bytes)."""
+
+
+def read_capped(resp: Any, limit: int, deadline: float | None = None) -> bytes:
+    """At most ``limit`` bytes of a streamed httpx reply's body; :class:`_TooSlow` past ``deadline``
+    (a ``time.monotonic()`` value: each read has the client's timeout, this bounds them all)."""
     out = bytearray()
     for chunk in resp.iter_bytes():
         out += chunk
         if len(out) >= limit:
             break
+        if deadline is not None and time.monotonic() > deadline:
+            raise _TooSlow
     return bytes(out[:limit])
+
+
+def read_reply(resp: Any, deadline: float, timeout_s: float) -> bytes:
+    """The whole body of a 2xx chat reply: over :data:`REPLY_BYTES` fails the call, too slow is retried."""
+    declared = resp.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > REPLY_BYTES:
+        raise _Fatal(f"reply too large (Content-Length {declared} bytes, over the {REPLY_BYTES >> 20} MiB limit)")
+    try:
+        raw = read_capped(resp, REPLY_BYTES + 1, deadline)
+    except _TooSlow:
+        raise _Retryable(f"timeout: the reply was not complete within {timeout_s:g} s "
+                         "(the server sends it too slowly)") from None
+    if len(raw) > REPLY_BYTES:
+        raise _Fatal(f"reply too large (over the {REPLY_BYTES >> 20} MiB limit)")
+    return raw
 
 
 def model_ids(raw: bytes) -> list[str]:
@@ -99,8 +126,30 @@ def model_ids(raw: bytes) -> list[str]:
     try:
         data = json.loads(raw)
         return [str(m["id"]) for m in data["data"] if isinstance(m, dict) and "id" in m]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return []
+
+
+def _count(v: Any) -> bool:
+    """A token count a server may report: an int ≥ 0 (not a bool, a string or a negative number)."""
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+
+def reply_problem(data: Any) -> str | None:
+    """Why a parsed chat reply holds no first choice (None when it does)."""
+    if not isinstance(data, dict):
+        return f"a JSON {_kind(data)}, not an object"
+    choices = data.get("choices")
+    if choices is None:
+        return "no 'choices' in it"
+    if not isinstance(choices, list):
+        return f"'choices' is a {_kind(choices)}, not a list"
+    if not choices:
+        return "'choices' is empty"
+    if not isinstance(choices[0], dict):
+        return f"choices[0] is a {_kind(choices[0])}, not an object"
+    return None
 
 
 def did_you_mean(name: str, choices: list[str], show: int = 10) -> str:
@@ -216,15 +265,16 @@ class OpenAIChatLLM:
         import httpx
 
         url = self.base_url + "/models"
+        deadline = time.monotonic() + self.preflight_timeout_s
         try:
             with self._client().stream("GET", url, headers=self._headers(), timeout=self.preflight_timeout_s) as resp:
                 status = resp.status_code
-                raw = read_capped(resp, DETAIL_BYTES if status in AUTH_STATUS else MODELS_BYTES)
+                raw = read_capped(resp, DETAIL_BYTES if status in AUTH_STATUS else MODELS_BYTES, deadline)
         except httpx.TimeoutException:
             raise self._no_reply(url) from None
         except httpx.ConnectError as e:
             raise LLMUnavailable(self._unreachable_msg(url, unreachable_reason(e))) from None
-        except httpx.TransportError:  # dropped mid-reply: the calls will tell
+        except (httpx.RequestError, _TooSlow):  # dropped, cut, undecodable or trickled: the calls will tell
             return
         if status in AUTH_STATUS:
             raise self._auth_error(status, url, self._detail(raw))
@@ -347,44 +397,58 @@ class OpenAIChatLLM:
             ra = headers.get("Retry-After")
             return _Retryable(f"HTTP {code}: {detail}",
                               float(ra) if ra and ra.replace(".", "", 1).isdigit() else None)
+        if 300 <= code < 400:
+            where = headers.get("Location")
+            return _Fatal(self.scrub(f"HTTP {code} redirect" + (f" to {where[:200]}" if where else "")
+                                     + " (redirects are not followed: set llm.base_url to the final address)"))
         return _Fatal(f"HTTP {code}: {detail}")
 
     def _post(self, body: dict[str, Any], messages: list[Message]) -> ChatResult:
         import httpx
 
         url = self.base_url + "/chat/completions"
+        deadline = time.monotonic() + self.timeout_s
         try:
             with self._client().stream("POST", url, content=json.dumps(body).encode(),
                                        headers=self._headers()) as resp:
                 ok = 200 <= resp.status_code < 300
-                raw = resp.read() if ok else read_capped(resp, DETAIL_BYTES)
+                raw = read_reply(resp, deadline, self.timeout_s) if ok else read_capped(resp, DETAIL_BYTES, deadline)
         except httpx.TimeoutException as e:
             raise _Retryable(f"timeout after {self.timeout_s}s ({type(e).__name__}: {e})") from None
         except httpx.ConnectError as e:
             raise _Unreachable(self._unreachable_msg(url, unreachable_reason(e))) from None
-        except httpx.TransportError as e:  # reset, dropped, or cut mid-reply
+        except httpx.TransportError as e:  # reset, dropped, or cut mid-reply (RemoteProtocolError)
             raise _Retryable(self.scrub(f"connection error: {type(e).__name__}: {e}")) from None
+        except httpx.RequestError as e:  # a body that does not decode (Content-Encoding), ...
+            raise _Retryable(self.scrub(f"unreadable reply: {type(e).__name__}: {e}")) from None
+        except _TooSlow:
+            raise _Retryable(f"timeout: the error reply was not complete within {self.timeout_s:g} s") from None
         if not ok:
             raise self._http_error(resp.status_code, resp.headers, raw, url)
-        data = self._parse(raw)
+        data = self._parse(raw, resp.headers.get("Content-Type", ""))
         text = self._content(data)
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         pt = usage.get("prompt_tokens")
         ct = usage.get("completion_tokens")
-        if not isinstance(pt, int):
+        if not _count(pt):
             pt = sum(self.count_tokens(m.get("content", "")) for m in messages)
-        if not isinstance(ct, int):
+        if not _count(ct):
             ct = self.count_tokens(text)
         return ChatResult(text=text.strip(), prompt_tokens=pt, completion_tokens=ct)
 
-    def _parse(self, raw: bytes) -> dict[str, Any]:
+    def _parse(self, raw: bytes, content_type: str = "") -> dict[str, Any]:
         """The reply as a dict holding a first choice; anything else is a malformed (retried) reply."""
         try:
             data = json.loads(raw)
-            if not isinstance(data["choices"][0], dict):
-                raise TypeError("a choice is not an object")
-        except (ValueError, KeyError, IndexError, TypeError) as e:
-            raise _Retryable(self.scrub(f"malformed reply ({type(e).__name__}: {e}): {raw[:200]!r}")) from None
+        except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+            what = ("empty" if not raw.strip() else "not JSON" if isinstance(e, ValueError)
+                    else "JSON nested too deeply")
+            if content_type and "json" not in content_type.lower():
+                what += f", Content-Type: {content_type[:60]}"
+            raise _Retryable(self.scrub(f"malformed reply ({what}): {raw[:200]!r}")) from None
+        problem = reply_problem(data)
+        if problem is not None:
+            raise _Retryable(self.scrub(f"malformed reply ({problem}): {raw[:200]!r}"))
         return data
 
     def _content(self, data: dict[str, Any]) -> str:
@@ -396,7 +460,8 @@ class OpenAIChatLLM:
             what = "content: null" if isinstance(message, dict) else "content: null (no message)"
             raise _Fatal(f"{what} in the reply (finish_reason={choice.get('finish_reason')!r})")
         if not isinstance(text, str):
-            raise _Retryable(self.scrub(f"malformed reply (content is not a string): {str(text)[:200]!r}"))
+            raise _Retryable(self.scrub(f"malformed reply (content is a {_kind(text)}, not a string): "
+                                        f"{str(text)[:200]!r}"))
         return text
 
 

@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..data.errors import DataError
+from ..results import json_kind as _kind
 
 RESULTS_JSON, METRICS_JSONL, TRAIN_SUMMARY = "results.json", "metrics.jsonl", "train_summary.json"
+#: Fields of a results.json row that are not metric values (names, ids, counts).
+METRIC_FREE = {"id", "name"}
 
 
 class ReportError(DataError):
@@ -72,15 +75,55 @@ def _load_yaml(path: Path) -> Any:
         raise ReportError(f"{path}: cannot read YAML ({e})") from None
 
 
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON file holding one object; anything else (bytes that are not UTF-8 JSON, a list, a
+    string, too deep) is a one-line :class:`ReportError` naming the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ReportError(f"{path}: malformed JSON ({e.msg})") from None
+    except UnicodeDecodeError:
+        raise ReportError(f"{path}: not UTF-8 text (a damaged file?)") from None
+    except RecursionError:
+        raise ReportError(f"{path}: malformed JSON (nested too deeply)") from None
+    except OSError as e:
+        raise ReportError(f"{path}: cannot read it ({e.strerror or e})") from None
+    if not isinstance(data, dict):
+        raise ReportError(f"{path}: a JSON {_kind(data)}, expected an object")
+    return data
+
+
+def check_results(path: Path, results: dict[str, Any]) -> dict[str, Any]:
+    """results.json as the evaluator writes it: ``overall`` an object of numbers (or null) by metric
+    (``<metric>_stderr``, ``n`` too), ``by_category`` an object of such objects (plus their ``id``);
+    a wrong type is a ReportError naming the field."""
+    def row(where: str, value: Any) -> None:
+        if not isinstance(value, dict):
+            raise ReportError(f"{path}: field {where} is a JSON {_kind(value)}, expected an object")
+        for k, v in value.items():
+            if k in METRIC_FREE or v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ReportError(f"{path}: field {where}.{k} is {json.dumps(v)[:40]}, expected a number or null")
+
+    if results.get("overall") is not None:
+        row("overall", results["overall"])
+    cats = results.get("by_category")
+    if cats is not None:
+        if not isinstance(cats, dict):
+            raise ReportError(f"{path}: field by_category is a JSON {_kind(cats)}, expected an object")
+        for name, value in cats.items():
+            row(f"by_category.{name}", value)
+    return results
+
+
 def _train_numbers(run_dir: Path) -> dict[str, Any]:
     """Final loss / eval loss (and perplexity) of a train run from train_summary.json or metrics.jsonl."""
     out: dict[str, Any] = {}
     summary = run_dir / TRAIN_SUMMARY
     if summary.exists():
-        try:
-            s = json.loads(summary.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise ReportError(f"{summary}: malformed JSON ({e.msg})") from None
+        s = read_json_object(summary)
         for k in ("step", "loss", "eval_loss"):
             if isinstance(s.get(k), (int, float)):
                 out["final_loss" if k == "loss" else k] = s[k]
@@ -88,11 +131,13 @@ def _train_numbers(run_dir: Path) -> dict[str, Any]:
     if metrics.exists():
         last_loss, last_step, final_eval = None, None, None
         parts: dict[str, float] = {}
-        for line in metrics.read_text(encoding="utf-8").splitlines():
+        for line in metrics.read_bytes().splitlines():
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line of a killed run
+                row = json.loads(line.decode("utf-8"))
+            except (ValueError, RecursionError):
+                continue  # a torn last line of a killed run (or a damaged one: the others still count)
+            if not isinstance(row, dict):
+                continue
             if row.get("final"):
                 final_eval = row.get("eval_loss", final_eval)
                 continue
@@ -120,12 +165,13 @@ def load_run(run_dir: str | Path) -> Run:
     hydra = d / ".hydra"
     overrides = _load_yaml(hydra / "overrides.yaml") if (hydra / "overrides.yaml").exists() else []
     config = _load_yaml(hydra / "config.yaml") if (hydra / "config.yaml").exists() else {}
+    if not isinstance(overrides, (list, type(None))):
+        raise ReportError(f"{hydra / 'overrides.yaml'}: a YAML {_kind(overrides)}, expected a list of overrides")
+    if not isinstance(config, (dict, type(None))):
+        raise ReportError(f"{hydra / 'config.yaml'}: a YAML {_kind(config)}, expected a mapping")
     results = None
     if (d / RESULTS_JSON).exists():
-        try:
-            results = json.loads((d / RESULTS_JSON).read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise ReportError(f"{d / RESULTS_JSON}: malformed JSON ({e.msg})") from None
+        results = check_results(d / RESULTS_JSON, read_json_object(d / RESULTS_JSON))
         if isinstance(results.get("config"), dict):
             config = results["config"]  # the resolved config the evaluator recorded
     train = _train_numbers(d)

@@ -49,8 +49,21 @@ class Edge:
 class _CypherGraph:
     """Shared logic; subclasses implement ``_run(query, params) -> list[list]``."""
 
+    where = "graph store"  # named in errors (LadybugGraph: its file)
+
     def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         raise NotImplementedError
+
+    def _vector(self, text: Any, what: str) -> np.ndarray:
+        """A stored embedding (a JSON list of numbers); anything else is a one-line StoreError naming it."""
+        try:
+            return np.asarray(json.loads(text), dtype=np.float32)
+        except (TypeError, ValueError, RecursionError):
+            from .records import StoreError
+
+            raise StoreError(self.where, f"damaged graph store: the embedding of {what} is not a JSON list of "
+                                         f"numbers ({str(text)[:60]!r}); delete it or use a new hydra.run.dir"
+                             ) from None
 
     def _next_id(self, what: str) -> int:
         q = ("MATCH (n:Entity) RETURN max(n.id)" if what == "node"
@@ -68,7 +81,7 @@ class _CypherGraph:
     def nodes(self, hid: str) -> list[Node]:
         rows = self._run("MATCH (n:Entity) WHERE n.hid = $hid RETURN n.id, n.name, n.emb ORDER BY n.id",
                          {"hid": hid})
-        return [Node(int(r[0]), r[1], np.asarray(json.loads(r[2]), dtype=np.float32)) for r in rows]
+        return [Node(int(r[0]), r[1], self._vector(r[2], f"node {r[0]}")) for r in rows]
 
     def add_edge(self, hid: str, src: int, relation: str, dst: int, created: str,
                  emb: np.ndarray | None = None) -> int:
@@ -95,7 +108,7 @@ class _CypherGraph:
         q += " RETURN r.id, a.id, b.id, a.name, r.relation, b.name, r.valid, r.created, r.invalidated, r.emb ORDER BY r.id"
         out = []
         for r in self._run(q, params):
-            emb = np.asarray(json.loads(r[9]), dtype=np.float32) if r[9] else None
+            emb = self._vector(r[9], f"edge {r[0]}") if r[9] else None
             out.append(Edge(int(r[0]), int(r[1]), int(r[2]), r[3], r[4], r[5], bool(r[6]), r[7], r[8], emb))
         return out
 
@@ -110,6 +123,7 @@ class LadybugGraph(_CypherGraph):
         import ladybug
 
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.where = str(path)
         try:
             self.db = ladybug.Database(str(path))
             self.conn = ladybug.Connection(self.db)

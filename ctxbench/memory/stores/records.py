@@ -102,10 +102,24 @@ class RecordStore:
         self.conn = open_sqlite(self.path, SCHEMA, what="memory store")
 
     # ---- records -------------------------------------------------------------------------
+    def _json(self, value: Any, where: str) -> Any:
+        """A JSON cell of the store; one that does not parse is a one-line StoreError naming it."""
+        try:
+            return json.loads(value)
+        except (TypeError, ValueError, RecursionError):
+            raise StoreError(self.path, f"damaged memory store: {where} is not JSON ({str(value)[:60]!r}); "
+                                        + REMEDY) from None
+
     def _row(self, r: tuple) -> Record:
+        if r[6] is not None and (not isinstance(r[6], bytes) or len(r[6]) % 4):
+            raise StoreError(self.path, f"damaged memory store: records.emb of record {r[0]} is not float32 "
+                                        f"bytes; {REMEDY}")
         emb = None if r[6] is None else np.frombuffer(r[6], dtype=np.float32).copy()
-        return Record(id=r[0], kind=r[1], text=r[2], meta=json.loads(r[3]), time=r[4],
-                      deleted=bool(r[5]), emb=emb)
+        meta = self._json(r[3], f"records.meta of record {r[0]}")
+        if not isinstance(meta, dict) or not isinstance(r[2], str):
+            raise StoreError(self.path, f"damaged memory store: record {r[0]} has a text or meta of the wrong "
+                                        f"type; {REMEDY}")
+        return Record(id=r[0], kind=r[1], text=r[2], meta=meta, time=r[4], deleted=bool(r[5]), emb=emb)
 
     def add(self, hid: str, kind: str, text: str, meta: dict | None = None, time: str = "",
             emb: np.ndarray | None = None) -> int:
@@ -153,8 +167,8 @@ class RecordStore:
     def changes(self, hid: str) -> list[dict[str, Any]]:
         rows = self.conn.execute(
             "SELECT record_id, op, old, new, at FROM changes WHERE history_id=? ORDER BY seq", (hid,))
-        return [{"record_id": r[0], "op": r[1], "old": json.loads(r[2]) if r[2] else None,
-                 "new": json.loads(r[3]) if r[3] else None, "at": r[4]} for r in rows]
+        return [{"record_id": r[0], "op": r[1], "old": self._json(r[2], "changes.old") if r[2] else None,
+                 "new": self._json(r[3], "changes.new") if r[3] else None, "at": r[4]} for r in rows]
 
     def _log(self, hid: str, rid: int | None, op: str, old: Any, new: Any) -> None:
         self.conn.execute("INSERT INTO changes(history_id, record_id, op, old, new, at) VALUES (?,?,?,?,?,?)",
@@ -164,6 +178,9 @@ class RecordStore:
     # ---- progress and state ----------------------------------------------------------------
     def progress(self, hid: str, stage: str = "steps") -> int:
         r = self.conn.execute("SELECT done FROM progress WHERE history_id=? AND stage=?", (hid, stage)).fetchone()
+        if r is not None and (not isinstance(r[0], int) or r[0] < 0):
+            raise StoreError(self.path, f"damaged memory store: progress.done of history {hid!r} ({stage}) is "
+                                        f"{r[0]!r}, not a count; {REMEDY}")
         return int(r[0]) if r else 0
 
     def set_progress(self, hid: str, done: int, stage: str = "steps") -> None:
@@ -172,7 +189,7 @@ class RecordStore:
 
     def get_state(self, hid: str, key: str, default: Any = None) -> Any:
         r = self.conn.execute("SELECT value FROM state WHERE history_id=? AND key=?", (hid, key)).fetchone()
-        return json.loads(r[0]) if r else default
+        return self._json(r[0], f"state {key!r} of history {hid!r}") if r else default
 
     def set_state(self, hid: str, key: str, value: Any) -> None:
         self.conn.execute("INSERT OR REPLACE INTO state(history_id, key, value) VALUES (?,?,?)",
