@@ -53,12 +53,13 @@ class Case:
     timeout: int | None = None
     exclusive: bool = False           # run alone (allocates GiBs)
     control: bool = False             # a valid input: must succeed (checks the harness)
+    must_recover: bool = False        # only the recovery is right: a clear error is "not_recovered"
     env: dict[str, str] = field(default_factory=dict)
 
 
 # ---- command lines --------------------------------------------------------------------------------
 
-FAST_RETRY = ["llm.backoff_s=0.01", "llm.backoff_max_s=0.02"]
+FAST_RETRY = ["llm.backoff_s=0.01", "llm.backoff_max_s=1"]
 EVAL = ["eval", "memory=no_context", "llm=openai", "llm.base_url={url}", "llm.model=fake", "llm.api_key_env=null",
         "limit=2", "progress=false", "hydra.run.dir={work}/run"]
 TRAIN = ["train", "method=lm", "model=tiny", "trainer.progress=false", "method.seq_len=32", "trainer.max_steps=2",
@@ -731,6 +732,8 @@ def server_cases() -> list[Case]:
             extra = ["llm.max_retries=1"]
         out.append(Case(f"server.{mode}", "server", desc, eval_locomo() + extra, server=mode, timeout=90,
                         expect=("fail", "llm", "server", "model", "reply", "http")))
+    out.append(Case("server.control", "server", "the server answering well, with the retry settings (control)",
+                    eval_locomo() + FAST_RETRY, control=True))
     return out
 
 
@@ -935,16 +938,16 @@ def runfile_cases() -> list[Case]:
              ok_if_success=True, recovery=r"(?i)torn last line"),
         Case("runfiles.latest_zeroed_earlier_intact", "runfiles",
              "newest checkpoint's weights zeroed, an earlier one intact; train resume", TRAIN_RESUME,
-             corrupt(two, zeros(S4 + "trainable.safetensors")), needs=(two,), ok_if_success=True,
+             corrupt(two, zeros(S4 + "trainable.safetensors")), needs=(two,), ok_if_success=True, must_recover=True,
              recovery=r"(?is)skipping a damaged checkpoint.*step_0000002"),
         Case("runfiles.latest_state_bad_sealed_earlier_intact", "runfiles",
              "newest checkpoint's state.json garbage (manifest rewritten), an earlier one intact; train resume",
-             TRAIN_RESUME, corrupt(two, put(S4 + "state.json", "{nope"), True, 4), needs=(two,), ok_if_success=True,
+             TRAIN_RESUME, corrupt(two, put(S4 + "state.json", "{nope"), True, 4), needs=(two,), ok_if_success=True, must_recover=True,
              recovery=r"(?is)(skipp|fall).*step_0000002"),
         Case("runfiles.latest_weights_bad_sealed_earlier_intact", "runfiles",
              "newest checkpoint's weights garbage (manifest rewritten), an earlier one intact; train resume",
              TRAIN_RESUME, corrupt(two, put(S4 + "trainable.safetensors", b"garbage" * 9), True, 4), needs=(two,),
-             ok_if_success=True, recovery=r"(?is)(skipp|fall).*step_0000002"),
+             ok_if_success=True, must_recover=True, recovery=r"(?is)(skipp|fall).*step_0000002"),
         Case("runfiles.results_garbage_one_of_two", "runfiles",
              "results.json garbage in one of two runs; report sweep= (the other still reported)", REPORT_SWEEP,
              sweep_of(ev, put("results.json", "{nope"), good=True), needs=(ev,), ok_if_success=True,

@@ -15,6 +15,8 @@ Outcomes:
 - ``traceback``: a traceback in stderr;
 - ``accepted``: exit 0 on a malformed input (garbage taken in silently), or a peak memory over the
   case's bound (an unbounded allocation taken in, whatever came after);
+- ``not_recovered``: a clear error where only the recovery is right (a corrupt newest checkpoint
+  with an intact earlier one: resume must fall back to it);
 - ``unclear``: exit != 0 without a traceback but without a ``ctxbench: error:`` last line;
   ``vague``: a ``ctxbench: error:`` line that names neither the file nor the key;
 - ``timeout``, ``crash`` (killed by a signal), ``EXECUTED`` (a malicious payload ran: the worst).
@@ -47,7 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bad_input_cases as bic  # noqa: E402 - the script's own helper, next to it
 
 HERE = Path(__file__).resolve().parent
-OUTCOMES = ("clear", "recovered", "traceback", "accepted", "unclear", "vague", "timeout", "crash", "EXECUTED")
+OUTCOMES = ("clear", "recovered", "not_recovered", "traceback", "accepted", "unclear", "vague", "timeout", "crash",
+            "EXECUTED")
 GOOD = ("clear", "recovered", "ok")
 ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled", "TRANSFORMERS_OFFLINE": "1",
        "TOKENIZERS_PARALLELISM": "false", "DS_ACCELERATOR": "cpu"}
@@ -247,6 +250,8 @@ def classify(case: bic.Case, res: dict[str, Any], work: Path, expect: list[str])
         return "unclear", f"exit {rc}"
     if not names_something(line, expect):
         return "vague", f"names none of {expect}"
+    if case.must_recover:
+        return "not_recovered", "a clear error where the documented recovery was due"
     return "clear", ""
 
 
