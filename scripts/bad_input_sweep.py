@@ -211,8 +211,11 @@ def last_line(text: str) -> str:
 # ---- classification --------------------------------------------------------------------------------
 
 def recovered(case: bic.Case, out: str, work: Path) -> bool:
+    """The case's recovery check, on the output with the case's folder named ``<work>`` (its path holds the
+    case id, which may contain the very word the check looks for)."""
     if case.recovery is None:
         return False
+    out = out.replace(str(work), "<work>")
     if callable(case.recovery):
         return bool(case.recovery(out, work))
     return re.search(case.recovery, out) is not None
@@ -363,11 +366,14 @@ def markdown(records: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def repo_state(repo: Path) -> str:
-    """What git sees in the checkout (untracked and ignored files included), to check the sweep left it alone."""
+def repo_state(repo: Path, out: Path) -> str:
+    """What git sees in the checkout (untracked and ignored files included, the reports' folder left out),
+    to check the sweep left it alone."""
     r = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all"], cwd=repo,
                        capture_output=True, text=True)
-    lines = [ln for ln in r.stdout.splitlines() if "__pycache__" not in ln and not ln.endswith(".pyc")]
+    skip = out.relative_to(repo).as_posix() if out.is_relative_to(repo) else None
+    lines = [ln for ln in r.stdout.splitlines() if "__pycache__" not in ln and not ln.endswith(".pyc")
+             and not (skip and ln[3:].startswith(skip))]
     return "\n".join(sorted(lines))
 
 
@@ -411,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="ctxbench-sweep-"))
     (root / "fixtures").mkdir()
     ctx = {"root": str(root), "fixtures": str(root / "fixtures"), "shared": str(shared), "repo": str(repo)}
-    before = repo_state(repo)
+    before, commit = repo_state(repo, out), commit_of(repo)
     server = FakeServer()
     t0 = time.monotonic()
     try:
@@ -434,8 +440,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     ordered = [records[c.id] for c in cases]
-    untouched = "yes" if repo_state(repo) == before else "NO (git status changed during the sweep)"
-    meta = {"repo": str(repo), "commit": commit_of(repo), "python": args.python,
+    untouched = "yes" if repo_state(repo, out) == before else "NO (git status changed during the sweep)"
+    if commit_of(repo) != commit:
+        commit += f" → {commit_of(repo)} (HEAD MOVED DURING THE SWEEP: the counts mix two versions)"
+    meta = {"repo": str(repo), "commit": commit, "python": args.python,
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cases": len(ordered),
             "controls": sum(c.control for c in cases), "seconds": round(time.monotonic() - t0),
             "jobs": args.jobs, "repo_untouched": untouched}

@@ -85,6 +85,9 @@ def test_classifier(sweep, tmp_path):
     torn = _case(sweep, ok_if_success=True, recovery=r"torn last line")
     assert sweep.classify(torn, _res(rc=0, out="dropped a torn last line"), tmp_path, [])[0] == "recovered"
     assert sweep.classify(torn, _res(rc=0, out="done"), tmp_path, [])[0] == "accepted"
+    named = _case(sweep, ok_if_success=True, recovery=r"(?i)torn")  # the case folder's name is no recovery
+    assert sweep.classify(named, _res(rc=0, out=f"done → {tmp_path}/x.torn_last"), tmp_path / "x.torn_last",
+                          [])[0] == "accepted"
     big = _case(sweep, mem_bound_mb=2048)
     assert sweep.classify(big, _res(err=f"ctxbench: error: {f}: x", peak=9000), tmp_path, [f])[0] == "accepted"
     (tmp_path / sweep.bic.MARKER).touch()
