@@ -455,7 +455,8 @@ def dialsim_cases() -> list[Case]:
         "persistent_id": ("a persistent id (PERSID)", bad(b"\x80\x02P" + b"ctxbench\n" + b".")),
     }
     specs = {
-        "bytearray_2_50": (f"bytearray(2**50) in a {len(bytearray_of(2 ** 50))}-byte pickle", bad(bytearray_of(2 ** 50))),
+        "bytearray_2_50": (f"bytearray(2**50) in a {len(bytearray_of(2 ** 50))}-byte pickle",
+                           bad(bytearray_of(2 ** 50))),
         "deep_list": (f"lists nested {DEEP} deep", bad(b"\x80\x02" + deep_pickle_list() + b".")),
         "deep_in_script": (f"a script nested {DEEP} deep in a valid layout", deep_in_script),
         "deep_in_questions": (f"question phrasings nested {DEEP} deep in a valid layout", deep_in_questions),
@@ -484,7 +485,8 @@ def dialsim_cases() -> list[Case]:
         "date_number": ("date is a number", ds(lambda d: sess(d).__setitem__("date", 2021))),
         "hard_q_list": ("hard_q is a list", ds(lambda d: sess(d).__setitem__("hard_q", [1]))),
         "bucket_int": ("a question bucket that is an int", ds(lambda d: sess(d)["hard_q"].__setitem__("cur", 3))),
-        "question_not_dict": ("a question that is a string", ds(lambda d: sess(d)["hard_q"]["cur"].__setitem__(0, "q"))),
+        "question_not_dict": ("a question that is a string",
+                              ds(lambda d: sess(d)["hard_q"]["cur"].__setitem__(0, "q"))),
         "answer_missing": ("a question without answer", ds(delk(dq, "answer"))),
         "answer_none": ("answer is None", ds(lambda d: dq(d).__setitem__("answer", None))),
         "answer_list": ("answer is a list", ds(lambda d: dq(d).__setitem__("answer", ["The new oven"]))),
@@ -505,8 +507,10 @@ def dialsim_cases() -> list[Case]:
                    write("in.pickle", data), expect=("{work}/in.pickle",), mem_bound_mb=4096)
               for k, (desc, data) in specs.items()]
     cases += [
-        Case("dialsim.bytearray_2_33", "dialsim", f"bytearray(2**33) (8 GiB) in a {len(bytearray_of(2 ** 33))}-byte pickle",
-             eval_on("dialsim", "{work}/in.pickle"), write("in.pickle", bytearray_of(2 ** 33)), expect=("{work}/in.pickle",),
+        Case("dialsim.bytearray_2_33", "dialsim",
+             f"bytearray(2**33) (8 GiB) in a {len(bytearray_of(2 ** 33))}-byte pickle",
+             eval_on("dialsim", "{work}/in.pickle"), write("in.pickle", bytearray_of(2 ** 33)),
+             expect=("{work}/in.pickle",),
              mem_bound_mb=2048, exclusive=True),
         Case("dialsim.control", "dialsim", "the valid base pickle (control)", eval_on("dialsim", "{work}/in.pickle"),
              write("in.pickle", ds(lambda d: None)), control=True),
@@ -557,7 +561,8 @@ def score_cases() -> list[Case]:
         "non_utf8": ("invalid UTF-8 bytes", pr(lambda r: None).encode().replace(b"psychology", b"psy\xff\xfechology")),
         "empty_file": ("an empty file", ""),
         "blank_lines": ("only blank lines", "\n \n\n"),
-        "huge_line": (f"a prediction of {HUGE >> 20} MiB", lambda ctx: pr(setk(p1, "prediction", lambda: "x " * (HUGE // 2)))),
+        "huge_line": (f"a prediction of {HUGE >> 20} MiB",
+                      lambda ctx: pr(setk(p1, "prediction", lambda: "x " * (HUGE // 2)))),
         "deep_nesting": (f"a line nested {DEEP} deep", pr(lambda r: [r[0], deep_list_text()])),
         "deep_nesting_answer": (f"an answer nested {DEEP} deep", pr(lambda r: jsonl(r[:1]) + json.dumps(r[1])[:-1]
                                                                      .replace('"answer": "2022"', '"answer": '
@@ -572,7 +577,8 @@ def score_cases() -> list[Case]:
              write("pred.jsonl", pr(lambda r: jsonl(r[:2]) + json.dumps(r[2])[:30])), expect=("{work}/pred.jsonl",),
              ok_if_success=True, recovery=r"(?i)torn|truncat|incomplete"),
         Case("score.bom", "score", "a UTF-8 byte-order mark", score_on(),
-             write("pred.jsonl", lambda ctx: b"\xef\xbb\xbf" + pr(lambda r: None).encode()), expect=("{work}/pred.jsonl",),
+             write("pred.jsonl", lambda ctx: b"\xef\xbb\xbf" + pr(lambda r: None).encode()),
+             expect=("{work}/pred.jsonl",),
              ok_if_success=True, recovery=r"n=3 "),
         Case("score.nonexistent", "score", "predictions= a file that does not exist", score_on("{work}/nope.jsonl"),
              expect=("nope.jsonl",)),
@@ -942,7 +948,8 @@ def runfile_cases() -> list[Case]:
              recovery=r"(?is)skipping a damaged checkpoint.*step_0000002"),
         Case("runfiles.latest_state_bad_sealed_earlier_intact", "runfiles",
              "newest checkpoint's state.json garbage (manifest rewritten), an earlier one intact; train resume",
-             TRAIN_RESUME, corrupt(two, put(S4 + "state.json", "{nope"), True, 4), needs=(two,), ok_if_success=True, must_recover=True,
+             TRAIN_RESUME, corrupt(two, put(S4 + "state.json", "{nope"), True, 4), needs=(two,), ok_if_success=True,
+             must_recover=True,
              recovery=r"(?is)(skipp|fall).*step_0000002"),
         Case("runfiles.latest_weights_bad_sealed_earlier_intact", "runfiles",
              "newest checkpoint's weights garbage (manifest rewritten), an earlier one intact; train resume",
