@@ -51,6 +51,19 @@ def check_group_choices(argv: list[str]) -> None:
                 _fail(f"unknown {key} {v!r}.{suggest(v, options)}")
 
 
+def check_run_dirs(argv: list[str]) -> None:
+    """``hydra.run.dir=`` / ``hydra.sweep.dir=`` naming an existing file: one line, before Hydra tries mkdir."""
+    for arg in argv:
+        key, _, value = arg.partition("=")
+        if key not in ("hydra.run.dir", "hydra.sweep.dir") or not value or "$" in value:
+            continue
+        existing = os.path.abspath(value)
+        while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing):
+            _fail(f"{key}={value}: {existing} is a file, not a folder (a run folder is created there)")
+
+
 def run_command(command: str, argv: list[str]) -> None:
     import hydra
 
@@ -143,6 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     if hint:
         _fail(hint)
     check_group_choices(rest)
+    check_run_dirs(rest)
     check_overrides(command, rest)
     quiet_cpu_warnings()
     run_command(command, rest)

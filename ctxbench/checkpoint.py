@@ -382,7 +382,20 @@ def apply_checkpoint_config(cfg: Any, ckpt_dir: str | Path, overrides: list[str]
             raise CheckpointError(conflict_message(ckpt_dir, section, conflicts))
         with open_dict(cfg):
             cfg[section] = merged
+    check_saved_types(cfg, ckpt)
     return cfg
+
+
+def check_saved_types(cfg: Any, ckpt: Path, command: str = "eval") -> None:
+    """The config with the checkpoint's saved values, checked like a composed one (types, ranges)."""
+    from .config_schema import check_types
+    from .errors import ConfigError
+
+    try:
+        check_types(cfg, command)
+    except ConfigError as e:
+        raise CheckpointError(f"checkpoint {ckpt}: a value saved in {METHOD_JSON} / {MODEL_JSON} is refused: "
+                              f"{e}") from None
 
 
 def merge_section(section: str, composed: dict[str, Any], saved: dict[str, Any], chosen: set[str],

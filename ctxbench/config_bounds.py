@@ -208,6 +208,16 @@ OPEN_CHOICES: dict[str, str] = {
     "dataset.show": "names the default file when dataset.path is null; a label otherwise (sample)",
 }
 
+# list keys: the range every item must be in
+ITEM_RANGES: dict[str, Range] = {
+    "trainer.betas": between(0, 1, high_open=True, note="Adam's beta1, beta2"),
+}
+# list keys that may not be empty: what an empty list would silently mean instead
+NONEMPTY: dict[str, str] = {
+    "metrics": "name at least one metric (e.g. metrics=[f1,bleu1]); `python -m ctxbench ls` lists them",
+    "trainer.betas": "Adam's two betas, e.g. [0.9,0.999]",
+}
+
 # keys whose value is an http(s) URL with a host (as OpenAIChatLLM requires; null = the backend's default)
 URL_KEYS = {"llm.base_url"}
 
@@ -247,7 +257,9 @@ def choices_of(key: str, cfg: Any = None) -> tuple[Any, ...] | None:
 
 def problem(key: str, value: Any, cfg: Any = None) -> str | None:
     """The one-line complaint about ``key=value``, or None if the value is accepted (or not checked)."""
-    if value is None or isinstance(value, (dict, list)):
+    if isinstance(value, list):
+        return _list_problem(bound_key(key), key, value)
+    if value is None or isinstance(value, dict):
         return None
     if bound_key(key) in URL_KEYS:
         return _url_problem(key, value)
@@ -258,6 +270,18 @@ def problem(key: str, value: Any, cfg: Any = None) -> str | None:
     if options is not None and value not in options:
         listed = " | ".join(str(o).lower() if isinstance(o, bool) else str(o) for o in options)
         return f"config key {key!r} must be one of {listed}, got {value!r}"
+    return None
+
+
+def _list_problem(bkey: str, key: str, value: list) -> str | None:
+    if not value and bkey in NONEMPTY:
+        return f"config key {key!r} is an empty list: {NONEMPTY[bkey]}"
+    if bkey == "trainer.betas" and len(value) != 2:
+        return f"config key {key!r} must be two numbers ({NONEMPTY[bkey]}), got {value!r}"
+    r = ITEM_RANGES.get(bkey)
+    for i, item in enumerate(value if r is not None else ()):
+        if not isinstance(item, (int, float)) or isinstance(item, bool) or not r.accepts(item):
+            return f"config key {key!r} item {i} must be a number {r.describe()}, got {item!r}"
     return None
 
 

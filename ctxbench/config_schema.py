@@ -198,7 +198,10 @@ def config_values(cfg: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
             yield path, {}
             yield from config_values(value, path + ".")
         elif isinstance(value, ListConfig):
-            yield path, []
+            try:
+                yield path, OmegaConf.to_container(value, resolve=True)
+            except Exception:  # an item that resolves only at run time
+                continue
         else:
             yield path, value
 

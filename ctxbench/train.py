@@ -231,7 +231,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     samples = build("dataset", cfg.dataset)
     examples = method.train_examples(samples)
     if not examples:
-        raise ConfigError(f"dataset={cfg.dataset.name} gave no training examples for method={cfg.method.name}")
+        where = f" (dataset.path={cfg.dataset.path})" if cfg.dataset.get("path") else ""
+        raise ConfigError(f"dataset={cfg.dataset.name}{where} gave no training examples for method={cfg.method.name}")
     train_ex, eval_ex = split_examples(examples, float(t.eval_fraction), int(cfg.seed))
 
     params = [p for p in method.parameters() if p.requires_grad]

@@ -218,7 +218,7 @@ def test_pickle_keys_that_collide_as_ids(tmp_path):
 
 def test_pickle_without_episodes_or_text(tmp_path):
     refused(load_dialsim_file, write_pickle(tmp_path, pickle.dumps({})), "no sessions")
-    refused(load_dialsim_file, write_pickle(tmp_path, pickle.dumps(dialsim_data(script=""))), "no turn with text")
+    refused(load_dialsim_file, write_pickle(tmp_path, pickle.dumps(dialsim_data(script=""))), "field 'script'", "is empty")
 
 
 def test_pickle_admitted_builtins_still_load():
@@ -294,3 +294,50 @@ def test_jsonl_line_longer_than_the_bound(tmp_path, monkeypatch):
     p = write_lines(tmp_path, [GOOD_ROW, json.dumps({"input": "x" * 200, "prompt": "p", "answer": "a"})])
     refused(pwc, p, "line 2", "line longer than 100 bytes")
     assert len(pwc(write_lines(tmp_path, [GOOD_ROW, GOOD_ROW]))) == 2  # lines split across chunks
+
+
+# ---- found by scripts/bad_input_sweep.py after the first fixes -------------------------------------
+
+def test_locomo_speakers_must_be_named_and_turns_by_them(tmp_path):
+    c = conv()
+    c["conversation"]["speaker_a"] = " "
+    refused(load_locomo_file, write_json(tmp_path, [c]), "conversation.speaker_a", "is empty")
+    c = conv()
+    c["conversation"]["session_1"][0]["speaker"] = "Zed"
+    refused(load_locomo_file, write_json(tmp_path, [c]), "session_1[0]", "'speaker'",
+            "speaker 'Zed' is neither speaker_a 'A' nor speaker_b 'B'")
+
+
+def test_real_locomo_duplicate_questions_are_kept_and_counted():
+    """locomo10.json asks 12 questions twice: both are kept (own ids), and the quirk says how many."""
+    samples = load_locomo_file(Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json")
+    assert samples.quirks["duplicate_questions"] == 12
+    assert sum(len(s.questions) for s in samples) == 1986
+
+
+@pytest.mark.parametrize("where", ["category", "answer"])
+def test_numbers_past_the_int_conversion_limit_are_refused(tmp_path, where):
+    """json.loads raises a bare ValueError for an integer of more than 4300 digits."""
+    raw = json.dumps([conv(qa=qa(**{where: 7}))]).replace(": 7", ": " + "9" * 5000)
+    refused(load_locomo_file, write_json(tmp_path, None, raw), "unreadable number", "4300")
+    p = tmp_path / "preds.jsonl"
+    p.write_text('{"id": "a", "prediction": "x", "answer": ' + "9" * 5000 + ', "category": 1}\n')
+    refused(load_prediction_file, p, "line 1", "unreadable number")
+
+
+def test_a_huge_prediction_is_refused_before_scoring(tmp_path):
+    """A 64 MiB prediction hit the metrics' regex time limit (a traceback) before."""
+    from ctxbench.data.bounds import MAX_ANSWER_CHARS
+
+    p = tmp_path / "preds.jsonl"
+    p.write_text(json.dumps({"id": "a", "prediction": "x " * MAX_ANSWER_CHARS, "answer": "x", "category": 1}) + "\n")
+    refused(load_prediction_file, p, "line 1", "'prediction'", f"over the {MAX_ANSWER_CHARS}-character limit")
+
+
+def test_a_json_string_over_the_limit_is_refused(tmp_path, monkeypatch):
+    from ctxbench.data import bounds
+
+    monkeypatch.setattr(bounds, "MAX_STRING_CHARS", 1000)
+    c = conv()
+    c["conversation"]["session_1"][0]["text"] = "x" * 1001
+    refused(load_locomo_file, write_json(tmp_path, [c]), "a string of 1001 characters", "1000-character limit")

@@ -296,6 +296,32 @@ def test_an_explicitly_named_damaged_checkpoint_still_fails(cli, interrupted, tm
     assert "Traceback" not in r.stderr and "resuming from" not in r.stdout + r.stderr
 
 
+def test_a_saved_config_value_of_the_wrong_type_names_the_key(cli, interrupted, tmp_path):
+    """model.json {"hidden_size": "abc"} behind a matching manifest: int('abc') was a bare traceback."""
+    import shutil
+
+    ckpt = tmp_path / "step_0000002"
+    shutil.copytree(interrupted[1] / "checkpoints" / "step_0000002", ckpt)
+    model = json.loads((ckpt / "model.json").read_text())
+    (ckpt / "model.json").write_text(json.dumps({**model, "hidden_size": "abc"}))
+    reseal(ckpt)
+    r = cli("eval", "method=lm", f"checkpoint={ckpt}", "dataset=locomo_sample", "limit=1",
+            f"hydra.run.dir={tmp_path / 'eval'}")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    one_line(r.stderr.strip().splitlines()[-1], "model.json", "config key 'model.hidden_size' must be int, got 'abc'")
+
+
+def test_a_sweep_with_only_broken_runs_names_why(tmp_path, capsys):
+    from ctxbench.report.runs import ReportError
+    from ctxbench.report.sweep import sweep_report
+
+    (tmp_path / "0").mkdir()
+    (tmp_path / "0" / "train_summary.json").write_text("{nope")
+    with pytest.raises(ReportError) as e:
+        sweep_report(tmp_path, plot=False)
+    one_line(e.value, "no finished jobs", "skipped 1 broken", "train_summary.json", "malformed JSON")
+
+
 # ---- train metrics.jsonl -----------------------------------------------------------------------------
 
 def metrics_log(run: Path, data: bytes, resume_step: int = 3):

@@ -147,12 +147,33 @@ def test_a_trickled_reply_is_cut_off_near_the_timeout(raw, monkeypatch):
     assert time.perf_counter() - t < 2.0  # not the 4 s the server takes (each byte is within the read timeout)
 
 
-def test_negative_or_bool_usage_counts_are_not_believed(raw, monkeypatch):
+def test_negative_or_bool_usage_counts_are_not_believed(raw, monkeypatch, capsys):
     body = {"choices": [{"message": {"content": "In France"}}],
             "usage": {"prompt_tokens": -5, "completion_tokens": True}}
     s = raw(fixed(http(json.dumps(body).encode())))
-    r = fast_llm(s.url, monkeypatch).chat(MSGS)
+    llm = fast_llm(s.url, monkeypatch)
+    r = llm.chat(MSGS)
     assert not r.failed and r.prompt_tokens > 0 and r.completion_tokens == 3  # ~4 characters a token
+    llm.chat(MSGS)
+    warned = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning:")]
+    assert warned == ['warning: llm=openai: the server reported usage {"prompt_tokens": -5, "completion_tokens": '
+                      'true}, not token counts; counting tokens with the tokenizer instead']  # once
+
+
+@pytest.mark.parametrize("status,body,what", [
+    ("500 Internal Server Error", b"oops", "answered HTTP 500"),
+    ("404 Not Found", b"", "answered HTTP 404"),
+    ("200 OK", b"<html>", "answered with a body that is not a model list"),
+    ("200 OK", b'{"data": []}', "listed no models"),
+])
+def test_preflight_says_when_it_cannot_check_the_model(raw, monkeypatch, capsys, status, body, what):
+    """The run goes on (the calls will tell), but not silently: one warning line naming the check."""
+    s = raw(fixed(http(body, status=status)))
+    fast_llm(s.url, monkeypatch).preflight()
+    assert capsys.readouterr().err.strip() == (f"warning: llm=openai: GET {s.url}/models {what}; cannot check that "
+                                              "llm.model='m' is served (llm.check_model_listed=false skips the check)")
+    fast_llm(s.url, monkeypatch, check_model_listed=False).preflight()
+    assert capsys.readouterr().err == ""
 
 
 def test_a_gzip_bomb_is_bounded(raw, monkeypatch):

@@ -69,6 +69,10 @@ def test_issue_cases_fail_in_one_line(monkeypatch, capsys, tmp_path, argv, line)
     (("eval", "judge_llm={name:openai,max_retries:-2}"), "'judge_llm.max_retries' must be >= 0"),
     (("bench", "suite=everything"), "'suite' must be one of all | train_step"),
     (("train", "trainer.scheduler=1"), "'trainer.scheduler' must be one of cosine"),  # Hydra reads 1 as an int
+    (("train", "trainer.betas=[2,0.9]"), "'trainer.betas' item 0 must be a number in [0, 1)"),  # torch's ValueError
+    (("train", "trainer.betas=[0.9]"), "'trainer.betas' must be two numbers"),
+    (("eval", "metrics=[]"), "'metrics' is an empty list"),  # silently meant the default metrics
+    (("score", "predictions=x.jsonl", "metrics=[]"), "'metrics' is an empty list"),
 ])
 def test_out_of_range_and_unknown_choices_fail(monkeypatch, capsys, tmp_path, argv, key):
     assert f"config key {key}" in refused(monkeypatch, capsys, tmp_path, *argv)
@@ -173,3 +177,32 @@ def test_every_listed_set_of_values_is_a_choice():
     missing = sorted(f"{k} ({f})" for k, f in found.items() if k not in cb.CHOICES and k not in cb.OPEN_CHOICES)
     assert not missing, f"declare CHOICES in ctxbench/config_bounds.py (or an OPEN_CHOICES reason): {missing}"
     assert set(cb.OPEN_CHOICES) <= set(found), "OPEN_CHOICES names a key no YAML lists values for"
+
+
+def test_a_run_folder_that_is_a_file_fails_in_one_line(monkeypatch, capsys, tmp_path):
+    """Hydra's own mkdir traceback before; now one line naming the file."""
+    from ctxbench.__main__ import main
+
+    f = tmp_path / "afile"
+    f.write_text("x")
+    for value in (f, f / "sub"):
+        monkeypatch.setattr(sys, "argv", ["ctxbench", "eval", f"hydra.run.dir={value}"])
+        with pytest.raises(SystemExit) as e:
+            main(["eval", f"hydra.run.dir={value}"])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and "Traceback" not in err
+        assert err.strip() == f"ctxbench: error: hydra.run.dir={value}: {f} is a file, not a folder " \
+                              "(a run folder is created there)"
+
+
+def test_tiny_model_heads_must_divide_the_hidden_size():
+    """transformers' ValueError (a traceback) before; now a one-line ModelLoadError naming the keys."""
+    from omegaconf import OmegaConf
+
+    from ctxbench.errors import CtxbenchError
+    from ctxbench.models.loading import tiny_dir
+
+    with pytest.raises(CtxbenchError, match=r"model.hidden_size=64 must be a multiple of model.num_heads=3"):
+        tiny_dir(OmegaConf.create({"hidden_size": 64, "num_heads": 3, "num_kv_heads": 1}))
+    with pytest.raises(CtxbenchError, match=r"num_heads a multiple of model.num_kv_heads=3"):
+        tiny_dir(OmegaConf.create({"hidden_size": 64, "num_heads": 4, "num_kv_heads": 3}))

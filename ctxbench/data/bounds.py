@@ -7,7 +7,8 @@ past Python's stack:
 - ``MAX_FILE_BYTES`` (2 GiB): a JSON document or a pickle is read whole; a larger one is refused;
 - ``MAX_LINE_BYTES`` (256 MiB): one JSONL line (JSONL files are streamed, so only a line is bounded);
 - ``MAX_DEPTH`` (64): lists/objects nested deeper are refused (every real file nests < 10 levels);
-- ``MAX_STRING_CHARS`` (64 Mi): one JSON string;
+- ``MAX_STRING_CHARS`` (16 Mi): one JSON string (the longest Pile documents are a few Mi);
+- ``MAX_ANSWER_CHARS`` (1 Mi): one answer or prediction in a predictions file;
 - a pickle's *built size* (every string's length plus every container's entries, counted as a
   tree, so shared or self-referencing objects count each time they are reached) is capped at
   ``BUILD_BUDGET_MIN`` + ``BUILD_BUDGET_PER_BYTE`` × the file size.
@@ -26,7 +27,8 @@ from .errors import DataError
 MAX_FILE_BYTES = 2 * 1024 ** 3
 MAX_LINE_BYTES = 256 * 1024 ** 2
 MAX_DEPTH = 64
-MAX_STRING_CHARS = 64 * 1024 ** 2
+MAX_STRING_CHARS = 16 * 1024 ** 2
+MAX_ANSWER_CHARS = 1024 ** 2
 BUILD_BUDGET_MIN = 1024 ** 2
 BUILD_BUDGET_PER_BYTE = 16
 WHERE = "(limit set in ctxbench.data.bounds)"

@@ -146,7 +146,7 @@ def load_dialsim_file(path: Path, fmt: str = "multi_choice", per_episode: bool =
         for sc, sess in epi_data.items():
             rec = f"episode {short_text(epi)} session {short_text(sc)}"
             sid = f"{epi}/{sc}"
-            script = field(sess, "script", str, path, rec)
+            script = nonblank(field(sess, "script", str, path, rec), path, rec, "script")
             date = field(sess, "date", str, path, rec, default="")
             sessions.append(Session(id=sid, turns=script_turns(script, sid, quirks), date=date))
             n_before = len(questions)

@@ -37,7 +37,7 @@ EVIDENCE_ID = re.compile(r"D(\d+):(\d+)$")
 EVIDENCE_LOOSE = re.compile(r"D:?(\d+):(\d+)")
 QUIRKS = ("adversarial_answer_only", "adversarial_with_answer", "non_string_answers", "malformed_evidence",
           "date_keys_without_session", "sessions_without_date", "image_turns", "empty_sessions",
-          "adversarial_without_distractor", "turns_without_dia_id")
+          "adversarial_without_distractor", "turns_without_dia_id", "duplicate_questions")
 
 
 def image_text(text: str, caption: str) -> str:
@@ -119,7 +119,8 @@ def _conversation(rec: Any, path: Path, i: int, quirks: Counter) -> Sample:
                         field="sample_id")
     label = short_text(sample_id, 60)  # file text in an error message: one line, bounded
     conv = field(rec, "conversation", dict, path, label)
-    speakers = [field(conv, k, str, path, label, prefix="conversation.") for k in ("speaker_a", "speaker_b")]
+    speakers = [nonblank(field(conv, k, str, path, label, prefix="conversation."), path, label, f"conversation.{k}")
+                for k in ("speaker_a", "speaker_b")]
     nums = sorted(int(m.group(1)) for k in conv if (m := SESSION_KEY.fullmatch(k)))
     dates = {int(m.group(1)) for k in conv if (m := DATE_KEY.fullmatch(k))}
     quirks["date_keys_without_session"] += len(dates - set(nums))
@@ -130,12 +131,19 @@ def _conversation(rec: Any, path: Path, i: int, quirks: Counter) -> Sample:
         if not turns_raw:
             quirks["empty_sessions"] += 1
         turns = [_turn(t, path, f"{label} {key}[{k}]", quirks) for k, t in enumerate(turns_raw)]
+        for k, t in enumerate(turns):
+            if t.speaker not in speakers:
+                raise DataError(path, f"speaker {short_repr(t.speaker)} is neither speaker_a {short_repr(speakers[0])}"
+                                      f" nor speaker_b {short_repr(speakers[1])}", record=f"{label} {key}[{k}]",
+                                field="speaker")
         date = field(conv, f"{key}_date_time", str, path, label, default="", prefix="conversation.")
         if not date:
             quirks["sessions_without_date"] += 1
         sessions.append(Session(id=key, turns=turns, date=date))
     qa = field(rec, "qa", list, path, label)
     questions = [_question(q, path, sample_id, j, quirks) for j, q in enumerate(qa)]
+    # the same question text asked twice (12 in locomo10.json): kept, each under its own id
+    quirks["duplicate_questions"] += len(questions) - len({q.question for q in questions})
     return Sample(History(id=sample_id, sessions=sessions, speakers=speakers), questions)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..metrics.base import canonical_name
+from .bounds import MAX_ANSWER_CHARS, WHERE
 from .errors import DataError
 from .records import iter_jsonl, short_repr
 
@@ -39,6 +40,9 @@ def _text(rec: dict[str, Any], key: str, path: Path, where: str, empty_ok: bool)
     if not isinstance(val, str):
         raise DataError(path, f"must be a string, got {type(val).__name__} ({short_repr(val)})", record=where,
                         field=key)
+    if len(val) > MAX_ANSWER_CHARS:
+        raise DataError(path, f"is {len(val)} characters long, over the {MAX_ANSWER_CHARS}-character limit for an "
+                              f"answer {WHERE}", record=where, field=key)
     if not empty_ok and not val.strip():
         raise DataError(path, f"is empty ({short_repr(val)}); a non-empty string is required", record=where,
                         field=key)

@@ -55,6 +55,8 @@ def loads_strict(text: str, path: object, record: object = None) -> Any:
         raise DataError(path, f"malformed JSON ({e.msg} at {at})", record=record) from None
     except RecursionError:
         raise DataError(path, f"nested too deeply to parse {WHERE}", record=record) from None
+    except ValueError as e:  # an integer past Python's 4300-digit conversion limit
+        raise DataError(path, f"unreadable number ({e})", record=record) from None
 
 
 def read_json(path: Path) -> Any:

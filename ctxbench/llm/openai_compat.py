@@ -42,6 +42,7 @@ import math
 import os
 import random
 import socket
+import sys
 import threading
 import time
 import urllib.parse
@@ -130,6 +131,12 @@ def model_ids(raw: bytes) -> list[str]:
         return []
 
 
+def short_usage(usage: dict[str, Any]) -> str:
+    """The reported token counts, on one short line."""
+    text = json.dumps({k: usage.get(k) for k in ("prompt_tokens", "completion_tokens")}, default=str)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
 def _count(v: Any) -> bool:
     """A token count a server may report: an int ≥ 0 (not a bool, a string or a negative number)."""
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
@@ -190,6 +197,7 @@ class OpenAIChatLLM:
         self._lock = threading.Lock()
         self._reached = False  # a call has succeeded: a lost connection is now worth retrying
         self._failures_in_a_row = 0
+        self._warned: set[str] = set()  # warnings already printed (once per backend)
         self._http: Any = None  # the httpx.Client, made on first use
 
     def _client(self) -> Any:
@@ -279,13 +287,30 @@ class OpenAIChatLLM:
         if status in AUTH_STATUS:
             raise self._auth_error(status, url, self._detail(raw))
         if not 200 <= status < 300:
+            self._cannot_check(f"GET {url} answered HTTP {status}")
             return
         ids = model_ids(raw)
+        if not ids:
+            self._cannot_check(f"GET {url} listed no models" if raw.strip().startswith(b"{")
+                               else f"GET {url} answered with a body that is not a model list")
         if ids and self.check_model_listed and not {self.model_name, self.model_name + ":latest"} & set(ids):
             raise LLMUnavailable(self.scrub(
                 f"llm={self.name}: model {self.model_name!r} is not served by {self.base_url}."
                 f"{did_you_mean(self.model_name, ids)} Check llm.model "
                 "(or llm.check_model_listed=false for a server that answers for any name)"))
+
+    def _cannot_check(self, what: str) -> None:
+        """Preflight could not verify the model: say so once and go on (the calls will tell)."""
+        if self.check_model_listed:
+            self._warn_once("models", f"{what}; cannot check that llm.model={self.model_name!r} is served "
+                                      "(llm.check_model_listed=false skips the check)")
+
+    def _warn_once(self, key: str, msg: str) -> None:
+        with self._lock:
+            if key in self._warned:
+                return
+            self._warned.add(key)
+        print(f"warning: llm={self.name}: {self.scrub(msg)}", file=sys.stderr)
 
     def _no_reply(self, url: str) -> LLMUnavailable:
         return LLMUnavailable(self.scrub(
@@ -430,6 +455,9 @@ class OpenAIChatLLM:
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         pt = usage.get("prompt_tokens")
         ct = usage.get("completion_tokens")
+        if (pt is not None and not _count(pt)) or (ct is not None and not _count(ct)):
+            self._warn_once("usage", f"the server reported usage {short_usage(usage)}, not token counts; "
+                                     "counting tokens with the tokenizer instead")
         if not _count(pt):
             pt = sum(self.count_tokens(m.get("content", "")) for m in messages)
         if not _count(ct):

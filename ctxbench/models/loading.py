@@ -190,6 +190,10 @@ def tiny_dir(cfg: Any) -> Path:
             "intermediate": int(cfg.get("intermediate_size", 128)),
             "max_pos": int(cfg.get("max_position_embeddings", 4096)), "seed": int(cfg.get("seed", 0)),
             "v": 1}
+    if spec["hidden_size"] % spec["heads"] or spec["heads"] % spec["kv_heads"]:
+        raise ModelLoadError(f"model=tiny: model.hidden_size={spec['hidden_size']} must be a multiple of "
+                             f"model.num_heads={spec['heads']}, and num_heads a multiple of "
+                             f"model.num_kv_heads={spec['kv_heads']}")
     key = hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:10]
     target = cache_dir() / "models" / f"tiny-{key}"
 

@@ -86,9 +86,11 @@ def sweep_report(sweep_dir: str | Path, metric: str | None = None, plot: bool = 
     root = Path(sweep_dir)
     if not root.is_dir():
         raise ReportError(f"sweep={root}: no such folder")
-    runs = [r for r in find_runs([root]) if r.kind != "unknown"]
+    skipped: list[str] = []
+    runs = [r for r in find_runs([root], skipped) if r.kind != "unknown"]
     if not runs:
-        raise ReportError(f"sweep={root}: no finished jobs (no results.json or metrics.jsonl below it)")
+        why = f"; skipped {len(skipped)} broken: {skipped[0]}" if skipped else ""
+        raise ReportError(f"sweep={root}: no finished jobs (no results.json or metrics.jsonl below it){why}")
     runs.sort(key=lambda r: _job_order(r, root))
     swept, fixed = swept_keys(runs)
     cols = metric_columns(runs)
