@@ -6,6 +6,7 @@ Subclass :class:`LocalServer`, build a ``BaseHTTPRequestHandler`` class in ``__i
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -70,3 +71,19 @@ class RawServer:
 
     def close(self) -> None:
         self.sock.close()
+
+
+@contextmanager
+def servers(cls):
+    """A factory of ``cls(...)`` servers for one test, every one closed afterwards (a fixture's body)."""
+    made: list = []
+
+    def make(*args):
+        made.append(cls(*args))
+        return made[-1]
+
+    try:
+        yield make
+    finally:
+        for s in made:
+            s.close()

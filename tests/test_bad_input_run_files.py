@@ -519,6 +519,11 @@ def test_a_lock_file_with_garbage_in_it_is_just_taken(tmp_path):
 
 # ---- the LLM call cache --------------------------------------------------------------------------------
 
+def damage_db(path: Path, kind: str, keep: int) -> None:
+    """A SQLite file cut to its first ``keep`` bytes (the header survives, the pages do not), or garbage."""
+    path.write_bytes(path.read_bytes()[:keep] if kind == "truncated" else GARBAGE * 100)
+
+
 def fresh_cache(path: Path):
     from ctxbench.llm.base import ChatResult
     from ctxbench.llm.cache import CallCache
@@ -536,10 +541,7 @@ def test_a_damaged_call_cache_names_the_file(tmp_path, kind):
     c = fresh_cache(path)
     c._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
     c._conn().close()
-    if kind == "truncated":
-        path.write_bytes(path.read_bytes()[:1000])  # the header survives, the pages do not
-    else:
-        path.write_bytes(GARBAGE * 100)
+    damage_db(path, kind, keep=1000)
     with pytest.raises(DataError) as e:
         CallCache(path).get("k")
     one_line(e.value, str(path), "llm.cache=false")
@@ -588,10 +590,7 @@ def test_a_damaged_memory_store_names_the_file(tmp_path, kind):
 
     path = tmp_path / "memory.sqlite"
     fresh_store(path)
-    if kind == "truncated":
-        path.write_bytes(path.read_bytes()[:2000])
-    else:
-        path.write_bytes(GARBAGE * 100)
+    damage_db(path, kind, keep=2000)
     with pytest.raises(StoreError) as e:
         RecordStore(path).records("h")
     one_line(e.value, str(path), "damaged memory store")

@@ -18,7 +18,7 @@ from ctxbench.llm.base import LLMUnavailable
 from ctxbench.llm.openai_compat import REPLY_BYTES
 from tests.test_llm_failures import MSGS, make_llm, reply
 
-from local_http import RawServer
+from local_http import RawServer, servers
 
 
 def http(body: bytes, status: str = "200 OK", ctype: str = "application/json", extra: str = "",
@@ -89,16 +89,8 @@ CASES = [
 
 @pytest.fixture
 def raw():
-    made = []
-
-    def make(respond):
-        s = RawServer(respond)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        s.close()
+    with servers(RawServer) as make:
+        yield make
 
 
 def fast_llm(url, monkeypatch, **kw):

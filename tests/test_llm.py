@@ -14,7 +14,7 @@ from ctxbench.llm.openai_compat import OpenAIChatLLM
 from ctxbench.models.loading import ModelLoadError
 from tests.scripted_llm import ScriptedLLM
 
-from local_http import LocalServer
+from local_http import LocalServer, servers
 
 MSGS = [{"role": "user", "content": "Where is Paris?"}]
 
@@ -68,16 +68,8 @@ class Server(LocalServer):
 
 @pytest.fixture
 def server():
-    made = []
-
-    def make(script):
-        s = Server(script)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        s.close()
+    with servers(Server) as make:
+        yield make
 
 
 def client(url, monkeypatch, **kw):
