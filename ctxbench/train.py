@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -161,14 +162,32 @@ class MetricsLog:
             self.acc.log({k: v for k, v in record.items() if k != "step"}, step=record["step"])
 
 
+WANDB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def wandb_run_id(run_dir: Path) -> str:
+    """The run's wandb id, kept in ``<run>/wandb_id`` (made on the first run, reused on resume)."""
+    id_file = run_dir / "wandb_id"
+    if not id_file.exists():
+        run_id = uuid.uuid4().hex[:12]
+        id_file.write_text(run_id)
+        return run_id
+    try:
+        run_id = id_file.read_bytes()[:200].decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        run_id = ""
+    if not WANDB_ID.fullmatch(run_id):
+        raise ConfigError(f"{id_file} is damaged (a wandb run id is 1-64 letters, digits, '-' or '_'); delete it "
+                          "to log the resumed run as a new wandb run")
+    return run_id
+
+
 def start_tracker(acc: Any, cfg: DictConfig, run_dir: Path) -> None:
     """``accelerator.init_trackers`` for wandb: one run id per run folder (``wandb_id``, reused on
     resume), files under the run folder, ``WANDB_MODE`` over ``logger.mode``, the config redacted."""
     from .secrets import redact
 
-    id_file = run_dir / "wandb_id"
-    run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:12]
-    id_file.write_text(run_id)
+    run_id = wandb_run_id(run_dir)
     mode = os.environ.get("WANDB_MODE") or cfg.logger.get("mode", "offline")
     init = {"entity": cfg.logger.get("entity"), "id": run_id, "resume": "allow", "dir": str(run_dir), "mode": mode,
             "tags": list(cfg.logger.get("tags", []))}
@@ -368,6 +387,11 @@ def finished_run(run_dir: Path, cfg: DictConfig) -> dict[str, Any] | None:
         return None
     total = int(cfg.trainer.max_steps)
     if not isinstance(summary, dict) or summary.get("step") != total or ckpt_mod.step_of(found[-1]) != total:
+        return None
+    try:
+        ckpt_mod.verify(found[-1])
+    except ckpt_mod.CheckpointError as e:  # the final weights are damaged: not finished, resume redoes it
+        print(f"warning: the run's final checkpoint is damaged ({e}); resuming to rewrite it")
         return None
     return summary
 

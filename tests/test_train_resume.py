@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from ctxbench import checkpoint as ck
@@ -75,6 +76,37 @@ def test_crash_after_the_final_checkpoint_finishes_without_retraining(cli, finis
     assert summary["step"] == 6 and summary["loss"] == kept[-1]["loss"]
     assert loss_steps(run) == list(range(1, 7)) and sum(1 for x in records(run) if x.get("final")) == 1
     assert manifest.stat().st_mtime_ns == mtime  # the final checkpoint was not written again
+
+
+def test_a_finished_run_with_a_damaged_final_checkpoint_is_redone_from_the_intact_one(cli, finished, tmp_path):
+    """It was reported 'already complete' with weights that no longer load; now steps 5-6 are trained again."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    final = run / "checkpoints" / "step_0000006" / ck.WEIGHTS
+    good = {k: v.clone() for k, v in load_file(str(final)).items()}  # load_file maps the file: copy first
+    final.write_bytes(b"\0" * final.stat().st_size)
+    r = cli(*BASE, "trainer.resume=auto", f"hydra.run.dir={run}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout + r.stderr
+    assert "already complete" not in out and "final checkpoint is damaged" in out
+    assert "resuming from step_0000004" in out
+    again = load_file(str(final))
+    assert all(torch.equal(good[k], again[k]) for k in good)  # resume is exact: the same final weights
+
+
+def test_a_damaged_wandb_id_is_one_line(tmp_path):
+    from ctxbench.errors import ConfigError
+    from ctxbench.train import wandb_run_id
+
+    first = wandb_run_id(tmp_path)
+    assert wandb_run_id(tmp_path) == first and len(first) == 12
+    (tmp_path / "wandb_id").write_bytes(b"\xff\x00 garbage")
+    with pytest.raises(ConfigError, match=r"wandb_id is damaged .* delete it"):
+        wandb_run_id(tmp_path)
 
 
 def test_max_steps_zero_trains_nothing_and_finishes(cli, tmp_path):
