@@ -21,3 +21,20 @@ def test_faiss_warnings_still_show():
     assert hasattr(faiss, "IndexFlatIP")
     loader = logging.getLogger("faiss.loader")
     assert loader.getEffectiveLevel() == logging.WARNING  # INFO hidden, WARNING and above kept
+
+
+def test_a_lora_wrap_prints_no_library_deprecation(recwarn):
+    """peft reads transformers' deprecated ``is_gradient_checkpointing`` on every wrap; users saw its
+    FutureWarning on every train and eval of a LoRA method."""
+    import warnings
+
+    from omegaconf import OmegaConf
+
+    from ctxbench.models.loading import load_model
+    from ctxbench.models.lora import add_lora
+
+    bundle = load_model(OmegaConf.create({"name": "tiny"}))
+    warnings.simplefilter("always")
+    wrapped = add_lora(bundle.model, OmegaConf.create({"r": 2, "alpha": 4, "target_modules": ["q_proj"]}))
+    assert any(p.requires_grad for p in wrapped.parameters())
+    assert not [w for w in recwarn if "is_gradient_checkpointing" in str(w.message)]

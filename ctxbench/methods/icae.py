@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError
+from ..models import lora
 from ..registry import register
 from ..types import History, Prediction, Question, Sample, Usage
 from . import icae_data as D
@@ -37,14 +38,9 @@ def qa_text(question: Question) -> str:
 
 
 def add_lora(model: Any, lora_cfg: Any) -> Any:
-    from peft import LoraConfig, get_peft_model
-
     if lora_cfg is None:
         raise ConfigError("method.lora is required for ICAE (the encoder is the LLM + LoRA)")
-    conf = LoraConfig(r=int(lora_cfg.r), lora_alpha=int(lora_cfg.alpha),
-                      lora_dropout=float(lora_cfg.get("dropout", 0.0)),
-                      target_modules=list(lora_cfg.target_modules), bias="none", task_type="CAUSAL_LM")
-    return get_peft_model(model, conf)
+    return lora.add_lora(model, lora_cfg)
 
 
 class ICAE(TrainableMethod):

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from ..registry import register
+from ..models import lora
 from ..types import History, Prediction, Question, Sample, Usage
 from .base import MethodOutput, TrainableMethod, chunk_tokens, pad_batch
 
@@ -20,11 +21,7 @@ def add_lora(model: Any, lora_cfg: Any) -> Any:
     """Wrap a model with a peft LoRA adapter (base weights frozen); no-op when disabled."""
     if not lora_cfg or not lora_cfg.get("enabled", True):
         return model
-    from peft import LoraConfig, get_peft_model
-
-    conf = LoraConfig(r=int(lora_cfg.r), lora_alpha=int(lora_cfg.alpha), lora_dropout=float(lora_cfg.get("dropout", 0.0)),
-                      target_modules=list(lora_cfg.target_modules), bias="none", task_type="CAUSAL_LM")
-    return get_peft_model(model, conf)
+    return lora.add_lora(model, lora_cfg)
 
 
 @register("method", "lm")

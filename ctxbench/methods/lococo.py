@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError
+from ..models.lora import add_lora
 from ..registry import register
 from ..types import Sample
 from .base import MethodOutput
@@ -147,11 +148,7 @@ class LoCoCo(FixedKVMethod):
         ).to(device=next(bundle.model.parameters()).device, dtype=next(bundle.model.parameters()).dtype)
         lora = cfg.get("lora")
         if lora and lora.get("enabled", False):
-            from peft import LoraConfig, get_peft_model
-
-            self.model = get_peft_model(bundle.model, LoraConfig(
-                r=int(lora.r), lora_alpha=int(lora.alpha), lora_dropout=float(lora.get("dropout", 0.0)),
-                target_modules=list(lora.target_modules), bias="none", task_type="CAUSAL_LM"))
+            self.model = add_lora(bundle.model, lora)
         if cfg.get("train_embed_norm", False):  # the reference also tunes embeddings and norms
             for n, p in self.model.named_parameters():
                 if "embed" in n or "norm" in n:
