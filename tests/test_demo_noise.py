@@ -31,7 +31,7 @@ def test_a_lora_wrap_prints_no_library_deprecation(recwarn):
     from omegaconf import OmegaConf
 
     from ctxbench.models.loading import load_model
-    from ctxbench.models.lora import add_lora
+    from ctxbench.methods.lora import add_lora
 
     bundle = load_model(OmegaConf.create({"name": "tiny"}))
     warnings.simplefilter("always")

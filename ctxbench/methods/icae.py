@@ -23,10 +23,10 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError
-from ..models import lora
 from ..registry import register
 from ..types import History, Prediction, Question, Sample, Usage
 from . import icae_data as D
+from . import lora
 from .base import MethodOutput, TrainableMethod
 
 def qa_text(question: Question) -> str:

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 
 from ..registry import register
-from ..models import lora
 from ..types import History, Prediction, Question, Sample, Usage
+from . import lora
 from .base import MethodOutput, TrainableMethod, chunk_tokens, pad_batch
 
 

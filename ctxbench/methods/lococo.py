@@ -35,11 +35,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError
-from ..models.lora import add_lora
 from ..registry import register
 from ..types import Sample
 from .base import MethodOutput
 from .kv_cache import FixedKVMethod, LayerKV, SegmentRunner, KVState, gather_slots, heavy_hitter_indices
+from .lora import add_lora
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU, None: None, "none": None}
 

@@ -2,6 +2,7 @@
 
 peft reads ``model.is_gradient_checkpointing``, which transformers deprecates with a FutureWarning
 on every wrap; that warning is about peft's code, not the user's, so it is silenced here only.
+It lives beside the methods (not in models/) because it reads ``method.lora``.
 """
 from __future__ import annotations
 
