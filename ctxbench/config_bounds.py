@@ -212,6 +212,10 @@ OPEN_CHOICES: dict[str, str] = {
 ITEM_RANGES: dict[str, Range] = {
     "trainer.betas": between(0, 1, high_open=True, note="Adam's beta1, beta2"),
 }
+# list keys of a fixed length: the length, and how the error names it
+LENGTHS: dict[str, tuple[int, str]] = {
+    "trainer.betas": (2, "two numbers"),
+}
 # list keys that may not be empty: what an empty list would silently mean instead
 NONEMPTY: dict[str, str] = {
     "metrics": "name at least one metric (e.g. metrics=[f1,bleu1]); `python -m ctxbench ls` lists them",
@@ -276,8 +280,10 @@ def problem(key: str, value: Any, cfg: Any = None) -> str | None:
 def _list_problem(bkey: str, key: str, value: list) -> str | None:
     if not value and bkey in NONEMPTY:
         return f"config key {key!r} is an empty list: {NONEMPTY[bkey]}"
-    if bkey == "trainer.betas" and len(value) != 2:
-        return f"config key {key!r} must be two numbers ({NONEMPTY[bkey]}), got {value!r}"
+    n, what = LENGTHS.get(bkey, (None, ""))
+    if n is not None and len(value) != n:
+        hint = f" ({NONEMPTY[bkey]})" if bkey in NONEMPTY else ""
+        return f"config key {key!r} must be {what}{hint}, got {value!r}"
     r = ITEM_RANGES.get(bkey)
     for i, item in enumerate(value if r is not None else ()):
         if not isinstance(item, (int, float)) or isinstance(item, bool) or not r.accepts(item):

@@ -164,8 +164,6 @@ def short_repr(val: Any, n: int = 40) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
-
-
 def short_text(val: Any, n: int = 40) -> str:
     """``str(val)`` for a record label, on one line and at most ``n`` characters (bounded for any value)."""
     s = " ".join(val.split()) if isinstance(val, str) else short_repr(val, n)
