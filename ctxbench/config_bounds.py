@@ -122,7 +122,9 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     "memory.k": POSITIVE, "memory.k_graph": POSITIVE, "memory.archival_k": POSITIVE,
     "memory.recall_k": {"memorybank": ge(0, note="0 = no recall while ingesting"), "*": POSITIVE},
     "memory.expand": COUNT, "memory.k_neighbors": COUNT, "memory.m": COUNT, "memory.s": COUNT,
-    "memory.max_facts": POSITIVE, "memory.max_conflict_edges": COUNT, "memory.json_retries": COUNT,
+    "memory.max_facts": POSITIVE, "memory.max_entities": POSITIVE, "memory.max_relations": POSITIVE,
+    "memory.max_keywords": POSITIVE, "memory.max_tags": POSITIVE, "memory.max_evolved": COUNT,
+    "memory.max_conflict_edges": COUNT, "memory.json_retries": COUNT,
     "memory.chunk_size": POSITIVE, "memory.overlap": COUNT,  # overlap < chunk_size: checked by rag
     "memory.max_sessions": ge(1, note="null = all"), "memory.max_turns": ge(1, note="null = all"),
     "memory.reserve": COUNT,
@@ -179,6 +181,7 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "launcher.mixed_precision": ("no", "fp16", "bf16", "fp8"),      # accelerate's
     "model.dtype": ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16"),  # models.loading.DTYPES
     "llm.dtype": ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16"),
+    "llm.response_format": ("json_schema", "json_object", "none"),
     "model.attn_implementation": ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"),
     "method.mode": {"ccm_*": ("concat", "merge"), "icae*": ("pretrain", "finetune")},  # ccm.MODES, ICAE.MODES
     "method.positions": ("absolute", "cache"),

@@ -28,6 +28,7 @@ from .metrics.aggregate import aggregate, metric_versions, score_records
 from .metrics.base import Metric, answer_text, build_metrics
 from .metrics.cost import aggregate_cost
 from .metrics.health import DEFAULT_MAX_FAILED_FRACTION, health_line, run_health
+from .metrics.structured import report_line
 from .qa_prompts import postprocess
 from .results import run_dir as results_run_dir
 from .results import (JsonlAppender, atomic_write_text, read_jsonl_tolerant, results_markdown, run_metadata,
@@ -446,8 +447,9 @@ def main(cfg: Any) -> dict[str, Any]:
     if dist is not None:
         dist[2]()
     health = results["health"]
+    structured = report_line((results.get("cost") or {}).get("structured_output") or {})
     print(f"eval {name} on {cfg.dataset.name}: {summary_line(results, [m.name for m in metrics])}; "
-          f"{health_line(health)} → {out}")
+          f"{health_line(health)}{'; ' + structured if structured else ''} → {out}")
     if health["status"] != "ok":
         raise EvalFailed(f"eval {name}: {health['reason']}; the numbers in {out / RESULTS_JSON} do not measure the "
                          "system (fix the backend, or raise max_failed_fraction)")

@@ -252,6 +252,18 @@ def _fmt_se(row: dict[str, Any], metric: str) -> str:
     return _fmt(row.get(metric)) + (f" ± {se:.4f}" if row.get(metric) is not None and se is not None else "")
 
 
+def structured_table(rep: dict[str, Any]) -> list[str]:
+    """The ``cost.structured_output`` table (one row per phase and kind of call), or no lines."""
+    if not rep:
+        return []
+    fields = ("calls", "valid", "invalid", "truncated", "failed", "retried")
+    out = ["", "## Structured output", "", "| phase | call | " + " | ".join(fields) + " |", "|---|---|" + "---|" * len(fields)]
+    for phase, ph in rep.items():
+        for kind, c in sorted((ph.get("by_kind") or {}).items()):
+            out.append(f"| {phase} | {kind} | " + " | ".join(str(c.get(f, 0)) for f in fields) + " |")
+    return out
+
+
 def results_markdown(results: dict[str, Any], metric_names: list[str], title: str = "Results") -> str:
     """A per-category table (rows: categories then overall; cells: mean ± bootstrap stderr) and cost."""
     lines = [f"# {title}", ""]
@@ -285,6 +297,7 @@ def results_markdown(results: dict[str, Any], metric_names: list[str], title: st
                   f"| answer latency p50 / p95 (s) | {_fmt(lat['answer']['p50'])} / {_fmt(lat['answer']['p95'])} |",
                   f"| memory per history: items / tokens / KV bytes | {_fmt(mem['items'])} / {_fmt(mem['tokens'])} / "
                   f"{_fmt(mem['kv_bytes'])} |"]
+        lines += structured_table(cost.get("structured_output") or {})
     versions = results.get("metrics", {})
     if versions:
         lines += ["", "## Metrics", ""] + [f"- `{k}` {v['version']}: {v['reference']}" for k, v in versions.items()]

@@ -14,8 +14,9 @@ What a system does, and what it must leave to the evaluator:
 - ``construction_usage()`` reports what ingesting the current history cost when the system counts
   it itself (a resumable store keeps the cost of calls made by an earlier process); ``None`` lets
   the evaluator take it from the LLM meter;
-- ``output_counts()`` reports structured replies asked for and how many stayed invalid (the
-  evaluator fails a run whose invalid share passes ``max_failed_fraction``);
+- ``output_counts()`` reports structured replies asked for, how many ended without a usable value
+  (invalid or cut at the token limit: the evaluator fails a run whose share passes
+  ``max_failed_fraction``), and their breakdown per phase (results.json ``cost.structured_output``);
 - ``close()`` releases files and connections.
 
 Systems that show the history to a model as text render it with
@@ -57,9 +58,10 @@ class System(abc.ABC):
         """What ingesting the current history cost, when the system counts it itself."""
         return None
 
-    def output_counts(self) -> dict[str, int]:
-        """Structured replies asked for and those that stayed invalid, for the current history so far:
-        ``{"structured_calls": n, "invalid_outputs": m}`` (``{}`` for a system that asks for none)."""
+    def output_counts(self) -> dict[str, Any]:
+        """Structured replies asked for and those without a usable value, for the current history so far:
+        ``{"structured_calls": n, "invalid_outputs": m, "structured_output": {phase: {calls, valid,
+        invalid, truncated, failed, retried, by_kind}}}`` (``{}`` for a system that asks for none)."""
         return {}
 
     def close(self) -> None:

@@ -31,7 +31,7 @@ class ScriptedLLM:
     def context_window(self) -> int:
         return 8192
 
-    def chat(self, messages, *, max_new_tokens=64, temperature=0.0, phase="answer", json_mode=False):
+    def chat(self, messages, *, max_new_tokens=64, temperature=0.0, phase="answer", json_mode=False, schema=None):
         self.calls.append((phase, messages))
         text = self.responder(messages, phase)
         r = ChatResult(text, sum(self.count_tokens(m["content"]) for m in messages), self.count_tokens(text))

@@ -39,9 +39,10 @@ class ScriptedLLM:
         return len(text.split())
 
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
-             phase: str = "answer", json_mode: bool = False) -> ChatResult:
+             phase: str = "answer", json_mode: bool = False, schema: dict[str, Any] | None = None) -> ChatResult:
         idx = len(self.calls)
-        params = dict(max_new_tokens=max_new_tokens, temperature=temperature, phase=phase, json_mode=json_mode)
+        params = dict(max_new_tokens=max_new_tokens, temperature=temperature, phase=phase, json_mode=json_mode,
+                      schema=schema)
         self.calls.append({"messages": [dict(m) for m in messages], **params})
         prompt_tokens = sum(self.count_tokens(m["content"]) for m in messages)
         if idx in self.fail_on:

@@ -205,4 +205,4 @@ def test_hf_batch_matches_single_calls(tiny_llm):
 def test_hf_cuts_prompts_longer_than_the_window(tiny_llm):
     before = tiny_llm.truncated_calls
     r = tiny_llm.chat([{"role": "user", "content": "x" * 300}], max_new_tokens=6)
-    assert r.prompt_tokens == 96 - 6 and tiny_llm.truncated_calls == before + 1
+    assert r.prompt_tokens <= 96 - 6 and tiny_llm.truncated_calls == before + 1

@@ -65,15 +65,20 @@ def test_schema_is_part_of_the_key(server, tmp_path):  # noqa: F811
         assert not llm.chat(MSGS, schema=schema).cached
     assert llm.chat(MSGS, schema=SCHEMA).cached and len(s.posts) == 3
     assert not llm.chat_batch([MSGS], schema={"type": "string"})[0].cached and len(s.posts) == 4
-    assert "response_format" not in s.posts[1]["body"]  # json_schema_supported is off by default
+    assert "response_format" not in s.posts[0]["body"]  # no schema, no JSON mode: a plain call
+    assert s.posts[1]["body"]["response_format"]["json_schema"]["schema"] == SCHEMA
 
 
-def test_json_schema_is_sent_when_supported(server, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("fmt,sent,constrained", [
+    ("json_schema", "json_schema", True), ("json_object", "json_object", False), ("none", None, False)])
+def test_response_format_switch(server, tmp_path, fmt, sent, constrained):  # noqa: F811
     s = server([(200, reply('{"label": "CORRECT"}'))])
-    llm = cached_openai(s.url, tmp_path / "c.sqlite", json_schema_supported=True)
-    llm.chat(MSGS, schema=SCHEMA, json_mode=True)
-    fmt = s.posts[0]["body"]["response_format"]
-    assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"] == SCHEMA
+    llm = cached_openai(s.url, tmp_path / "c.sqlite", response_format=fmt)
+    r = llm.chat(MSGS, schema=SCHEMA, json_mode=True)
+    got = s.posts[0]["body"].get("response_format")
+    assert (got or {}).get("type") == sent and r.constrained is constrained
+    if sent == "json_schema":
+        assert got["json_schema"]["schema"] == SCHEMA
 
 
 def test_base_url_extra_body_and_formats_are_part_of_the_key(server, tmp_path):  # noqa: F811
@@ -82,7 +87,7 @@ def test_base_url_extra_body_and_formats_are_part_of_the_key(server, tmp_path): 
     assert not cached_openai(a.url, path).chat(MSGS).cached
     assert not cached_openai(b.url, path).chat(MSGS).cached
     assert not cached_openai(a.url, path, extra_body={"top_p": 0.5}).chat(MSGS).cached
-    assert not cached_openai(a.url, path, json_schema_supported=True).chat(MSGS).cached
+    assert not cached_openai(a.url, path, response_format="none").chat(MSGS).cached
     assert cached_openai(a.url, path).chat(MSGS).cached
 
 

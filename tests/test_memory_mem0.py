@@ -1,5 +1,6 @@
-"""Mem0: the update phase applies ADD/UPDATE/DELETE/NOOP to the store exactly; invented ids are
-rejected and counted; ingestion resumes after a crash without repeating applied LLM calls."""
+"""Mem0: the update phase applies ADD/UPDATE/DELETE/NOOP to the store exactly; an id that was not
+shown fails the update schema's enum (counted invalid, never applied); ingestion resumes after a
+crash without repeating applied LLM calls."""
 from __future__ import annotations
 
 import json
@@ -42,11 +43,11 @@ def responder(fail_on_extraction: int | None = None):
         text = prompt_text(messages)
         if phase == "answer":
             return "answer"
-        if "NEW MESSAGES" in text:
+        if "New messages (" in text:
             seen["extract"] += 1
             if fail_on_extraction is not None and seen["extract"] == fail_on_extraction:
                 raise RuntimeError("simulated crash")
-            new = text.split("NEW MESSAGES")[-1]
+            new = text.split("New messages (")[-1]
             key = next(k for k in PAIRS if k in new)
             return "Sure!\n```json\n" + json.dumps({"facts": PAIRS[key]}) + "\n```"
         if "NEW FACT" in text:
@@ -57,7 +58,9 @@ def responder(fail_on_extraction: int | None = None):
                 rid = str(len(shown) + 40)
             else:
                 rid = next((i for i, t in shown.items() if t == target), "")
-            return json.dumps({"event": event, "id": rid, "text": new_text or fact})
+            reply = {"event": event, "id": rid, "text": new_text or fact}
+            keep = {"ADD": [], "NOOP": [], "DELETE": ["id"], "UPDATE": ["id", "text"]}[event]
+            return json.dumps({"event": event, **{k: reply[k] for k in keep}})
         return "Alice and Bob chat."  # running summary
 
     return respond
@@ -78,7 +81,10 @@ def test_update_events_applied_exactly(tmp_path):
     assert ops == [("ADD", None, "Alice likes tea"), ("ADD", None, "Alice lives in Paris"),
                    ("UPDATE", "Alice likes tea", "Alice likes green tea"),
                    ("DELETE", "Alice lives in Paris", None)]
-    assert mem.counts["invented_ids"] == 1 and mem.counts["NOOP"] == 1
+    update = mem.output_counts()["structured_output"]["construction"]["by_kind"]["update"]
+    assert update["invalid"] == 1 and update["valid"] == 4 and mem.counts["NOOP"] == 1  # the invented id
+    invented = [c for c in llm.calls if "NEW FACT: Alice has a cat" in prompt_text(c[1])]
+    assert len(invented) == 2  # asked once more with the error shown, then given up (the same reply)
     assert mem.counts["ADD"] == 2 and mem.counts["UPDATE"] == 1 and mem.counts["DELETE"] == 1
     # the deleted memory is gone from the index too; the updated one is found by its new text
     assert len(mem.index) == 1
@@ -87,15 +93,17 @@ def test_update_events_applied_exactly(tmp_path):
     assert "Alice likes green tea" in pred.meta["context"]
     assert pred.usage.answer_calls == 1 and pred.usage.construction_calls == llm.meter.get("construction").calls
     assert pred.usage.context_tokens == llm.count_tokens(pred.meta["context"])
-    assert pred.usage.memory_items == 1 and pred.usage.extra["invented_ids"] == 1
+    assert pred.usage.memory_items == 1
 
 
 def test_extraction_sees_summary_and_last_m_messages(tmp_path):
     llm = ScriptedLLM(responder())
     make(tmp_path, llm).ingest(history())
-    extracts = [prompt_text(m) for p, m in llm.calls if "NEW MESSAGES" in prompt_text(m)]
+    extracts = [m for p, m in llm.calls if "New messages (" in prompt_text(m)]
     assert len(extracts) == 4
-    last = extracts[-1].split("Recent messages:")[1].split("NEW MESSAGES (")[0]
+    assert all(m[0]["role"] == "system" and "Zorvan" in m[1]["content"] and m[2]["role"] == "assistant"
+               for m in extracts)  # the example is its own exchange, before the conversation
+    last = extracts[-1][-1]["content"].split("Recent messages:")[1].split("New messages (")[0]
     assert last.count("\n") >= 4 and "pair one" not in last and "pair three" in last  # m=4 turns
 
 
@@ -116,8 +124,8 @@ def test_resume_after_crash(tmp_path):
     mem2.ingest(history())
     assert [(r.text, r.meta) for r in mem2.store.records("h1", include_deleted=True)] == want
     new_prompts = [prompt_text(m) for _, m in again.calls]
-    assert not any("pair one" in p.split("NEW MESSAGES")[-1] for p in new_prompts if "NEW MESSAGES" in p)
-    assert not any("pair two" in p.split("NEW MESSAGES")[-1] for p in new_prompts if "NEW MESSAGES" in p)
+    assert not any("pair one" in p.split("New messages (")[-1] for p in new_prompts if "New messages (" in p)
+    assert not any("pair two" in p.split("New messages (")[-1] for p in new_prompts if "New messages (" in p)
     # no LLM call is repeated: the calls before the crash plus those after it are exactly a full run's
     assert done_before + len(again.calls) == len(ref.llm.calls)
     # cost survives the restart: the total equals an uninterrupted run's

@@ -1,9 +1,12 @@
 """Mem0g: a contradicted edge is kept, marked invalid with the conversation time, and the answer to
-"where does Alice work now" comes from the valid edge; invented conflict ids are rejected."""
+"where does Alice work now" comes from the valid edge; a conflict id that was not shown fails the
+schema's enum (counted invalid, nothing invalidated)."""
 from __future__ import annotations
 
 import json
 import re
+
+import pytest
 
 from omegaconf import OmegaConf
 
@@ -13,8 +16,8 @@ from ctxbench.types import History, Question, Session, Turn
 from memory_scripted import BowEmbedder, ScriptedLLM, prompt_text
 
 S1, S2 = "10:00 am on 1 March, 2023", "10:00 am on 9 June, 2023"
-REL = {"Google": ("alice", "works at", "Google"), "Meta": ("Alice", "works_at", "meta"),
-       "chess": ("bob", "plays", "chess")}
+REL = {"Google": ("alice", "works_at", "google"), "Meta": ("alice", "works_at", "meta"),
+       "chess": ("bob", "plays", "chess")}  # names among the entities shown (the schema's enum)
 
 
 def responder(invent: bool = False):
@@ -25,7 +28,7 @@ def responder(invent: bool = False):
             cur = text.split("Relations (current):")[1].split("\n\n")[0] if "Relations (current):" in text else ""
             m = re.search(r"alice works_at (\w+)", cur)
             return m.group(1) if m else "Not mentioned"
-        if "NEW MESSAGES" in user:
+        if "New messages (" in user:
             return '{"facts": []}'
         if "Entities:" in user:  # relation extraction
             return json.dumps({"relations": [dict(zip(("source", "relation", "target"), REL[k]))
@@ -76,9 +79,25 @@ def test_invalidated_edge_kept_and_answer_from_valid(tmp_path):
 def test_invented_conflict_id_rejected(tmp_path):
     mem = make(tmp_path, ScriptedLLM(responder(invent=True)))
     mem.ingest(history())
-    assert mem.counts["invented_ids"] >= 1
+    conflicts = mem.output_counts()["structured_output"]["construction"]["by_kind"]["conflicts"]
+    assert conflicts["invalid"] >= 1 and conflicts["valid"] == 0
     assert all(e.valid for e in mem.graph.edges("h", valid_only=False))
     mem.close()
+
+
+def test_schemas_restrict_names_and_ids_to_those_shown():
+    from ctxbench.llm.schema import SchemaError, parse_reply
+    from ctxbench.memory.prompts import mem0g as P
+
+    rel = P.relations_schema(["alice", "google"], 2)
+    ok = {"relations": [{"source": "alice", "relation": "works_at", "target": "google"}]}
+    assert parse_reply(json.dumps(ok), rel) == ok
+    for bad in ({"source": "carol", "relation": "works_at", "target": "google"},  # not an entity shown
+                {"source": "alice", "relation": "Works At", "target": "google"}):  # not snake_case
+        with pytest.raises(SchemaError):
+            parse_reply(json.dumps({"relations": [bad]}), rel)
+    with pytest.raises(SchemaError):
+        parse_reply('{"outdated": ["2"]}', P.outdated_schema(["0", "1"]))
 
 
 def test_retrieval_entity_traversal_and_triplet_match(tmp_path):

@@ -11,7 +11,9 @@ from omegaconf import OmegaConf
 
 from ctxbench import registry
 from ctxbench.evaluate import run_system
-from ctxbench.memory.memgpt import CallError, MemGPT, parse_call
+from ctxbench.llm.schema import SchemaError, parse_reply
+from ctxbench.memory.memgpt import MemGPT
+from ctxbench.memory.prompts.memgpt import call_schema
 from ctxbench.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder
@@ -130,7 +132,8 @@ def test_paging_archival_then_send_message(tmp_path):
     assert "RESULT of archival_memory_search" in calls[1]["messages"][-1]["content"]
     assert "I like apple and more apple" in calls[1]["messages"][-1]["content"]
     assert calls[2]["messages"][-1]["content"].startswith("ERROR: no JSON")
-    assert "unknown function 'fly_away'" in calls[3]["messages"][-1]["content"]
+    assert "'fly_away'" in calls[3]["messages"][-1]["content"]  # not one of the call shapes
+    assert all(c["schema"] == call_schema() for c in calls)  # every step is decoded under the one schema
     assert pred.usage.construction_calls == llm.meter.get("construction").calls > 0
 
 
@@ -140,7 +143,7 @@ def test_steps_run_out_best_effort_answer(tmp_path):
             return "SUM"
         if "Short answer" in messages[-1]["content"]:
             return "salmon"
-        return json.dumps({"function": "conversation_search", "query": "salmon"})  # flattened args
+        return json.dumps({"function": "conversation_search", "args": {"query": "salmon"}})
     llm = ScriptedLLM(respond)
     m = MemGPT(cfg(max_steps=2), llm=llm, embedder=BowEmbedder(), workdir=tmp_path)
     m.ingest(history())
@@ -158,8 +161,8 @@ def test_core_memory_edits(tmp_path):
     script = iter([
         json.dumps({"function": "core_memory_append", "args": {"content": "Alice likes apples."}}),
         json.dumps({"function": "core_memory_replace",
-                    "params": {"old_content": "likes apples", "new_content": "loves apples"}}),
-        json.dumps({"function": "core_memory_append", "args": {"content": "x " * 200}}),  # too long
+                    "args": {"old_content": "likes apples", "new_content": "loves apples"}}),
+        json.dumps({"function": "core_memory_append", "args": {"content": "x " * 90}}),  # too long to keep
         json.dumps({"function": "send_message", "args": {"message": "done"}}),
     ])
 
@@ -179,21 +182,18 @@ def test_core_memory_edits(tmp_path):
     assert "Alice loves apples." in llm.calls[-1]["messages"][0]["content"]
 
 
-def test_parse_call():
-    assert parse_call('{"function": "send_message", "args": {"message": "Paris"}}') == (
-        "send_message", {"message": "Paris", "page": 0})
-    assert parse_call('call: {"function": "archival_memory_search", "params": {"query": "x", "page": 2}}')[1] == {
-        "query": "x", "page": 2}
-    assert parse_call('{"function": "conversation_search", "query": "y"}')[1]["query"] == "y"
-    assert parse_call('archival_memory_search("support group")')[1]["query"] == "support group"
-    assert parse_call("I call core_memory_replace(old_content='a', new_content='b') now")[1] == {
-        "old_content": "a", "new_content": "b", "page": 0}
-    for bad, why in [('{"function": "send_message", "args": {}}', "missing argument 'message'"),
-                     ('{"function": "send_message", "args": {"message": "<answer>"}}', "missing argument"),
-                     ('{"function": "nope"}', "unknown function"), ("hello", "no JSON"),
-                     ("[1, 2]", "expected a JSON object")]:
-        with pytest.raises(CallError, match=why):
-            parse_call(bad)
+def test_call_schema_accepts_exactly_the_function_shapes():
+    schema = call_schema()
+    for call in ({"function": "send_message", "args": {"message": "Paris"}},
+                 {"function": "archival_memory_search", "args": {"query": "x"}},
+                 {"function": "core_memory_replace", "args": {"old_content": "a", "new_content": "b"}}):
+        assert parse_reply(json.dumps(call), schema, constrained=True) == call
+    for bad in ({"function": "send_message", "args": {}}, {"function": "nope", "args": {"query": "x"}},
+                {"function": "conversation_search", "query": "y"},  # flattened arguments
+                {"function": "send_message", "args": {"message": "x" * 201}},  # over the length bound
+                {"function": "send_message", "args": {"message": "a", "extra": "b"}}, [1, 2]):
+        with pytest.raises(SchemaError):
+            parse_reply(json.dumps(bad), schema, constrained=True)
 
 
 def test_config_validation(tmp_path):

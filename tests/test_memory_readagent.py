@@ -3,6 +3,7 @@ offered; an invalid label falls back to the last one and is counted), one gist p
 reads exactly the chosen pages in full (gists for the rest), invalid page numbers rejected, resume."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from omegaconf import OmegaConf
 
 from ctxbench import registry
 from ctxbench.evaluate import run_system
-from ctxbench.memory.readagent import ReadAgent, paragraphs_of, parse_break, parse_pages
+from ctxbench.memory.readagent import ReadAgent, paragraphs_of
 from ctxbench.types import History, Question, Session, Turn
 
 from scripted_llm import ScriptedLLM
@@ -33,21 +34,23 @@ def history() -> History:
 
 def cfg(**kw):
     base = {"name": "readagent", "max_page_tokens": 20, "min_page_tokens": 10, "tail_tokens": 0,
-            "preceding_tokens": 6, "max_lookups": 2, "progress": False}
+            "preceding_tokens": 6, "max_lookups": 2, "progress": False,
+            "json_retries": 0}
     return OmegaConf.create({**base, **kw})
 
 
 class Script:
     """Pagination replies from a queue; gists G0, G1, ...; lookup and answer replies settable."""
 
-    def __init__(self, breaks, lookup="I want to look up Page [1] to check", crash_after=None):
+    def __init__(self, breaks, lookup='{"pages": [1]}', crash_after=None):
         self.breaks, self.lookup, self.crash_after = list(breaks), lookup, crash_after
         self.gists = 0
 
     def __call__(self, messages, phase, **kw):
         user = messages[-1]["content"]
-        if phase == "construction" and user.endswith("Break point:"):
-            return self.breaks.pop(0)
+        if phase == "construction" and user.endswith("JSON:"):
+            b = self.breaks.pop(0)
+            return json.dumps({"break": b}) if isinstance(b, int) else b
         if phase == "construction":
             if self.crash_after is not None and self.gists == self.crash_after:
                 raise KeyboardInterrupt("simulated crash")
@@ -63,7 +66,7 @@ def page_texts(m) -> list[str]:
 
 
 def test_pagination_at_scripted_breaks_and_gists(tmp_path):
-    llm = ScriptedLLM(Script(["Break point: <1>\nBecause", "<4> is good", "Break point: <99>", "Break point: 11"]))
+    llm = ScriptedLLM(Script([1, 4, 99, 11]))  # 99 was not offered: invalid, the last label is used
     m = ReadAgent(cfg(), llm=llm, embedder=None, workdir=tmp_path)
     m.ingest(history())
     paras = [p for p, _ in paragraphs_of(history())]
@@ -71,8 +74,11 @@ def test_pagination_at_scripted_breaks_and_gists(tmp_path):
     assert page_texts(m) == ["\n".join(paras[a:b]) for a, b in PAGES]
     assert [(r.meta["start"], r.meta["end"]) for r in m.store.records("h", "page")] == PAGES
     assert all(llm.count_tokens(t) <= 20 for t in page_texts(m))
-    pag = [c["messages"][-1]["content"] for c in llm.calls if c["messages"][-1]["content"].endswith("Break point:")]
-    assert len(pag) == 4 == m.counts["pagination_calls"] and m.counts["invalid_breaks"] == 1
+    calls = [c for c in llm.calls if c["messages"][-1]["content"].endswith("JSON:")]
+    pag = [c["messages"][-1]["content"] for c in calls]
+    breaks = m.output_counts()["structured_output"]["construction"]["by_kind"]["break"]
+    assert len(pag) == 4 == m.counts["pagination_calls"] == breaks["calls"] and breaks["invalid"] == 1
+    assert [c["schema"]["properties"]["break"]["enum"] for c in calls] == [[1, 2], [3, 4, 5], [7, 8], [10, 11, 12]]
     # offered labels: only where the page would hold >= min_page_tokens, plus the last one
     assert [re.findall(r"<(\d+)>", p) for p in pag] == [["1", "2"], ["3", "4", "5"], ["7", "8"], ["10", "11", "12"]]
     assert "Bob: I like banana today" in pag[1].split("<3>")[0]  # the page's own start, unlabelled
@@ -85,7 +91,7 @@ def test_pagination_at_scripted_breaks_and_gists(tmp_path):
 
 
 def test_lookup_reads_exactly_the_chosen_pages(tmp_path):
-    script = Script(["<1>", "<4>", "<8>", "<11>"], lookup="I want to look up Page [4, 1, 9, 1, -2] to check")
+    script = Script([1, 4, 8, 11], lookup='{"pages": [4, 1]}')
     llm = ScriptedLLM(script)
     m = ReadAgent(cfg(), llm=llm, embedder=None, workdir=tmp_path)
     m.ingest(history())
@@ -105,14 +111,17 @@ def test_lookup_reads_exactly_the_chosen_pages(tmp_path):
         else:
             assert f"<Page {k}> ({d})\nG{k}" in ans and full not in ans
     assert "Short answer" in ans  # the shared QA prompt
-    assert pred.meta["looked_up"] == [1, 4] and pred.usage.extra["asked_pages"] == [4, 1, 9, 1, -2]
-    assert pred.usage.extra["invalid_pages"] == 2 and pred.usage.extra["excess_pages"] == 0
+    assert pred.meta["looked_up"] == [1, 4] and pred.usage.extra["asked_pages"] == [4, 1]
+    schema = llm.calls[n0]["schema"]["properties"]["pages"]
+    assert schema["items"]["enum"] == list(range(len(pages))) and schema["maxItems"] == 2  # only real pages
     assert pred.usage.answer_calls == 2 and pred.usage.construction_calls == 10
     assert pred.usage.context_tokens == llm.count_tokens(pred.meta["context"])
-    # more pages than max_lookups: the first two valid ones are read, the rest dropped and counted
-    script.lookup = "Page [5, 0, 2] please"
-    pred = m.answer(Question("q2", "What fruit?", "apple", category_name="single-hop"))
-    assert pred.meta["looked_up"] == [0, 5] and pred.usage.extra["excess_pages"] == 1
+    # more pages than max_lookups, or a page that does not exist: not a valid lookup (counted), none read
+    for bad in ('{"pages": [5, 0, 2]}', '{"pages": [9]}'):
+        script.lookup = bad
+        pred = m.answer(Question("q2", "What fruit?", "apple", category_name="single-hop"))
+        assert pred.meta["looked_up"] == [] and pred.usage.extra["lookup_unparsed"] == 1
+    assert m.output_counts()["structured_output"]["answer"]["by_kind"]["lookup"]["invalid"] == 2
     script.lookup = "I do not need to look anything up"
     pred = m.answer(Question("q3", "What fruit?", "apple", category_name="single-hop"))
     assert pred.meta["looked_up"] == [] and pred.usage.extra["lookup_unparsed"] == 1
@@ -123,11 +132,11 @@ def test_memory_over_the_window_drops_oldest_gists(tmp_path):
     """Gists that do not fit the window: the oldest are dropped (counted), looked-up pages kept."""
     def respond(messages, phase, **kw):
         user = messages[-1]["content"]
-        if user.endswith("Break point:"):
-            return re.findall(r"<\d+>", user)[-1]
+        if user.endswith("JSON:"):
+            return json.dumps({"break": int(re.findall(r"<(\d+)>", user)[-1])})
         if phase == "construction":
             return "gist " + "filler " * 30 + user.split("Passage:\n")[1].split()[0]
-        return "Page [0]" if "read again" in user else "ok"
+        return '{"pages": [0]}' if "read again" in user else "ok"
     window = 260
     llm = ScriptedLLM(respond, context_window=window)
     m = ReadAgent(cfg(), llm=llm, embedder=None, workdir=tmp_path)
@@ -147,12 +156,12 @@ def test_memory_over_the_window_drops_oldest_gists(tmp_path):
 
 
 def test_resume_after_crash(tmp_path):
-    llm = ScriptedLLM(Script(["<1>", "<4>", "<8>", "<11>"], crash_after=3))
+    llm = ScriptedLLM(Script([1, 4, 8, 11], crash_after=3))
     m = ReadAgent(cfg(), llm=llm, embedder=None, workdir=tmp_path)
     with pytest.raises(KeyboardInterrupt):
         m.ingest(history())
     m.close()  # the interrupted step was not committed
-    llm2 = ScriptedLLM(Script(["<8>", "<11>"]))
+    llm2 = ScriptedLLM(Script([8, 11]))
     m2 = ReadAgent(cfg(), llm=llm2, embedder=None, workdir=tmp_path)
     m2.ingest(history())
     assert [(r.meta["start"], r.meta["end"]) for r in m2.store.records("h", "page")] == PAGES
@@ -164,11 +173,7 @@ def test_resume_after_crash(tmp_path):
     assert llm3.calls == []
 
 
-def test_parsers_and_config(tmp_path):
-    assert parse_break("Break point: <57>\n Because") == 57 and parse_break("I pick <3>") == 3
-    assert parse_break("12") == 12 and parse_break("no idea") is None
-    assert parse_pages("I want to look up Page [2, 7] to ...") == [2, 7]
-    assert parse_pages("Let me read pages 3 and 5.") == [3, 5] and parse_pages("none") == []
+def test_config(tmp_path):
     with pytest.raises(ValueError, match="min_page_tokens"):
         ReadAgent(cfg(min_page_tokens=30), llm=ScriptedLLM("x"), embedder=None, workdir=tmp_path)
 
@@ -185,18 +190,19 @@ def test_locomo_through_evaluator(tmp_path):
 
     def respond(messages, phase, **kw):
         user = messages[-1]["content"]
-        if user.endswith("Break point:"):
-            return "Break point: " + re.findall(r"<\d+>", user)[0]
+        if user.endswith("JSON:"):
+            return json.dumps({"break": int(re.findall(r"<(\d+)>", user)[0])})
         if phase == "construction":
             return "They talked."
-        return "Page [0]" if "read again" in user else "Not mentioned in the conversation"
+        return '{"pages": [0]}' if "read again" in user else "Not mentioned in the conversation"
     llm = ScriptedLLM(respond, context_window=2048)
     system = registry.build("memory", c, llm=llm, embedder=None, workdir=tmp_path)
     recs = run_system(system, samples, tmp_path, llm=llm, progress=False)
     assert len(recs) == 2
     u = recs[0]["usage"]
     assert u["answer_calls"] == 2 and u["construction_calls"] > 2 and u["extra"]["looked_up"] == [0]
-    assert u["memory_items"] == 2 * u["extra"]["pages"] and u["extra"].get("invalid_breaks", 0) == 0
+    assert u["memory_items"] == 2 * u["extra"]["pages"]
+    assert recs[0]["outputs"]["invalid_outputs"] == 0 and recs[0]["outputs"]["structured_calls"] > 0
     assert u["extra"]["pagination_calls"] > 0
     assert recs[0]["construction"]["calls"] == llm.meter.get("construction").calls
 

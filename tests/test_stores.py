@@ -1,18 +1,14 @@
-"""Stores: faiss index (exact and HNSW), SQLite records with change history, structured output
-parsing (retry, counted failure, placeholder rejection), LadybugDB graph keeps invalidated edges."""
+"""Stores: faiss index (exact and HNSW), SQLite records with change history, LadybugDB graph keeps
+invalidated edges. (Structured output: tests/test_structured_output.py.)"""
 from __future__ import annotations
 
-from collections import Counter
 
 import numpy as np
 import pytest
 
 from ctxbench.memory.stores.graph import LadybugGraph, open_graph
 from ctxbench.memory.stores.records import RecordStore
-from ctxbench.memory.stores.structured import SchemaError, StructuredCaller, extract_json, parse
 from ctxbench.memory.stores.vector import VectorIndex
-
-from memory_scripted import ScriptedLLM
 
 
 def unit(rows):
@@ -52,30 +48,6 @@ def test_records_history_and_progress(tmp_path):
     st2.rollback()
     with pytest.raises(KeyError, match="no record"):
         st2.get(b)
-
-
-def test_extract_and_validate():
-    assert extract_json('Sure! ```json\n{"facts": ["a"]}\n``` done') == {"facts": ["a"]}
-    assert parse('["a", "b"]', {"facts": [str]}) == {"facts": ["a", "b"]}  # bare list wrapped
-    assert parse('{"event": "update", "id": 3}', {"event": ("ADD", "UPDATE"), "id?": str}) == {"event": "UPDATE", "id": "3"}
-    with pytest.raises(SchemaError, match="placeholder"):
-        parse('{"facts": ["<fact>"]}', {"facts": [str]})
-    with pytest.raises(SchemaError, match="missing key 'event'"):
-        parse('{"id": "1"}', {"event": ("ADD",), "id?": str})
-    with pytest.raises(SchemaError, match="no JSON"):
-        extract_json("nothing here")
-
-
-def test_retry_then_counted_failure():
-    replies = iter(["not json", '{"facts": ["ok"]}', "still not", "nope"])
-    llm = ScriptedLLM(lambda m, p: next(replies))
-    counts = Counter()
-    call = StructuredCaller(llm, retries=1, counts=counts)
-    assert call([{"role": "user", "content": "go"}], {"facts": [str]}) == {"facts": ["ok"]}
-    assert "Invalid" in llm.calls[1][1][-1]["content"]  # the retry tells the model what was wrong
-    assert call([{"role": "user", "content": "go"}], {"facts": [str]}) is None  # never raises
-    assert counts == Counter(json_calls=4, json_retries=2, json_failures=1)
-    assert llm.meter.get("construction").calls == 4
 
 
 def test_ladybug_graph_invalidation_kept(tmp_path):
@@ -182,7 +154,7 @@ def test_ingest_refuses_a_store_whose_progress_was_lost(tmp_path):
     from ctxbench.memory.stores.records import StoreError
     from ctxbench.types import History, Session, Turn
 
-    from memory_scripted import BowEmbedder
+    from memory_scripted import BowEmbedder, ScriptedLLM
 
     hist = History(id="h", sessions=[Session("s1", [Turn("A", f"turn {i} words", f"D1:{i}") for i in range(6)],
                                              "1:00 pm on 1 May, 2023")])

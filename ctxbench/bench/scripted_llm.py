@@ -82,7 +82,7 @@ class ScriptedChatModel:
 
     # ---- the ChatLLM interface -----------------------------------------------------------------
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
-             phase: str = "answer", json_mode: bool = False) -> ChatResult:
+             phase: str = "answer", json_mode: bool = False, schema: dict[str, Any] | None = None) -> ChatResult:
         text = self.reply(messages, phase)
         text = self._truncate(text, max_new_tokens)
         r = ChatResult(text=text, prompt_tokens=sum(self.count_tokens(m["content"]) for m in messages),

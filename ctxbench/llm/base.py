@@ -27,12 +27,17 @@ class LLMUnavailable(CtxbenchError, RuntimeError):
 
 @dataclass
 class ChatResult:
+    """One reply. ``truncated``: generation stopped at ``max_new_tokens`` (the reply may be cut);
+    ``constrained``: the backend enforced the call's schema while decoding (a complete reply is valid)."""
+
     text: str
     prompt_tokens: int
     completion_tokens: int
     cached: bool = False
     failed: bool = False
     error: str = ""
+    truncated: bool = False
+    constrained: bool = False
 
 
 @dataclass
@@ -72,7 +77,9 @@ class ChatLLM(Protocol):
 
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
              phase: str = "answer", json_mode: bool = False,
-             schema: dict[str, Any] | None = None) -> ChatResult: ...
+             schema: dict[str, Any] | None = None) -> ChatResult:
+        """One reply. ``schema`` (a JSON Schema, :mod:`.schema`): the backend enforces it where it can
+        and says so in ``ChatResult.constrained``; ``json_mode`` without a schema: any JSON value."""
 
     def count_tokens(self, text: str) -> int: ...
 

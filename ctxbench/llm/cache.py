@@ -46,13 +46,17 @@ def storable(r: ChatResult) -> bool:
 
 
 def stored_row(row: Any) -> bool:
-    """A ``(text, prompt_tokens, completion_tokens)`` row as :meth:`CallCache.put` writes it."""
+    """A ``(text, prompt_tokens, completion_tokens, flags)`` row as :meth:`CallCache.put` writes it."""
     return (row is not None and isinstance(row[0], str) and bool(row[0].strip())
-            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in row[1:]))
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in row[1:3])
+            and row[3] in (None, 0, 1, 2, 3))
+
+
+TRUNCATED, CONSTRAINED = 1, 2  # bits of the ``flags`` column
 
 
 class CallCache:
-    """key → (text, prompt_tokens, completion_tokens) in one SQLite table."""
+    """key → (text, prompt_tokens, completion_tokens, flags) in one SQLite table (flags: truncated, constrained)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path).expanduser()
@@ -61,6 +65,8 @@ class CallCache:
         with self._guard(), self._conn() as c:
             c.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, text TEXT NOT NULL, "
                       "prompt_tokens INTEGER, completion_tokens INTEGER, created REAL)")
+            if "flags" not in {r[1] for r in c.execute("PRAGMA table_info(calls)")}:
+                c.execute("ALTER TABLE calls ADD COLUMN flags INTEGER")
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
@@ -83,16 +89,21 @@ class CallCache:
             self._local.conn = conn
         return conn
 
-    def get(self, key: str) -> tuple[str, int, int] | None:
+    def get(self, key: str) -> ChatResult | None:
         with self._guard():
-            row = self._conn().execute("SELECT text, prompt_tokens, completion_tokens FROM calls WHERE key=?",
-                                       (key,)).fetchone()
-        return row if stored_row(row) else None
+            row = self._conn().execute("SELECT text, prompt_tokens, completion_tokens, flags FROM calls "
+                                       "WHERE key=?", (key,)).fetchone()
+        if not stored_row(row):
+            return None
+        flags = row[3] or 0
+        return ChatResult(text=row[0], prompt_tokens=row[1], completion_tokens=row[2], cached=True,
+                          truncated=bool(flags & TRUNCATED), constrained=bool(flags & CONSTRAINED))
 
     def put(self, key: str, r: ChatResult) -> None:
+        flags = TRUNCATED * int(r.truncated) + CONSTRAINED * int(r.constrained)
         with self._guard(), self._conn() as c:
-            c.execute("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?)",
-                      (key, r.text, r.prompt_tokens, r.completion_tokens, time.time()))
+            c.execute("INSERT OR REPLACE INTO calls (key, text, prompt_tokens, completion_tokens, created, flags) "
+                      "VALUES (?, ?, ?, ?, ?, ?)", (key, r.text, r.prompt_tokens, r.completion_tokens, time.time(), flags))
 
     def __len__(self) -> int:
         with self._guard():
@@ -144,11 +155,9 @@ class CachedLLM:
         return kw
 
     def _hit(self, key: str, phase: str) -> ChatResult | None:
-        got = self.cache.get(key)
-        if got is None:
-            return None
-        r = ChatResult(text=got[0], prompt_tokens=got[1], completion_tokens=got[2], cached=True)
-        self.meter.add(phase, r)
+        r = self.cache.get(key)
+        if r is not None:
+            self.meter.add(phase, r)
         return r
 
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,

@@ -3,8 +3,13 @@
 ``llm.model`` names a model config (``conf/model/<name>.yaml``, e.g. ``smollm2_135m``, ``tiny``),
 or is a hub id / local folder loaded as ``model=hf``. Prompts go through the tokenizer's chat
 template; generation is greedy (``temperature=0``) or sampled, batched with left padding in
-``chat_batch``. Prompt and completion tokens are counted with the model's tokenizer. A prompt
-longer than ``context_window - max_new_tokens`` is cut from the left (its oldest tokens) and
+``chat_batch``. Prompt and completion tokens are counted with the model's tokenizer.
+
+A call with a ``schema`` (or ``json_mode``) is decoded under that grammar (:mod:`.grammar`,
+xgrammar; ``llm.constrained=false`` turns it off), batched like any other call. A reply that hit
+``max_new_tokens`` without a stop token is marked ``truncated``. A prompt longer than
+``context_window - max_new_tokens`` keeps its system message and loses the middle of its longest
+message (:mod:`.fit`); only if that cannot make room are its oldest tokens dropped. Either is
 counted in ``truncated_calls``: systems should fit their prompts, this is the last guard.
 The call cache key (``cache_id``) names the model, its path, its revision and its dtype, so a
 different checkpoint or precision never reuses another's replies.
@@ -19,6 +24,7 @@ from ..paths import conf_dir
 from ..registry import register
 from .base import ChatResult, Message, UsageMeter
 from .cache import maybe_cached
+from .fit import fit_messages
 
 CONF_MODEL_DIR = conf_dir() / "model"
 
@@ -82,6 +88,10 @@ class HFChatLLM:
         if isinstance(im_end, int) and im_end != self.tokenizer.unk_token_id:
             eos.add(im_end)
         self.eos_ids = sorted(i for i in eos if i is not None)
+        self.constrained = bool(cfg.get("constrained", True))
+        self._grammar: Any = None  # GrammarConstraint, built on the first structured call
+        if self.constrained:
+            self.cache_id += " constrained"
 
     @property
     def context_window(self) -> int:
@@ -100,33 +110,47 @@ class HFChatLLM:
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
              phase: str = "answer", json_mode: bool = False, schema: dict[str, Any] | None = None) -> ChatResult:
         return self.chat_batch([messages], max_new_tokens=max_new_tokens, temperature=temperature,
-                               phase=phase, json_mode=json_mode)[0]
+                               phase=phase, json_mode=json_mode, schema=schema)[0]
 
     def chat_batch(self, batch: list[list[Message]], *, max_new_tokens: int = 64, temperature: float = 0.0,
                    phase: str = "answer", json_mode: bool = False,
                    schema: dict[str, Any] | None = None) -> list[ChatResult]:
-        """Generate for many conversations, ``batch_size`` at a time (longest first).
-
-        ``json_mode`` and ``schema`` are not enforced here (the prompt asks for JSON).
-        """
-        encoded = [self._fit(self.encode_chat(m), max_new_tokens) for m in batch]
+        """Generate for many conversations, ``batch_size`` at a time (longest first), all under
+        ``schema``'s grammar when one is given (or any JSON with ``json_mode``)."""
+        structured = self.constrained and (schema is not None or json_mode)
+        encoded = [self._fit(m, max_new_tokens) for m in batch]
         order = sorted(range(len(batch)), key=lambda i: -len(encoded[i]))
         results: list[ChatResult | None] = [None] * len(batch)
         for s in range(0, len(order), self.batch_size):
             idx = order[s:s + self.batch_size]
-            for i, r in zip(idx, self._generate([encoded[i] for i in idx], max_new_tokens, temperature)):
+            grammar = self.grammar().processor(schema) if structured else None
+            for i, r in zip(idx, self._generate([encoded[i] for i in idx], max_new_tokens, temperature, grammar)):
+                r.constrained = structured and schema is not None
                 results[i] = r
                 self.meter.add(phase, r)
         return [r for r in results if r is not None]
 
-    def _fit(self, ids: list[int], max_new_tokens: int) -> list[int]:
-        budget = max(1, self._window - max_new_tokens)
-        if len(ids) > budget:
-            self.truncated_calls += 1
-            return ids[-budget:]
-        return ids
+    def grammar(self) -> Any:
+        if self._grammar is None:
+            from .grammar import GrammarConstraint
 
-    def _generate(self, seqs: list[list[int]], max_new_tokens: int, temperature: float) -> list[ChatResult]:
+            vocab = max(int(getattr(self.model.config, "vocab_size", 0) or 0), len(self.tokenizer))
+            self._grammar = GrammarConstraint(self.tokenizer, vocab, self.eos_ids)
+        return self._grammar
+
+    def _fit(self, messages: list[Message], max_new_tokens: int) -> list[int]:
+        """The prompt's token ids within ``context_window - max_new_tokens`` (see the module doc)."""
+        budget = max(1, self._window - max_new_tokens)
+        ids = self.encode_chat(messages)
+        if len(ids) <= budget:
+            return ids
+        self.truncated_calls += 1
+        fitted, _ = fit_messages(messages, budget, lambda m: len(self.encode_chat(m)), self.count_tokens)
+        ids = self.encode_chat(fitted)
+        return ids if len(ids) <= budget else ids[-budget:]
+
+    def _generate(self, seqs: list[list[int]], max_new_tokens: int, temperature: float,
+                  grammar: Any = None) -> list[ChatResult]:
         from transformers import GenerationConfig
 
         torch = self._torch
@@ -141,16 +165,17 @@ class HFChatLLM:
         device = next(self.model.parameters()).device
         with self._lock, torch.no_grad():
             out = self.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
-                                      generation_config=gen)
+                                      generation_config=gen, logits_processor=[grammar] if grammar else None)
         results = []
         for row, s in zip(out[:, width:].tolist(), seqs):
-            n = len(row)
+            n, stopped = len(row), False
             for j, t in enumerate(row):
                 if t in self.eos_ids:
-                    n = j + 1
+                    n, stopped = j + 1, True
                     break
             text = self.tokenizer.decode(row[:n], skip_special_tokens=True)
-            results.append(ChatResult(text=text.strip(), prompt_tokens=len(s), completion_tokens=n))
+            results.append(ChatResult(text=text.strip(), prompt_tokens=len(s), completion_tokens=n,
+                                      truncated=not stopped and n >= max_new_tokens))
         return results
 
 

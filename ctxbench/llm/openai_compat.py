@@ -31,6 +31,13 @@ Every error text is scrubbed of the key (and other secrets) before it is stored 
 :meth:`OpenAIChatLLM.preflight` checks ``GET {base_url}/models`` (reachable, key accepted, model
 listed) before anything heavy loads. ``chat_batch`` runs up to ``concurrency`` calls at a time.
 
+Structured calls (a ``schema``): ``llm.response_format=json_schema`` (default) sends
+``response_format={"type": "json_schema", ...}`` — OpenAI, vLLM and llama.cpp's server enforce it,
+and the reply is marked ``constrained``; ``json_object`` sends JSON mode only (valid JSON, the
+schema checked afterwards); ``none`` sends neither, for servers that reject both. A reply with
+``finish_reason: "length"`` is marked ``truncated``. A prompt over ``context_window -
+max_tokens`` keeps its system message and loses the middle of its longest message (:mod:`.fit`).
+
 Token counts come from the server's ``usage`` (its own tokenizer); when absent, and for
 ``count_tokens``: ``llm.tokenizer`` (an HF tokenizer id/folder) if set, else tiktoken if
 installed, else ~4 characters per token.
@@ -54,11 +61,13 @@ from ..results import json_kind as _kind
 from ..secrets import check_env_name, scrub_text
 from .base import ChatResult, LLMUnavailable, Message, UsageMeter
 from .cache import maybe_cached
+from .fit import fit_messages
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 AUTH_STATUS = {401: "Unauthorized", 403: "Forbidden"}
 DETAIL_BYTES = 1 << 16  # of an error reply's body
 MODELS_BYTES = 1 << 22  # of a /models reply
+RESPONSE_FORMATS = ("json_schema", "json_object", "none")  # llm.response_format, for structured calls
 REPLY_BYTES = 32 << 20  # of a chat reply: a larger one fails the call (a broken or hostile server)
 
 
@@ -185,8 +194,10 @@ class OpenAIChatLLM:
         self.backoff_max_s = float(cfg.get("backoff_max_s", 30.0))
         self.max_consecutive_failures = int(cfg.get("max_consecutive_failures", 8))
         self.concurrency = max(1, int(cfg.get("concurrency", 4)))
-        self.json_mode_supported = bool(cfg.get("json_mode_supported", True))
-        self.json_schema_supported = bool(cfg.get("json_schema_supported", False))
+        self.response_format = str(cfg.get("response_format") or "json_schema")
+        if self.response_format not in RESPONSE_FORMATS:
+            raise ModelLoadError(f"llm.response_format={self.response_format!r}: expected one of "
+                                 f"{', '.join(RESPONSE_FORMATS)}")
         self.check_model_listed = bool(cfg.get("check_model_listed", True))
         self.preflight_timeout_s = float(cfg.get("preflight_timeout_s", 5))
         self.cache_id = self._cache_id()
@@ -194,6 +205,7 @@ class OpenAIChatLLM:
         self._tokenizer_name = cfg.get("tokenizer")
         self._tok: Any = None
         self.meter = UsageMeter()
+        self.truncated_calls = 0  # prompts cut to fit context_window
         self._lock = threading.Lock()
         self._reached = False  # a call has succeeded: a lost connection is now worth retrying
         self._failures_in_a_row = 0
@@ -214,10 +226,8 @@ class OpenAIChatLLM:
         cid = f"{self.model_name}@{self.base_url}"
         if self.extra_body:
             cid += " " + json.dumps(self.extra_body, sort_keys=True, default=str)
-        if not self.json_mode_supported:
-            cid += " no-json-mode"
-        if self.json_schema_supported:
-            cid += " json-schema"
+        if self.response_format != "json_schema":
+            cid += f" response_format={self.response_format}"
         return cid
 
     @staticmethod
@@ -321,7 +331,9 @@ class OpenAIChatLLM:
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
              phase: str = "answer", json_mode: bool = False,
              schema: dict[str, Any] | None = None) -> ChatResult:
+        messages = self._fit(messages, max_new_tokens)
         body = self._body(messages, max_new_tokens, temperature, json_mode, schema)
+        constrained = schema is not None and self.response_format == "json_schema"
         error = ""
         for attempt in range(self.max_retries + 1):
             try:
@@ -339,18 +351,32 @@ class OpenAIChatLLM:
             else:
                 with self._lock:
                     self._reached, self._failures_in_a_row = True, 0
+                r.constrained = constrained
                 self.meter.add(phase, r)
                 return r
         return self._failed(phase, error)
+
+    def _fit(self, messages: list[Message], max_new_tokens: int) -> list[Message]:
+        """Messages within ``context_window - max_new_tokens`` as :meth:`count_tokens` counts them
+        (system message kept, the middle of the longest message cut: :mod:`.fit`)."""
+        def measure(msgs: list[Message]) -> int:
+            return sum(self.count_tokens(m.get("content", "")) + 4 for m in msgs)
+
+        fitted, cut = fit_messages(messages, max(1, self._window - max_new_tokens), measure, self.count_tokens)
+        if cut:
+            with self._lock:
+                self.truncated_calls += 1
+        return fitted
 
     def _body(self, messages: list[Message], max_new_tokens: int, temperature: float, json_mode: bool,
               schema: dict[str, Any] | None) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model_name, "messages": messages,
                                 "max_tokens": int(max_new_tokens), "temperature": float(temperature),
                                 **self.extra_body}
-        if schema is not None and self.json_schema_supported:
+        fmt = self.response_format
+        if schema is not None and fmt == "json_schema":
             body["response_format"] = {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
-        elif json_mode and self.json_mode_supported:
+        elif (schema is not None or json_mode) and fmt in ("json_schema", "json_object"):
             body["response_format"] = {"type": "json_object"}
         return body
 
@@ -462,7 +488,8 @@ class OpenAIChatLLM:
             pt = sum(self.count_tokens(m.get("content", "")) for m in messages)
         if not _count(ct):
             ct = self.count_tokens(text)
-        return ChatResult(text=text.strip(), prompt_tokens=pt, completion_tokens=ct)
+        truncated = data["choices"][0].get("finish_reason") == "length"
+        return ChatResult(text=text.strip(), prompt_tokens=pt, completion_tokens=ct, truncated=truncated)
 
     def _parse(self, raw: bytes, content_type: str = "") -> dict[str, Any]:
         """The reply as a dict holding a first choice; anything else is a malformed (retried) reply."""

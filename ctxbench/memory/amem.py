@@ -18,10 +18,6 @@ from .base import MemorySystem
 from .prompts import amem as P
 from .stores.records import Record
 
-NOTE = {"keywords": [str], "context": str, "tags": [str]}
-EVOLVE = {"links?": [str], "neighbors?": [{"id": str, "context?": str, "tags?": [str]}]}
-
-
 def note_text(content: str, meta: dict) -> str:
     """What is embedded: content plus the LLM-generated attributes (as A-Mem does)."""
     return (f"{content} context: {meta.get('context', '')} keywords: {', '.join(meta.get('keywords', []))} "
@@ -52,8 +48,9 @@ class AMem(MemorySystem):
         self.add_note(f"{t.speaker} says: {t.text}", s.date, {"turn": t.id})
 
     def add_note(self, content: str, time: str, extra: dict | None = None) -> int:
-        attrs = self.call(P.note_messages(time, content), NOTE,
-                          max_new_tokens=int(self.cfg.get("note_max_tokens", 64)))
+        attrs = self.call(P.note_messages(time, content),
+                          P.note_schema(int(self.cfg.get("max_keywords", 5)), int(self.cfg.get("max_tags", 4))),
+                          kind="note", max_new_tokens=int(self.cfg.get("note_max_tokens", 128)))
         meta = {"keywords": [], "context": "", "tags": [], "links": [], **(extra or {})}
         if attrs:
             meta.update(attrs)
@@ -62,21 +59,17 @@ class AMem(MemorySystem):
         if hits:
             idmap = {str(j): rid for j, (rid, _) in enumerate(hits)}
             shown = [(str(j), show(self.store.get(rid))) for j, (rid, _) in enumerate(hits)]
-            d = self.call(P.evolve_messages(f"[{time}] {content} (context: {meta['context']})", shown), EVOLVE,
-                          max_new_tokens=int(self.cfg.get("evolve_max_tokens", 128)))
-            if d:
-                for key in dict.fromkeys(x.strip() for x in d.get("links", [])):
-                    if key not in idmap:
-                        self.counts["invented_ids"] += 1
-                    elif idmap[key] not in meta["links"]:
+            d = self.call(P.evolve_messages(f"[{time}] {content} (context: {meta['context']})", shown),
+                          P.evolve_schema(list(idmap), int(self.cfg.get("max_evolved", 2)),
+                                          int(self.cfg.get("max_tags", 4))),
+                          kind="evolve", max_new_tokens=int(self.cfg.get("evolve_max_tokens", 192)))
+            if d:  # the schema's enums: only ids that were shown
+                for key in dict.fromkeys(d["links"]):
+                    if idmap[key] not in meta["links"]:
                         meta["links"].append(idmap[key])
                         self.counts["links"] += 1
-                for nb in d.get("neighbors", []):
-                    rid = idmap.get(nb["id"].strip())
-                    if rid is None:
-                        self.counts["invented_ids"] += 1
-                        continue
-                    self.evolve(rid, nb.get("context"), nb.get("tags"))
+                for nb in d["neighbors"]:
+                    self.evolve(idmap[nb["id"]], nb["context"], nb["tags"])
         return self.add_record("note", content, meta, time, emb=emb)
 
     def evolve(self, rid: int, context: str | None, tags: list[str] | None) -> None:

@@ -24,7 +24,7 @@ from ctxbench.system import System
 from ctxbench.types import History, Prediction, Question, Session, Usage
 
 from .stores.records import Record, RecordStore
-from .stores.structured import StructuredCaller
+from .stores.structured import StructuredCaller, output_counts
 from .stores.vector import VectorIndex
 
 _DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B, %Y", "%d %B %Y",
@@ -225,10 +225,10 @@ class MemorySystem(System):
             memory_items=items, memory_tokens=mtoks, ingest_seconds=self.ingest_seconds,
             answer_seconds=time.perf_counter() - t0, extra=extra)
 
-    def output_counts(self) -> dict[str, int]:
-        """Structured requests (retries not counted again) and those that stayed invalid after retries."""
-        c = self.counts
-        return {"structured_calls": int(c["json_calls"] - c["json_retries"]), "invalid_outputs": int(c["json_failures"])}
+    def output_counts(self) -> dict[str, Any]:
+        """Structured requests, those that ended without a usable value, and the per-phase breakdown
+        (:func:`.stores.structured.output_counts`)."""
+        return output_counts(self.counts)
 
     def prompt_version(self) -> str:
         return "none"

@@ -3,9 +3,11 @@
 Extraction: for each new message pair, the LLM sees (running conversation summary, last ``m``
 messages, the new pair) and returns candidate facts. Update: for each candidate, the top ``s``
 similar stored memories are shown with their ids remapped to small integers (as the reference
-does) and one LLM decision ADD / UPDATE / DELETE / NOOP is applied to the store. An UPDATE or
-DELETE naming an id that was not shown is rejected and counted (``invented_ids``). The summary is
-refreshed once per session (the paper's asynchronous summary, cached in the store).
+does) and one LLM decision ADD / UPDATE / DELETE / NOOP is applied to the store. Both calls declare
+their JSON Schema beside their prompt (:mod:`.prompts.mem0`) and the backend decodes under it: a fact
+starts with a speaker's name and has a bounded length, at most ``max_facts`` per pair, and an UPDATE
+or DELETE can only name an id that was shown (an enum), so an invented id cannot be generated. The
+summary is refreshed once per session (the paper's asynchronous summary, cached in the store).
 """
 from __future__ import annotations
 
@@ -16,10 +18,6 @@ from ctxbench.types import History, Question, Turn
 
 from .base import MemorySystem
 from .prompts import mem0 as P
-
-FACTS = {"facts": [str]}
-DECISION = {"event": ("ADD", "UPDATE", "DELETE", "NOOP"), "id?": str, "text?": str}
-
 
 def render_turns(turns: list[Turn]) -> str:
     return "\n".join(f"{t.speaker}: {t.text}" for t in turns)
@@ -39,6 +37,8 @@ class Mem0(MemorySystem):
     def steps(self, history: History) -> list[tuple]:
         """("pair", session, first turn) for each message pair, ("summary", session) per session."""
         self._sessions = self.limit(history)
+        self._speakers = list(history.speakers) or list(dict.fromkeys(t.speaker for s in self._sessions
+                                                                      for t in s.turns))
         out: list[tuple] = []
         for si, s in enumerate(self._sessions):
             out += [("pair", si, ti) for ti in range(0, len(s.turns), 2)]
@@ -74,13 +74,19 @@ class Mem0(MemorySystem):
 
     # ---- the two phases ------------------------------------------------------------------------
     def extract(self, recent: str, date: str, new: str) -> list[str]:
-        out = self.call(P.extract_messages(self.summary, recent, date, new), FACTS,
-                        max_new_tokens=int(self.cfg.get("extract_max_tokens", 128)))
+        schema = P.facts_schema(getattr(self, "_speakers", []), int(self.cfg.get("max_facts", 4)))
+        out = self.call(P.extract_messages(self.summary, recent, date, new), schema, kind="extract",
+                        max_new_tokens=int(self.cfg.get("extract_max_tokens", 192)))
         if out is None:
             return []
-        facts = [f for f in dict.fromkeys(out["facts"]) if f]
+        facts = []
+        for f in dict.fromkeys(x.strip() for x in out["facts"]):
+            if P.copies_example(f):
+                self.counts["copied_example"] += 1
+            elif f:
+                facts.append(f)
         self.counts["facts_extracted"] += len(facts)
-        return facts[: int(self.cfg.get("max_facts", 8))]
+        return facts
 
     def update(self, fact: str, date: str, meta: dict) -> None:
         """One ADD/UPDATE/DELETE/NOOP decision for ``fact`` against its top-``s`` neighbours."""
@@ -92,7 +98,7 @@ class Mem0(MemorySystem):
             return
         idmap = {str(j): rid for j, (rid, _) in enumerate(hits)}
         shown = [(str(j), self.store.get(rid).text) for j, (rid, _) in enumerate(hits)]
-        d = self.call(P.update_messages(shown, fact), DECISION,
+        d = self.call(P.update_messages(shown, fact), P.decision_schema(list(idmap)), kind="update",
                       max_new_tokens=int(self.cfg.get("update_max_tokens", 64)))
         if d is None:
             return
@@ -103,11 +109,7 @@ class Mem0(MemorySystem):
         if event == "ADD":
             self.add_record("fact", text, meta, date, emb=emb if text == fact else None)
         elif event in ("UPDATE", "DELETE"):
-            key = str(d.get("id", "")).strip()
-            rid = idmap.get(key)
-            if rid is None:
-                self.counts["invented_ids"] += 1
-                return
+            rid = idmap[d["id"]]  # the schema's enum: only ids that were shown
             if event == "UPDATE":
                 new_emb = self.embed([text])[0]
                 self.store.update(self.hid, rid, text=text, meta={**self.store.get(rid).meta, "updated": date},

@@ -22,9 +22,6 @@ from .mem0 import Mem0, render_turns
 from .prompts import mem0g as P
 from .stores.graph import Edge, open_graph
 
-ENTITIES = {"entities": [str]}
-RELATIONS = {"relations": [{"source": str, "relation": str, "target": str}]}
-OUTDATED = {"outdated": [str]}
 _STOP = set("a an the and or of to in on at for with from by is are was were be been do does did what "
             "when where who whom which how why that this these those it its his her their my your our "
             "now ever has have had will would can could should about as into".split())
@@ -60,13 +57,16 @@ class Mem0g(Mem0):
 
     # ---- construction ----------------------------------------------------------------------------
     def add_graph(self, text: str, date: str) -> None:
-        ents = self.call(P.entity_messages(date, text), ENTITIES,
-                         max_new_tokens=int(self.cfg.get("entity_max_tokens", 64)))
+        ents = self.call(P.entity_messages(date, text), P.entities_schema(int(self.cfg.get("max_entities", 6))),
+                         kind="entities", max_new_tokens=int(self.cfg.get("entity_max_tokens", 96)))
         if not ents or not ents["entities"]:
             return
-        names = list(dict.fromkeys(norm_name(e) for e in ents["entities"] if e.strip()))
-        rels = self.call(P.relation_messages(date, text, names), RELATIONS,
-                         max_new_tokens=int(self.cfg.get("relation_max_tokens", 128)))
+        names = list(dict.fromkeys(n for n in (norm_name(e) for e in ents["entities"]) if n))
+        if not names:
+            return
+        rels = self.call(P.relation_messages(date, text, names),
+                         P.relations_schema(names, int(self.cfg.get("max_relations", 4))), kind="relations",
+                         max_new_tokens=int(self.cfg.get("relation_max_tokens", 160)))
         if not rels:
             return
         triplets = []
@@ -109,16 +109,13 @@ class Mem0g(Mem0):
         old = old[: int(self.cfg.get("max_conflict_edges", 20))]
         idmap = {str(j): e for j, e in enumerate(old)}
         shown = [(str(j), e.text()) for j, e in enumerate(old)]
-        out = self.call(P.conflict_messages(shown, [f"{a} {r} {b}" for a, r, b in triplets]), OUTDATED,
-                        max_new_tokens=int(self.cfg.get("conflict_max_tokens", 32)))
+        out = self.call(P.conflict_messages(shown, [f"{a} {r} {b}" for a, r, b in triplets]),
+                        P.outdated_schema(list(idmap)), kind="conflicts",
+                        max_new_tokens=int(self.cfg.get("conflict_max_tokens", 48)))
         if not out:
             return
-        for key in dict.fromkeys(x.strip() for x in out["outdated"]):
-            e = idmap.get(key)
-            if e is None:
-                self.counts["invented_ids"] += 1
-                continue
-            self.graph.invalidate(e.id, date)
+        for key in dict.fromkeys(out["outdated"]):  # the schema's enum: only ids that were shown
+            self.graph.invalidate(idmap[key].id, date)
             self.counts["edges_invalidated"] += 1
 
     # ---- retrieval -------------------------------------------------------------------------------

@@ -11,8 +11,10 @@ and the evicted messages are written to *archival storage* (embedded, faiss vect
 
 Answering pages: the model replies with one JSON function call per step —
 ``archival_memory_search``, ``conversation_search``, ``core_memory_append``,
-``core_memory_replace`` or ``send_message`` (the answer) — for up to ``max_steps`` steps. Invalid
-calls (no JSON, unknown function, missing arguments) are counted and answered with an error; if no
+``core_memory_replace`` or ``send_message`` (the answer) — for up to ``max_steps`` steps. One JSON
+Schema covers every call shape (:func:`.prompts.memgpt.call_schema`) and the backend decodes under
+it; a step without a usable call (cut at ``step_max_tokens``, or invalid where nothing enforced the
+schema) is counted and answered with an error; if no
 ``send_message`` comes, a best-effort answer is asked with the shared QA prompt over what the
 model saw (working context, summary, search results, FIFO). Every call is counted per phase.
 """
@@ -29,72 +31,8 @@ from ctxbench.types import History, Prediction, Question, Session
 
 from .base import MemorySystem
 from .prompts import memgpt as P
-from .stores.structured import SchemaError, extract_json
 
-FUNCTIONS: dict[str, tuple[str, ...]] = {  # name -> required string arguments
-    "archival_memory_search": ("query",),
-    "conversation_search": ("query",),
-    "core_memory_append": ("content",),
-    "core_memory_replace": ("old_content", "new_content"),
-    "send_message": ("message",),
-}
 FTS_TABLE = "memgpt_recall"
-
-
-class CallError(ValueError):
-    """An invalid function call from the model (counted, reported back to it)."""
-
-
-def parse_call(text: str) -> tuple[str, dict[str, Any]]:
-    """(function name, arguments) from a reply like ``{"function": "f", "args": {...}}``.
-
-    Accepts ``params``/``arguments`` for ``args`` and arguments flattened next to ``function``
-    (small models do both); raises :class:`CallError` naming what is wrong.
-    """
-    try:
-        obj = extract_json(text)
-    except SchemaError as e:
-        obj = python_call(text)
-        if obj is None:
-            raise CallError(str(e)) from None
-    if not isinstance(obj, dict):
-        raise CallError("expected a JSON object with keys 'function' and 'args'")
-    name = obj.get("function") or obj.get("name") or obj.get("tool")
-    if not isinstance(name, str) or name.strip() not in FUNCTIONS:
-        raise CallError(f"unknown function {name!r}; choose one of {', '.join(FUNCTIONS)}")
-    name = name.strip()
-    args = obj.get("args", obj.get("params", obj.get("arguments")))
-    if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except json.JSONDecodeError:
-            args = None
-    if not isinstance(args, dict):
-        args = {k: v for k, v in obj.items() if k not in ("function", "name", "tool", "args", "params", "arguments")}
-    out: dict[str, Any] = {}
-    for key in FUNCTIONS[name]:
-        v = args.get(key)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            v = str(v)
-        if not isinstance(v, str) or not v.strip() or re.fullmatch(r"\s*<[^<>]{1,40}>\s*", v):
-            raise CallError(f"{name}: missing argument {key!r} (a non-empty string)")
-        out[key] = v.strip()
-    page = args.get("page", 0)
-    out["page"] = max(int(page), 0) if isinstance(page, int) or (isinstance(page, str) and page.isdigit()) else 0
-    return name, out
-
-
-def python_call(text: str) -> dict[str, Any] | None:
-    """``name("x")`` / ``name(query="x")`` written as code (local models do): as a JSON-style call."""
-    m = re.search(r"\b(" + "|".join(FUNCTIONS) + r")\s*\((.*)\)", text, re.S)
-    if not m:
-        return None
-    name, body = m.group(1), m.group(2)
-    kw = dict(re.findall(r"(\w+)\s*=\s*[\"']([^\"']*)[\"']", body))
-    if not kw:
-        pos = re.findall(r"[\"']([^\"']*)[\"']", body)
-        kw = dict(zip(FUNCTIONS[name], pos))
-    return {"function": name, "args": kw}
 
 
 def fts_query(text: str) -> str:
@@ -292,17 +230,14 @@ class MemGPT(MemorySystem):
         invalid, steps, reply = 0, 0, None
         for step in range(self.max_steps):
             left = self.max_steps - step - 1
-            r = self.llm.chat(self.fit(msgs), max_new_tokens=self.step_max_tokens, temperature=0.0,
-                              phase="answer", json_mode=True)
+            call = self.call(self.fit(msgs), P.call_schema(), kind="function_call", phase="answer",
+                             max_new_tokens=self.step_max_tokens, retries=0)  # this loop feeds errors back
             steps += 1
-            try:
-                if r.failed:
-                    raise CallError(f"backend failure: {r.error}")
-                name, args = parse_call(r.text)
-            except CallError as e:
+            if call is None:
                 invalid += 1
-                msgs = msgs + [{"role": "assistant", "content": r.text[:300]}, P.error_message(str(e), left)]
+                msgs = msgs + [P.error_message(self.call.last_error, left)]
                 continue
+            name, args = call["function"], call["args"]
             calls[name] = calls.get(name, 0) + 1
             if name == "send_message":
                 reply = args["message"]
@@ -311,7 +246,7 @@ class MemGPT(MemorySystem):
             if name.endswith("_search"):
                 results.append(result)
             seen.append(result)
-            msgs = msgs + [{"role": "assistant", "content": r.text.strip()}, P.result_message(name, result, left)]
+            msgs = msgs + [{"role": "assistant", "content": json.dumps(call)}, P.result_message(name, result, left)]
         fallback = reply is None
         context = ""
         if fallback:  # best effort: the shared QA prompt over what the model has seen

@@ -4,14 +4,15 @@ interactive lookup.
 1. **Episode pagination**: the history is a list of paragraphs (one per turn, the first of each
    session dated; a document's lines). From the cursor, paragraphs are added while the page stays
    within ``max_page_tokens``; candidate break labels ``<j>`` are shown between paragraphs once the
-   page would hold at least ``min_page_tokens``; the LLM picks one ("Break point: <j>"). A label
-   that was not offered is rejected, counted (``invalid_breaks``) and the last label is used, as
-   the reference does. A rest of the history shorter than ``tail_tokens`` becomes the last page
+   page would hold at least ``min_page_tokens``; the LLM picks one (``{"break": j}``, the schema an
+   enum of the labels offered, so another label cannot be generated). Without a usable reply (cut,
+   or invalid where nothing enforced the schema) the last label is used, as the reference does for
+   a label it cannot use. A rest of the history shorter than ``tail_tokens`` becomes the last page
    without a call.
 2. **Gisting**: each page is shortened by the LLM into a gist (construction phase).
 3. **Lookup** (answer phase): given all gists ("<Page i> gist") and the question, the LLM names up
-   to ``max_lookups`` pages ("I want to look up Page [2, 7]"); numbers outside the page range are
-   rejected and counted (``invalid_pages``), extras beyond ``max_lookups`` dropped and counted.
+   to ``max_lookups`` pages (``{"pages": [2, 7]}``; the schema allows only existing page numbers and
+   at most ``max_lookups`` of them).
 4. **Answer**: the shared QA prompt over the gist memory with the chosen pages replaced by their
    full text.
 
@@ -19,7 +20,6 @@ One ingestion step = one page (pagination + gist), committed with the cursor, so
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ctxbench.errors import ConfigError
@@ -44,21 +44,6 @@ def paragraphs_of(history: History, max_sessions: int | None = None) -> list[tup
                 line = f"DATE: {s.date}\n{line}"
             out.append((line, s.date))
     return out
-
-
-def parse_break(text: str) -> int | None:
-    """The label number of "Break point: <57>" (or the first ``<n>``, or a bare leading number)."""
-    m = re.search(r"<\s*(\d+)\s*>", text) or re.match(r"\D{0,20}?(\d+)", text.strip())
-    return int(m.group(1)) if m else None
-
-
-def parse_pages(text: str) -> list[int]:
-    """Page numbers from "I want to look up Page [2, 7] to ..." (bracketed list, else "Page 2 and 7")."""
-    m = re.search(r"\[([^\[\]]*)\]", text)
-    if m and re.search(r"\d", m.group(1)):
-        return [int(x) for x in re.findall(r"-?\d+", m.group(1))]
-    m = re.search(r"pages?\s*((?:-?\d+\s*(?:,|and|&)?\s*)+)", text, re.I)
-    return [int(x) for x in re.findall(r"-?\d+", m.group(1))] if m else []
 
 
 @register("memory", "readagent")
@@ -139,15 +124,10 @@ class ReadAgent(MemorySystem):
                 prev = self._clip_end(prev, int(self.preceding))
             preceding = "\n".join(prev)
         following = self._paras[j][0] if j < N else ""
-        r = self.llm.chat(P.pagination_messages(preceding, "\n".join(passage), following),
-                          max_new_tokens=int(self.cfg.get("break_max_tokens", 24)), temperature=0.0,
-                          phase="construction")
+        got = self.call(P.pagination_messages(preceding, "\n".join(passage), following), P.break_schema(labels),
+                        kind="break", max_new_tokens=int(self.cfg.get("break_max_tokens", 24)))
         self.counts["pagination_calls"] += 1
-        k = parse_break(r.text) if not r.failed else None
-        if k not in labels:
-            self.counts["invalid_breaks"] += 1
-            return j
-        return k
+        return j if got is None else int(got["break"])
 
     def _prev_start(self, i: int) -> int:
         pages = self.store.records(self.hid, "page")
@@ -200,23 +180,12 @@ class ReadAgent(MemorySystem):
         room = self._room(P.lookup_messages("", qtext, self.max_lookups), mt)
         gists, dropped = self.memory_text(pages, set(), room)
         self._last["lookup_dropped_gists"] = dropped
-        r = self.llm.chat(P.lookup_messages(gists, qtext, self.max_lookups),
-                          max_new_tokens=mt, temperature=0.0, phase="answer")
-        asked = parse_pages(r.text) if not r.failed else []
-        valid: list[int] = []
-        invalid = excess = 0
-        for p in asked:
-            if not 0 <= p < len(pages):
-                invalid += 1
-            elif p not in valid:
-                if len(valid) < self.max_lookups:
-                    valid.append(p)
-                else:
-                    excess += 1
-        self.counts["invalid_pages_total"] += invalid
-        self._last.update(asked_pages=asked, invalid_pages=invalid, excess_pages=excess,
-                          lookup_unparsed=int(not asked))
-        return valid
+        got = self.call(P.lookup_messages(gists, qtext, self.max_lookups),
+                        P.pages_schema(len(pages), self.max_lookups), kind="lookup", phase="answer",
+                        max_new_tokens=mt)
+        asked = [int(p) for p in got["pages"]] if got else []
+        self._last.update(asked_pages=asked, lookup_unparsed=int(got is None))
+        return list(dict.fromkeys(asked))
 
     def retrieve(self, question: Question) -> str:
         self._last = {}

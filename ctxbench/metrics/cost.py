@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-COST_VERSION = "ctxbench-cost-1"
+from .structured import merge_reports
+
+COST_VERSION = "ctxbench-cost-2"
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -34,10 +36,12 @@ def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
         return {"version": COST_VERSION, "n_questions": 0}
     histories: dict[str, dict[str, Any]] = {}
     counts: dict[str, int] = {}
+    structured: dict[str, dict[str, Any]] = {}
     for r in records:
         h = str(r.get("history_id", ""))
         counts[h] = counts.get(h, 0) + 1
         histories.setdefault(h, r.get("construction") or {})
+        structured[h] = (r.get("outputs") or {}).get("structured_output") or {}  # cumulative: the last record's
 
     def usage(r: dict[str, Any], key: str) -> float:
         return float((r.get("usage") or {}).get(key, 0) or 0)
@@ -79,6 +83,7 @@ def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
             "answer": {"p50": _r(percentile(answer_lat, 50)), "p95": _r(percentile(answer_lat, 95)),
                        "mean": _r(sum(answer_lat) / n), "n": n},
         },
+        "structured_output": merge_reports(list(structured.values())),
         "memory_per_history": {
             "items": _r(csum("memory_items") / nh, 2),
             "tokens": _r(csum("memory_tokens") / nh, 2),

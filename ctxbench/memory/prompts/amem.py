@@ -1,16 +1,28 @@
-"""A-Mem prompts: note construction (keywords, context, tags) and link generation + memory evolution."""
+"""A-Mem prompts: note construction (keywords, context, tags) and link generation + memory evolution,
+each with its JSON Schema (bounded lists and strings; links and evolved neighbours are ids shown)."""
 from __future__ import annotations
 
 import json
 import re
+from typing import Any
+
+from ctxbench.llm import schema as sch
 
 from . import scripting as S
 
-VERSION = "amem-v1"
+VERSION = "amem-v2"
+CONTEXT_CHARS = 160
+WORD_CHARS = 30
 
 NOTE_SYSTEM = ("Analyse one conversation message for a memory note. Give 2-5 keywords (key nouns, names, "
                "verbs), one sentence of context (topic, who is involved, why it matters) and 1-4 broad tags. "
-               'Reply with JSON only: {"keywords": ["<keyword>"], "context": "<sentence>", "tags": ["<tag>"]}.')
+               "Reply with JSON.")
+
+
+def note_schema(max_keywords: int = 5, max_tags: int = 4) -> dict[str, Any]:
+    word = sch.text(WORD_CHARS, 2)
+    return sch.obj(keywords=sch.items(word, max_keywords, 1), context=sch.text(CONTEXT_CHARS, 8),
+                   tags=sch.items(word, max_tags, 1))
 
 
 def note_messages(time: str, content: str) -> list[dict[str, str]]:
@@ -21,9 +33,15 @@ def note_messages(time: str, content: str) -> list[dict[str, str]]:
 EVOLVE_SYSTEM = (
     "A NEW memory note arrives; below are its nearest NEIGHBOUR notes (each with an id). Decide: which "
     "neighbours it should link to (same topic, person or event); and, for neighbours whose context or tags "
-    "should change in the light of the new note, their updated context and tags. Use only ids from the "
-    'list. Reply with JSON only: {"links": ["<id>"], "neighbors": [{"id": "<id>", "context": "<sentence>", '
-    '"tags": ["<tag>"]}]} — empty lists when nothing applies.')
+    "should change in the light of the new note, their updated context and tags. Reply with JSON; "
+    "empty lists when nothing applies.")
+
+
+def evolve_schema(ids: list[str], max_evolved: int = 2, max_tags: int = 4) -> dict[str, Any]:
+    """Links and evolved neighbours among the ids shown."""
+    shown = sch.enum(ids)
+    neighbour = sch.obj(id=shown, context=sch.text(CONTEXT_CHARS, 8), tags=sch.items(sch.text(WORD_CHARS, 2), max_tags, 1))
+    return sch.obj(links=sch.items(shown, len(ids)), neighbors=sch.items(neighbour, min(max_evolved, len(ids))))
 
 
 def evolve_messages(new: str, neighbours: list[tuple[str, str]]) -> list[dict[str, str]]:

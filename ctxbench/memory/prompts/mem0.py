@@ -1,36 +1,76 @@
 """Mem0 prompts (extraction, update decision, running summary), kept compact for small models.
 
-The format lines use angle-bracket placeholders; :mod:`..stores.structured` rejects a reply that
-copies a placeholder, so an example can never be stored as a memory.
+Each structured call's JSON Schema is declared here beside its prompt: a fact starts with a speaker's
+name and is at most ``FACT_CHARS`` long, an update names one of the ids shown. The extraction
+example is a separate exchange about invented people; a fact that names them is never stored.
 """
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
+
+from ctxbench.llm import schema as sch
 
 from . import scripting as S
 
-VERSION = "mem0-v1"
+VERSION = "mem0-v2"
+
+FACT_CHARS = 140  # characters per fact (the schema's bound: a reply closes within its token budget)
 
 EXTRACT_SYSTEM = (
-    "You extract facts worth remembering from the NEW MESSAGES of a conversation. A fact is one short "
-    "sentence naming the person it is about (hobbies, plans, events, relations, preferences, jobs, places). "
-    "Write dates as absolute dates using the message date. Ignore greetings. Use the summary and recent "
-    "messages only to resolve who and what. Reply with JSON only: "
-    '{"facts": ["<fact>", "<fact>"]} or {"facts": []}.')
+    "You extract facts worth remembering from the new messages of a conversation. A fact is one short "
+    "sentence that starts with the name of the person it is about (hobbies, plans, events, relations, "
+    "preferences, jobs, places). Ignore greetings and questions. Use the summary and recent messages only "
+    "to resolve who and what. Reply with JSON.")
+
+# The in-context example is its own exchange, about people and things that appear in no dataset, so a
+# small model cannot take it for the conversation; a fact naming them is dropped (copied_example).
+EXAMPLE_USER = ("New messages (example, 1 January 2000):\nZorvan: I just adopted a puppy named Bolt!\n"
+                "Yilda: Nice! I start my nursing job next week.\nFacts:")
+EXAMPLE_FACTS = ["Zorvan adopted a puppy named Bolt.", "Yilda starts a nursing job next week."]
+EXAMPLE_WORDS = ("zorvan", "yilda", "bolt")
+
+
+def fact_schema(speakers: list[str], max_chars: int = FACT_CHARS) -> dict[str, Any]:
+    """One fact: a sentence that starts with a speaker's name (any short sentence if none are known)."""
+    names = [n for n in speakers if n.strip()]
+    if not names:
+        return sch.text(max_chars, 8)
+    alt = "|".join(re.escape(n) for n in names)
+    return {"type": "string", "pattern": f"^({alt})[ '][^\"\\\\\\n]{{8,{max_chars}}}$"}
+
+
+def facts_schema(speakers: list[str], max_facts: int) -> dict[str, Any]:
+    return sch.obj(facts=sch.items(fact_schema(speakers), max_facts))
 
 
 def extract_messages(summary: str, recent: str, date: str, new: str) -> list[dict[str, str]]:
     user = (f"Summary: {summary or '(none)'}\n\nRecent messages:\n{recent or '(none)'}\n\n"
-            f"NEW MESSAGES ({date}):\n{new}\n\nJSON:")
-    return [{"role": "system", "content": EXTRACT_SYSTEM}, {"role": "user", "content": user}]
+            f"New messages ({date}):\n{new}\nFacts:")
+    return [{"role": "system", "content": EXTRACT_SYSTEM}, {"role": "user", "content": EXAMPLE_USER},
+            {"role": "assistant", "content": json.dumps({"facts": EXAMPLE_FACTS})},
+            {"role": "user", "content": user}]
+
+
+def copies_example(fact: str) -> bool:
+    low = fact.lower()
+    return any(re.search(rf"\b{w}\b", low) for w in EXAMPLE_WORDS)
 
 
 UPDATE_SYSTEM = (
     "You keep a memory store up to date. Compare the NEW FACT with the EXISTING MEMORIES (each has an id). "
     "Choose one event: ADD if it is new information; UPDATE if an existing memory is about the same thing "
     "and the fact adds detail (give that id and the merged text); DELETE if the fact contradicts an existing "
-    "memory (give that id); NOOP if it is already known. Use only ids from the list. Reply with JSON only: "
-    '{"event": "<ADD|UPDATE|DELETE|NOOP>", "id": "<id>", "text": "<memory text>"}.')
+    "memory (give that id); NOOP if it is already known. Reply with JSON.")
+
+
+def decision_schema(ids: list[str], max_chars: int = FACT_CHARS) -> dict[str, Any]:
+    """ADD | NOOP | UPDATE(id, text) | DELETE(id), the id one of those shown."""
+    shown = sch.enum(ids)
+    return sch.any_of(sch.obj(event=sch.const("ADD")), sch.obj(event=sch.const("NOOP")),
+                      sch.obj(event=sch.const("UPDATE"), id=shown, text=sch.text(max_chars, 8)),
+                      sch.obj(event=sch.const("DELETE"), id=shown))
 
 
 def update_messages(existing: list[tuple[str, str]], fact: str) -> list[dict[str, str]]:
@@ -50,7 +90,7 @@ def summary_messages(summary: str, date: str, session: str) -> list[dict[str, st
 
 # ---- scripted replies (a zero-cost chat model for tests and bench; see prompts/scripting.py) ----
 def _facts(user: str) -> str:
-    new = [ln for ln in S.lines(S.after(user, "NEW MESSAGES"))[1:3] if not ln.startswith("JSON")]
+    new = [ln for ln in S.lines(S.after(user, "New messages ("))[1:3] if not ln.startswith("Facts:")]
     return json.dumps({"facts": [S.words(ln, 12) for ln in new if len(ln.split()) > 2]})
 
 

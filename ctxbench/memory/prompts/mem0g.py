@@ -1,15 +1,28 @@
-"""Mem0g prompts: entity extraction, relation triplets, conflict detection (compact, validated)."""
+"""Mem0g prompts: entity extraction, relation triplets, conflict detection, each with its JSON Schema.
+
+The schemas bound every reply (entity names ≤ ``NAME_CHARS``, at most ``MAX_ENTITIES`` entities and
+``MAX_RELATIONS`` relations) and restrict names and ids to those shown: a relation's source and
+target are entities just extracted (or the speakers), an outdated id is one of the edges listed.
+"""
 from __future__ import annotations
 
 import json
+from typing import Any
+
+from ctxbench.llm import schema as sch
 
 from . import scripting as S
 
-VERSION = "mem0g-v1"
+VERSION = "mem0g-v2"
+NAME_CHARS = 40
+RELATION_CHARS = 40
 
 ENTITY_SYSTEM = ("List the entities (people, places, organisations, objects, events, activities) mentioned "
-                 "in the messages. Use the speakers' names instead of I/me/you. Reply with JSON only: "
-                 '{"entities": ["<entity>", "<entity>"]}.')
+                 "in the messages. Use the speakers' names instead of I/me/you. Reply with JSON.")
+
+
+def entities_schema(max_entities: int) -> dict[str, Any]:
+    return sch.obj(entities=sch.items(sch.text(NAME_CHARS, 2), max_entities))
 
 
 def entity_messages(date: str, text: str) -> list[dict[str, str]]:
@@ -19,8 +32,14 @@ def entity_messages(date: str, text: str) -> list[dict[str, str]]:
 
 RELATION_SYSTEM = ("Extract relations between the given entities that the messages state. Each relation is "
                    "source, relation (a short verb phrase in snake_case, e.g. works_at), target. Use the "
-                   "speakers' names instead of I/me/you. Reply with JSON only: "
-                   '{"relations": [{"source": "<entity>", "relation": "<relation>", "target": "<entity>"}]}.')
+                   "speakers' names instead of I/me/you. Reply with JSON.")
+
+
+def relations_schema(entities: list[str], max_relations: int) -> dict[str, Any]:
+    """Triplets over the entities shown; the relation is snake_case."""
+    name = sch.enum(entities)
+    rel = {"type": "string", "pattern": f"^[a-z][a-z0-9_]{{1,{RELATION_CHARS}}}$"}
+    return sch.obj(relations=sch.items(sch.obj(source=name, relation=rel, target=name), max_relations))
 
 
 def relation_messages(date: str, text: str, entities: list[str]) -> list[dict[str, str]]:
@@ -30,8 +49,12 @@ def relation_messages(date: str, text: str, entities: list[str]) -> list[dict[st
 
 CONFLICT_SYSTEM = ("Below are EXISTING relations (each with an id) and NEW relations. An existing relation is "
                    "outdated if a new relation contradicts it (e.g. the same person now lives or works "
-                   "somewhere else). Keep relations that can both be true. Use only ids from the list. "
-                   'Reply with JSON only: {"outdated": ["<id>"]} or {"outdated": []}.')
+                   "somewhere else). Keep relations that can both be true. Reply with JSON.")
+
+
+def outdated_schema(ids: list[str]) -> dict[str, Any]:
+    """Ids among the existing edges shown (possibly none)."""
+    return sch.obj(outdated=sch.items(sch.enum(ids), len(ids)))
 
 
 def conflict_messages(existing: list[tuple[str, str]], new: list[str]) -> list[dict[str, str]]:

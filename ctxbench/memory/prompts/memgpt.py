@@ -5,10 +5,14 @@ original MemGPT system prompt and function schemas are several thousand tokens).
 from __future__ import annotations
 
 import json
+from typing import Any
+
+from ctxbench.llm import schema as sch
 
 from . import scripting as S
 
-VERSION = "memgpt-v1"
+VERSION = "memgpt-v2"
+ARG_CHARS = 200  # characters per function argument (a reply closes within step_max_tokens)
 
 SUMMARY_SYSTEM = (
     "You keep a running summary of a conversation that no longer fits in memory. Merge the previous "
@@ -35,6 +39,21 @@ AGENT_SYSTEM = (
     "and recall storage; search them before answering when the answer is not in view. Each reply must be "
     "ONE JSON object calling one function: {{\"function\": \"name\", \"args\": {{...}}}}.\nFunctions:\n"
     "{functions}\nYou have at most {steps} calls; the last one must be send_message.")
+
+
+ARGUMENTS = {  # function -> its string arguments, in order
+    "archival_memory_search": ("query",),
+    "conversation_search": ("query",),
+    "core_memory_append": ("content",),
+    "core_memory_replace": ("old_content", "new_content"),
+    "send_message": ("message",),
+}
+
+
+def call_schema(max_chars: int = ARG_CHARS) -> dict[str, Any]:
+    """One function call: ``{"function": name, "args": {...}}`` for exactly the functions above."""
+    return sch.any_of(*(sch.obj(function=sch.const(name), args=sch.obj(**{a: sch.text(max_chars) for a in args}))
+                        for name, args in ARGUMENTS.items()))
 
 
 def agent_messages(working: str, summary: str, fifo: str, question: str, steps: int) -> list[dict[str, str]]:

@@ -1,129 +1,84 @@
-"""Structured LLM output: pull JSON out of a reply, validate it against a small schema, retry once
-with the error, and count what failed — never crash, never lose a failure silently.
+"""Structured LLM calls: a JSON Schema per call, enforced by the backend, every outcome counted.
 
-Schemas are plain Python values: ``str``/``int``/``bool``/``float`` (types), ``[T]`` (list of T),
-``{"key": T, "opt?": T}`` (object; ``?`` marks an optional key), ``("A", "B")`` (one of these
-strings, case-insensitive). Placeholder strings such as ``<fact>`` copied from a prompt's format
-line are rejected as invalid output (small models copy them).
+A system asks ``self.call(messages, schema, kind="extract")``. The backend decodes under the
+schema where it can (``llm=hf`` grammar, ``llm=openai`` json_schema: :mod:`ctxbench.llm.schema`),
+and the reply is read strictly. Each request ends in exactly one outcome, counted per phase and
+per kind in the system's ``counts`` (persisted with its state, so a resumed run counts all):
+
+- ``valid``: the value is returned;
+- ``truncated``: the reply hit its token limit; it is never parsed from fragments;
+- ``invalid``: complete but not JSON for the schema (possible only without enforcement), or
+  refused by the system's ``check`` (e.g. it copies the in-context example);
+- ``failed``: the backend call failed (the backend already retried transport errors).
+
+A retry happens only when it changes something: a truncated reply is asked again once with twice
+the token budget; an invalid one is asked again with the error shown to the model. A retry that
+would send the same request (temperature 0, same prompt, same budget) is never made.
 """
 from __future__ import annotations
 
-import json
-import re
 from collections import Counter
 from typing import Any, Callable
 
 from ctxbench.llm.base import ChatLLM, Message
+from ctxbench.llm.schema import Schema, SchemaError, parse_reply
+from ctxbench.metrics.structured import PREFIX, structured_report
 
-_PLACEHOLDER = re.compile(r"^\s*<[^<>]{1,40}>\s*$")
-
-
-class SchemaError(ValueError):
-    pass
-
-
-def extract_json(text: str) -> Any:
-    """The first JSON object or array in ``text`` (code fences and chatter around it allowed)."""
-    dec = json.JSONDecoder()
-    for i, ch in enumerate(text):
-        if ch in "{[":
-            try:
-                obj, _ = dec.raw_decode(text[i:])
-                return obj
-            except json.JSONDecodeError:
-                continue
-    raise SchemaError("no JSON object or array in the reply")
-
-
-def validate(obj: Any, schema: Any, where: str = "$") -> Any:
-    """Check ``obj`` against ``schema``; returns the (normalised) value or raises SchemaError."""
-    if isinstance(schema, tuple):  # enum of strings
-        if not isinstance(obj, str) or obj.strip().upper() not in {s.upper() for s in schema}:
-            raise SchemaError(f"{where}: expected one of {list(schema)}, got {obj!r}")
-        return obj.strip().upper()
-    if isinstance(schema, list):
-        if not isinstance(obj, list):
-            raise SchemaError(f"{where}: expected a list, got {type(obj).__name__}")
-        return [validate(x, schema[0], f"{where}[{i}]") for i, x in enumerate(obj)]
-    if isinstance(schema, dict):
-        if not isinstance(obj, dict):
-            raise SchemaError(f"{where}: expected an object, got {type(obj).__name__}")
-        out = {}
-        for key, sub in schema.items():
-            name, optional = (key[:-1], True) if key.endswith("?") else (key, False)
-            if name not in obj or obj[name] is None:
-                if optional:
-                    continue
-                raise SchemaError(f"{where}: missing key {name!r}")
-            out[name] = validate(obj[name], sub, f"{where}.{name}")
-        return out
-    if schema is str:
-        if isinstance(obj, (int, float)) and not isinstance(obj, bool):
-            obj = str(obj)
-        if not isinstance(obj, str):
-            raise SchemaError(f"{where}: expected a string, got {type(obj).__name__}")
-        if _PLACEHOLDER.match(obj):
-            raise SchemaError(f"{where}: {obj!r} is the format placeholder, not content")
-        return obj.strip()
-    if schema is int:
-        if isinstance(obj, str) and obj.strip().lstrip("-").isdigit():
-            return int(obj.strip())
-        if not isinstance(obj, int) or isinstance(obj, bool):
-            raise SchemaError(f"{where}: expected an integer, got {obj!r}")
-        return obj
-    if schema is bool:
-        if isinstance(obj, str) and obj.lower() in ("true", "false"):
-            return obj.lower() == "true"
-        if not isinstance(obj, bool):
-            raise SchemaError(f"{where}: expected true/false, got {obj!r}")
-        return obj
-    if schema is float:
-        if not isinstance(obj, (int, float)) or isinstance(obj, bool):
-            raise SchemaError(f"{where}: expected a number, got {obj!r}")
-        return float(obj)
-    if schema is Any or schema is None:
-        return obj
-    raise TypeError(f"unsupported schema {schema!r}")
-
-
-def parse(text: str, schema: Any) -> Any:
-    """Extract and validate; a bare list where ``{"key": [..]}`` is expected is wrapped."""
-    obj = extract_json(text)
-    if isinstance(schema, dict) and isinstance(obj, list):
-        req = [k for k in schema if not k.endswith("?")]
-        if len(req) == 1 and isinstance(schema[req[0]], list):
-            obj = {req[0]: obj}
-    return validate(obj, schema)
+MAX_RETRY_TOKENS = 1024  # a truncated reply is retried with 2x its budget, up to this
 
 
 class StructuredCaller:
-    """Calls an LLM for JSON, retrying with the validation error; counts outcomes in ``counts``.
-
-    ``counts`` keys: ``json_calls``, ``json_retries``, ``json_failures`` (gave up after retries),
-    plus whatever the systems add (``invented_ids`` ...).
-    """
+    """Calls an LLM for one JSON value per request; see the module doc for outcomes and retries."""
 
     def __init__(self, llm: ChatLLM, retries: int = 1, counts: Counter | None = None) -> None:
         self.llm, self.retries = llm, int(retries)
         self.counts: Counter = counts if counts is not None else Counter()
+        self.last_error = ""  # why the last request returned None (for an agent loop's error message)
 
-    def __call__(self, messages: list[Message], schema: Any, *, phase: str = "construction",
-                 max_new_tokens: int = 256, check: Callable[[Any], Any] | None = None) -> Any | None:
-        msgs = list(messages)
-        for attempt in range(self.retries + 1):
-            self.counts["json_calls"] += 1
+    def _count(self, phase: str, kind: str, field: str) -> None:
+        self.counts[f"{PREFIX}|{phase}|{kind}|{field}"] += 1
+
+    def __call__(self, messages: list[Message], schema: Schema, *, kind: str, phase: str = "construction",
+                 max_new_tokens: int = 256, check: Callable[[Any], Any] | None = None,
+                 retries: int | None = None) -> Any | None:
+        """The validated value (after ``check``), or None with the outcome counted and ``last_error`` set.
+        ``retries`` overrides the caller's (an agent loop that feeds errors back itself passes 0)."""
+        self._count(phase, kind, "calls")
+        msgs, budget, last = list(messages), int(max_new_tokens), None
+        for attempt in range((self.retries if retries is None else int(retries)) + 1):
             if attempt:
-                self.counts["json_retries"] += 1
-            r = self.llm.chat(msgs, max_new_tokens=max_new_tokens, temperature=0.0, phase=phase,
-                              json_mode=True)
+                self._count(phase, kind, "retried")
+            r = self.llm.chat(msgs, max_new_tokens=budget, temperature=0.0, phase=phase, json_mode=True,
+                              schema=schema)
+            if r.failed:
+                outcome, self.last_error = "failed", f"backend failure: {r.error}"
+                break
+            if r.truncated:
+                outcome, self.last_error = "truncated", f"the reply was cut at {budget} tokens"
+                if budget * 2 > MAX_RETRY_TOKENS:
+                    break
+                budget *= 2  # the one change that can help a cut reply
+                continue
             try:
-                if r.failed:
-                    raise SchemaError(f"backend failure: {r.error}")
-                obj = parse(r.text, schema)
-                return check(obj) if check else obj
+                value = parse_reply(r.text, schema, constrained=r.constrained)
+                value = check(value) if check else value
             except SchemaError as e:
-                msgs = list(messages) + [
-                    {"role": "assistant", "content": r.text[:400]},
-                    {"role": "user", "content": f"Invalid: {e}. Reply with the JSON only."}]
-        self.counts["json_failures"] += 1
+                outcome, self.last_error = "invalid", str(e)
+                if r.text == last:  # the feedback changed nothing: asking again cannot help
+                    break
+                last = r.text
+                msgs = list(messages) + [{"role": "assistant", "content": r.text[:400]},
+                                         {"role": "user", "content": f"Invalid: {e}. Reply with the JSON only."}]
+                continue
+            self._count(phase, kind, "valid")
+            return value
+        self._count(phase, kind, outcome)
         return None
+
+
+def output_counts(counts: Counter | dict[str, Any]) -> dict[str, Any]:
+    """What the System contract's ``output_counts`` reports: requests, unusable ones, and the breakdown."""
+    rep = structured_report(counts)
+    calls = sum(ph["calls"] for ph in rep.values())
+    bad = sum(ph["invalid"] + ph["truncated"] for ph in rep.values())
+    return {"structured_calls": calls, "invalid_outputs": bad, "structured_output": rep}
