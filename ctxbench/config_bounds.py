@@ -88,6 +88,7 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     "dataset.min_chars": COUNT,
     "dataset.max_episodes": ge(0, note="0 or null = all"),
     "dataset.max_profile": POSITIVE,
+    "dataset.sessions": ge(1, note="null = all"),  # first N sessions of each conversation (locomo, dialsim)
     # -- anything that batches ----------------------------------------------------------------------------
     "*batch_size": POSITIVE,  # trainer., llm., embedder., train_step., method.encode_batch_size
     # -- trainer ------------------------------------------------------------------------------------------

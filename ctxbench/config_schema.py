@@ -37,7 +37,7 @@ NULL_DEFAULTS: dict[str, str] = {
     "trainer.resume": "str", "trainer.stop_after": "int", "trainer.warmup_steps": "int",
     "dataset.categories": "list", "dataset.conversations": "list", "dataset.episodes": "list",
     "dataset.levels": "list", "dataset.question_types": "list", "dataset.subsets": "list",
-    "dataset.max_chars": "int", "dataset.subset": "str",
+    "dataset.max_chars": "int", "dataset.subset": "str", "dataset.sessions": "int",
     "embedder.path": "str", "launcher.mixed_precision": "str", "logger.entity": "str",
     "llm.cache_path": "str", "llm.dtype": "str", "llm.tokenizer": "str",
     "memory.graph.database": "str", "memory.graph.path": "str",

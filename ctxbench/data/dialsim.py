@@ -18,11 +18,16 @@ matches no option cannot be scored and is dropped and counted, as the official s
 or ``open_ended`` (option E answers become "I don't know.", as the official open-ended format).
 Scripts become turns "Speaker: line"; lines without a speaker continue the previous turn; credit
 lines (Teleplay:/Story:) are skipped and stage directions ("[Scene: ...]") are narrator turns.
+
+``dataset.sessions=N`` keeps each sample's first N sessions (of the show, or of each episode with
+``per_episode=true``) and the questions asked after one of them (``meta["session"]``), before ``limit``.
 """
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +35,13 @@ from ..registry import register
 from ..types import History, Question, Sample, Session, Turn
 from .errors import DataError
 from .invariants import answer_text, check_samples, nonblank
+from .locomo import check_sessions
 from .records import field, short_repr, short_text
 from .safe_pickle import safe_load
 from .samples import Samples
 from .sources import downloads_dir, locate
 
+log = logging.getLogger(__name__)
 OPTION_LETTERS = ("(A)", "(B)", "(C)", "(D)", "(E)")
 UNKNOWN_ANSWER = "I don't know."
 FORMATS = ("multi_choice", "open_ended")
@@ -175,6 +182,27 @@ def load_dialsim_file(path: Path, fmt: str = "multi_choice", per_episode: bool =
     return Samples(samples, source=str(path), quirks=quirks)
 
 
+def first_sessions(sample: Sample, n: int) -> Sample:
+    """The sample cut to its first ``n`` sessions, with only the questions asked after one of them."""
+    kept = sample.history.sessions[:n]
+    ids = {s.id for s in kept}
+    return Sample(replace(sample.history, sessions=kept), [q for q in sample.questions if q.meta.get("session") in ids])
+
+
+def cut_sessions(samples: Samples, sessions: object) -> Samples:
+    """``dataset.sessions`` applied to every sample (None = unchanged), logging what was kept."""
+    n = check_sessions(sessions, samples.source)
+    if n is None:
+        return samples
+    out = []
+    for s in samples:
+        cut = first_sessions(s, n)
+        log.info("dataset.sessions=%d: %s %d/%d sessions, %d/%d questions", n, s.history.id,
+                 len(cut.history.sessions), len(s.history.sessions), len(cut.questions), len(s.questions))
+        out.append(cut)
+    return samples.derive(out)
+
+
 @register("dataset", "dialsim", aliases=("dialsim_sample",))
 def load_dialsim(cfg: Any) -> Samples:
     raw = cfg.get("path") or str(downloads_dir() / "dialsim" / f"{cfg.get('show', 'friends')}_dialsim.pickle")
@@ -184,6 +212,7 @@ def load_dialsim(cfg: Any) -> Samples:
         episodes=list(cfg.get("episodes") or []) or None, max_episodes=cfg.get("max_episodes"),
         question_types=list(cfg.get("question_types") or []) or None, levels=list(cfg.get("levels") or []) or None)
     samples.log_quirks("dialsim")
+    samples = cut_sessions(samples, cfg.get("sessions"))
     limit = cfg.get("limit")
     if limit:
         samples = samples.derive(Sample(s.history, s.questions[: int(limit)]) for s in samples)

@@ -12,13 +12,21 @@ Quirks of the official file, each handled and counted in ``Samples.quirks`` (nev
 - image turns: the BLIP caption is appended to the text the system sees,
   ``... [shares a photo: <caption>]`` (raw text and image fields kept in ``Turn.meta``).
 
-Subsetting: ``dataset.conversations=[conv-26]``, ``dataset.categories=[1,temporal]``,
-``dataset.limit=N`` (first N questions per conversation after the category filter).
+Subsetting: ``dataset.conversations=[conv-26]``, ``dataset.sessions=N``, ``dataset.categories=[1,temporal]``,
+``dataset.limit=N`` (first N questions per conversation after the other filters), applied in that order.
+
+``dataset.sessions=N`` cuts each conversation to its sessions 1..N (numbered by the ``session_N`` key;
+turns untouched) and keeps only the questions whose evidence lies there: every evidence id parsed by
+:func:`parse_evidence_id` names a session <= N. A question with no parsable evidence id (4 in
+locomo10.json) cannot be placed and is dropped (counted in the log line); a conversation with no session
+beyond N is kept whole, every question included. Every system then sees the same cut history.
 """
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -35,6 +43,7 @@ SESSION_KEY = re.compile(r"session_(\d+)$")
 DATE_KEY = re.compile(r"session_(\d+)_date_time$")
 EVIDENCE_ID = re.compile(r"D(\d+):(\d+)$")
 EVIDENCE_LOOSE = re.compile(r"D:?(\d+):(\d+)")
+log = logging.getLogger(__name__)
 QUIRKS = ("adversarial_answer_only", "adversarial_with_answer", "non_string_answers", "malformed_evidence",
           "date_keys_without_session", "sessions_without_date", "image_turns", "empty_sessions",
           "adversarial_without_distractor", "turns_without_dia_id", "duplicate_questions")
@@ -163,11 +172,60 @@ def load_locomo_file(path: Path) -> Samples:
     return Samples(samples, source=str(path), quirks=quirks)
 
 
+def session_number(session: Session, source: str, conversation: str) -> int:
+    """A LoCoMo session's number: ``session_5`` → 5 (the loader names every session so)."""
+    m = SESSION_KEY.fullmatch(session.id)
+    if m is None:
+        raise DataError(source, f"session id {short_repr(session.id)} is not session_<N>, so dataset.sessions "
+                                "cannot number it", record=short_text(conversation, 60))
+    return int(m.group(1))
+
+
+def check_sessions(sessions: object, source: str) -> int | None:
+    """``dataset.sessions`` as an int >= 1, or None (= every session)."""
+    if sessions is None:
+        return None
+    if isinstance(sessions, bool) or not isinstance(sessions, int) or sessions < 1:
+        raise DataError(source, f"must be an integer >= 1 (null = all sessions), got {sessions!r}",
+                        field="dataset.sessions")
+    return sessions
+
+
+def first_sessions(sample: Sample, n: int, source: str = "") -> tuple[Sample, int]:
+    """The conversation cut to sessions 1..n with the questions whose evidence lies in them, and the
+    number of questions dropped for having no parsable evidence id. No session beyond n: kept whole."""
+    kept = [s for s in sample.history.sessions if session_number(s, source, sample.history.id) <= n]
+    if len(kept) == len(sample.history.sessions):
+        return sample, 0
+    questions, no_evidence = [], 0
+    for q in sample.questions:
+        where = {sess for e in q.evidence for sess, _ in parse_evidence_id(e)}
+        if not where:
+            no_evidence += 1
+        elif max(where) <= n:
+            questions.append(q)
+    return Sample(replace(sample.history, sessions=kept), questions), no_evidence
+
+
+def cut_sessions(samples: list[Sample], n: int, source: str = "") -> list[Sample]:
+    """:func:`first_sessions` for each conversation, logging what was kept."""
+    out = []
+    for s in samples:
+        cut, no_evidence = first_sessions(s, n, source)
+        log.info("dataset.sessions=%d: %s %d/%d sessions, %d/%d questions%s", n, s.history.id,
+                 len(cut.history.sessions), len(s.history.sessions), len(cut.questions), len(s.questions),
+                 f" ({no_evidence} without a parsable evidence id dropped)" if no_evidence else "")
+        out.append(cut)
+    return out
+
+
 def select(samples: Samples, conversations: Iterable[str] | None = None,
-           categories: Iterable[object] | None = None, limit: int | None = None) -> Samples:
-    """Subset by conversation id, category (ids or names) and questions per conversation."""
+           categories: Iterable[object] | None = None, limit: int | None = None,
+           sessions: int | None = None) -> Samples:
+    """Subset by conversation id, first sessions, category (ids or names) and questions per conversation."""
     if isinstance(conversations, str):
         conversations = [conversations]
+    n_sessions = check_sessions(sessions, samples.source)
     out = list(samples)
     if conversations:
         wanted = [str(c) for c in conversations]
@@ -177,6 +235,8 @@ def select(samples: Samples, conversations: Iterable[str] | None = None,
             raise DataError(samples.source, f"unknown conversation(s) {missing}; available: {sorted(have)}",
                             field="dataset.conversations")
         out = [s for s in out if s.history.id in set(wanted)]
+    if n_sessions is not None:
+        out = cut_sessions(out, n_sessions, samples.source)
     cats = parse_categories(categories)
     if cats is not None or limit:
         if limit is not None and int(limit) < 0:
@@ -198,4 +258,4 @@ def load_locomo(cfg: Any) -> Samples:
     path = locate(cfg.get("path"), "locomo")
     samples = load_locomo_file(path)
     samples.log_quirks("locomo")
-    return select(samples, cfg.get("conversations"), cfg.get("categories"), cfg.get("limit"))
+    return select(samples, cfg.get("conversations"), cfg.get("categories"), cfg.get("limit"), cfg.get("sessions"))
