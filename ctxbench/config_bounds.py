@@ -166,6 +166,8 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     "train_step.timeout_s": gt(0),
     "memory_systems.max_sessions": ge(1, note="null = all"), "memory_systems.questions": ge(1, note="null = all"),
     "eval_throughput.context_window": TOKENS, "eval_throughput.questions": POSITIVE,
+    "structured.prompts": POSITIVE, "structured.max_facts": POSITIVE, "structured.max_new_tokens": TOKENS,
+    "structured.context_window": TOKENS, "structured.rounds": POSITIVE,
     "retrieval.dim": POSITIVE, "retrieval.cluster_size": POSITIVE, "retrieval.spread": COUNT,
     "retrieval.k": POSITIVE, "retrieval.queries": POSITIVE, "retrieval.hnsw_m": POSITIVE,
     "retrieval.ef_construction": POSITIVE, "retrieval.ef_search": POSITIVE,
@@ -196,7 +198,7 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "logger.mode": ("online", "offline", "disabled"),
     "dataset.answer_format": ("multi_choice", "open_ended"),
     "dataset.split": {"locomo_pwc": ("train", "test", "all"), "*": None},  # others: a hub split name
-    "suite": ("all", "train_step", "kv_memory", "memory_systems", "retrieval", "eval_throughput"),
+    "suite": ("all", "train_step", "kv_memory", "memory_systems", "retrieval", "eval_throughput", "structured"),
     "retrieval.data": ("clustered", "uniform"),
     "eval_throughput.memory": ("full_context", "no_context"),
     "memory_systems.llm": ("scripted", "hf"),

@@ -154,3 +154,16 @@ def test_memory_systems_rows_from_the_evaluator_configs(tmp_path):
     assert rows["no_context"]["memory_items_per_conv"] == 0
     for r in rows.values():
         assert r["query_p95_ms"] >= r["query_p50_ms"] > 0
+
+
+def test_structured_suite_times_both_sides_on_the_same_tokens(tmp_path):
+    from ctxbench.bench.structured import run
+
+    cfg = OmegaConf.create({"model": "tiny", "dataset": "locomo_sample", "prompts": 2, "max_new_tokens": 24,
+                            "rounds": 1, "context_window": 1024})
+    res = run(cfg, {"run_dir": tmp_path})
+    assert len(res["rows"]) == 2 and res["ratio"] > 0
+    for row in res["rows"]:
+        assert 1 <= row["new_tokens"] <= 24 and row["constrained_s"] > 0 and row["free_s"] > 0
+        assert row["ratio"] == pytest.approx(row["constrained_s"] / row["free_s"], rel=0.02)
+    assert res["params"]["compile_s"] >= 0 and "goal" in res["notes"][0]

@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-SUITES = ("train_step", "kv_memory", "memory_systems", "retrieval", "eval_throughput")
+SUITES = ("train_step", "kv_memory", "memory_systems", "retrieval", "eval_throughput", "structured")
 
 
 def run_dir(cfg: Any) -> Path:

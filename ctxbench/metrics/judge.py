@@ -10,6 +10,7 @@ import json
 import re
 from typing import Any
 
+from ..llm import schema
 from ..registry import register
 from ..types import Question
 from .base import answer_text, category_name
@@ -57,10 +58,13 @@ def parse_label(text: str) -> int | None:
     return None
 
 
+LABEL_SCHEMA = schema.obj(label=schema.enum(["CORRECT", "WRONG"]))  # the prompt's {"label": ...}, enforced
+
+
 @register("metric", "llm_judge")
 class LLMJudge:
     name = "llm_judge"
-    version = "mem0-judge-1"
+    version = "mem0-judge-2"
     reference = "mem0ai/mem0 evaluation/metrics/llm_judge.py ACCURACY_PROMPT"
     needs_llm = True
 
@@ -74,7 +78,7 @@ class LLMJudge:
         prompt = JUDGE_PROMPT.format(question=question.question, gold_answer=answer_text(question.answer),
                                      generated_answer=prediction)
         r = self.llm.chat([{"role": "user", "content": prompt}], max_new_tokens=self.max_new_tokens,
-                          temperature=0.0, phase="judge", json_mode=True)
+                          temperature=0.0, phase="judge", json_mode=True, schema=LABEL_SCHEMA)
         if r.failed:
             return None
         label = parse_label(r.text)
