@@ -124,6 +124,8 @@ def test_scripted_model_satisfies_memory_systems(shared_data, tmp_path):
         assert llm.meter.get("construction").calls > 0 and pred.usage.memory_items > 0, name
         failures = {k: v for k, v in dict(getattr(system, "counts", {})).items() if "fail" in k or "invalid" in k}
         assert not any(failures.values()), (name, failures)
+        out = system.output_counts()
+        assert out["structured_calls"] > 0 and out["invalid_outputs"] == 0, (name, out)  # valid under the schemas
         system.close()
 
 

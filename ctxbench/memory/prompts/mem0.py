@@ -90,14 +90,20 @@ def summary_messages(summary: str, date: str, session: str) -> list[dict[str, st
 
 # ---- scripted replies (a zero-cost chat model for tests and bench; see prompts/scripting.py) ----
 def _facts(user: str) -> str:
+    """A fact per new message: "<speaker> said <first words>" (starts with the speaker's name, as the schema wants)."""
     new = [ln for ln in S.lines(S.after(user, "New messages ("))[1:3] if not ln.startswith("Facts:")]
-    return json.dumps({"facts": [S.words(ln, 12) for ln in new if len(ln.split()) > 2]})
+    facts = []
+    for ln in new:
+        speaker, _, text = ln.partition(": ")
+        if text and len(text.split()) > 2:
+            facts.append(f"{speaker} said {S.words(text, 12)}"[:FACT_CHARS].replace('"', "'").replace("\\", " "))
+    return json.dumps({"facts": facts})
 
 
 def _update(user: str) -> str:
     fact = S.after(user, "NEW FACT: ").split("\n")[0].strip()
     existing = [ln.split(": ", 1)[-1] for ln in S.lines(S.after(user, "EXISTING MEMORIES:").split("NEW FACT")[0])]
-    return json.dumps({"event": "NOOP"} if fact in existing else {"event": "ADD", "text": fact})
+    return json.dumps({"event": "NOOP" if fact in existing else "ADD"})
 
 
 SCRIPTED = {EXTRACT_SYSTEM: _facts, UPDATE_SYSTEM: _update, SUMMARY_SYSTEM: S.summary}
