@@ -125,7 +125,7 @@ def test_scripted_model_satisfies_memory_systems(shared_data, tmp_path):
         failures = {k: v for k, v in dict(getattr(system, "counts", {})).items() if "fail" in k or "invalid" in k}
         assert not any(failures.values()), (name, failures)
         out = system.output_counts()
-        assert out["structured_calls"] > 0 and out["invalid_outputs"] == 0, (name, out)  # valid under the schemas
+        assert out["invalid_outputs"] == 0 and (out["structured_calls"] > 0) == (name != "memorybank"), (name, out)
         system.close()
 
 
