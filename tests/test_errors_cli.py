@@ -27,8 +27,6 @@ INTERNAL = {
     "ctxbench.llm.openai_compat._Unreachable": "a _Retryable: retried, or LLMUnavailable before any reply",
     "ctxbench.llm.openai_compat._Fatal": "the call is recorded failed without retries",
     "ctxbench.llm.openai_compat._TooSlow": "a trickled reply body: retried like a timeout, then a failed call",
-    "ctxbench.memory.memgpt.CallError": "an invalid function call of the model: counted and shown to it",
-    "ctxbench.memory.stores.structured.SchemaError": "an invalid structured reply: retried, then counted",
 }
 
 

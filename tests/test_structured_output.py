@@ -184,3 +184,25 @@ def test_openai_finish_reason_length_is_truncated_and_counted(server, tmp_path):
     assert s.posts[0]["body"]["response_format"]["json_schema"]["schema"] == FACTS
     rep = structured_report(counts)["construction"]
     assert (rep["valid"], rep["retried"], rep["truncated"]) == (1, 1, 0)
+
+
+# ---- results: cost.structured_output, results.md --------------------------------------------------
+
+def test_cost_and_results_md_carry_the_structured_counts():
+    from ctxbench.metrics.cost import aggregate_cost
+    from ctxbench.results import structured_table
+
+    counts = Counter()
+    StructuredCaller(results('{"id": "1"}', "bad", "bad"), retries=1, counts=counts)(GO, PICK, kind="update")
+    StructuredCaller(results("bad", "bad"), retries=1, counts=counts)(GO, PICK, kind="update")
+    out = output_counts(counts)
+
+    def rec(h, outputs):
+        return {"history_id": h, "usage": {}, "construction": {}, "outputs": outputs, "answer_seconds": 0.1}
+
+    # records carry cumulative counts per history: the last record of each history is the one summed
+    records = [rec("a", {}), rec("a", out), rec("b", out)]
+    got = aggregate_cost(records)["structured_output"]["construction"]
+    assert (got["calls"], got["valid"], got["invalid"], got["retried"]) == (4, 2, 2, 2)
+    table = "\n".join(structured_table(aggregate_cost(records)["structured_output"]))
+    assert "## Structured output" in table and "| construction | update | 4 | 2 | 2 | 0 | 0 | 2 |" in table
