@@ -92,11 +92,15 @@ def test_a_batch_runs_on_the_server_slots(model_id):
 def test_eval_through_the_server(model_id, tmp_path):
     """``ctxbench eval ... llm=openai`` end to end: every answer call reached the server and was counted."""
     out = tmp_path / "run"
-    p = run_cli("eval", "memory=no_context", "dataset=locomo_sample", "limit=3", "progress=false",
+    p = run_cli("eval", "memory=full_context", "dataset=locomo_sample", "limit=3", "progress=false",
                 "llm=openai", f"llm.base_url={URL}", f"llm.model={model_id}", "llm.api_key_env=null",
                 "llm.cache=false", "llm.context_window=8192", f"hydra.run.dir={out}", timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads((out / "results.json").read_text())
     assert res["overall"]["n"] == 3
+    cost = res["cost"]
+    assert cost["llm_calls_total"]["answer"] == 3 and cost["failed_calls"] == 0
+    assert cost["tokens_per_question"]["answer_prompt"] > cost["tokens_per_question"]["context"] > 100
     rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 3 and all(r["prediction"].strip() for r in rows)
+    assert all(r["usage"]["answer_calls"] == 1 and r["usage"]["answer_completion_tokens"] > 0 for r in rows)
