@@ -3,9 +3,11 @@
 #   scripts/llamacpp_server.sh DIR [PORT]     # build llama-server into DIR once, start it, wait for it
 #   scripts/llamacpp_server.sh --stop DIR [PORT]
 # Builds llama.cpp's C++ `llama-server` from the llama.cpp vendored in the llama-cpp-python sdist
-# (fetched with `pip download`; ~10 min on 2 cores), into DIR/bin. It accepts
-# response_format {"type":"json_schema","json_schema":{"schema":...}} and {"type":"json_object",
-# "schema":...} and enforces both with a grammar (llama-cpp-python's Python server knows only the second).
+# (fetched with `pip download`; ~11-13 min on 2 cores), into DIR/bin. It accepts and enforces (as a
+# grammar) response_format {"type":"json_schema","json_schema":{"name":..,"schema":{..}}} and
+# {"type":"json_object","schema":{..}}; {"type":"json_object"} alone is any JSON object. llama-cpp-python's
+# Python server knows only the json_object forms (json_schema: HTTP 500) and cannot turn AMX buffers off.
+# A reply cut at max_tokens has finish_reason "length". The server answers for any "model" name.
 # Idempotent: an existing binary is reused, and a server already answering on PORT is left alone.
 # Prints the base_url last, e.g. http://127.0.0.1:8089/v1 — then:
 #   CTXBENCH_LLAMACPP_URL=http://127.0.0.1:8089/v1 python -m pytest -m slow tests/test_llamacpp_server.py
