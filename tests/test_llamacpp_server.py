@@ -104,3 +104,25 @@ def test_eval_through_the_server(model_id, tmp_path):
     rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 3 and all(r["prediction"].strip() for r in rows)
     assert all(r["usage"]["answer_calls"] == 1 and r["usage"]["answer_completion_tokens"] > 0 for r in rows)
+
+
+def test_structured_calls_are_enforced_by_the_server(model_id):
+    """The real Mem0 extraction prompt and an update decision with ids as an enum: valid, never an invented id."""
+    from collections import Counter
+
+    from ctxbench.memory.prompts import mem0 as P
+    from ctxbench.memory.stores.structured import StructuredCaller
+
+    llm = build("llm", llm_cfg(model_id))
+    counts = Counter()
+    call = StructuredCaller(llm, retries=0, counts=counts)
+    facts = call(P.extract_messages("", "", "8 May 2023", "Caroline: I went to a LGBTQ support group yesterday.\n"
+                                    "Melanie: Wow! I am painting a lake sunrise."),
+                 P.facts_schema(["Caroline", "Melanie"], 4), kind="extract", max_new_tokens=192)
+    assert facts is not None and all(f.startswith(("Caroline", "Melanie")) for f in facts["facts"])
+    d = call(P.update_messages([("0", "Caroline likes hiking."), ("1", "Melanie paints.")], "Melanie paints lakes."),
+             P.decision_schema(["0", "1"]), kind="update", max_new_tokens=64)
+    assert d is not None and d.get("id", "0") in ("0", "1")
+    cut = llm.chat(MSGS, max_new_tokens=3, schema=P.facts_schema(["Caroline"], 4))
+    assert cut.truncated and cut.constrained  # finish_reason "length", marked, never parsed
+    assert counts["structured|construction|extract|valid"] == counts["structured|construction|update|valid"] == 1
