@@ -45,6 +45,7 @@ installed, else ~4 characters per token.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import random
@@ -218,6 +219,7 @@ class OpenAIChatLLM:
             if self._http is None:
                 import httpx
 
+                logging.getLogger("httpx").setLevel(logging.WARNING)  # not one INFO line per request
                 self._http = httpx.Client(timeout=self.timeout_s, follow_redirects=False)
             return self._http
 
