@@ -206,3 +206,11 @@ def test_cost_and_results_md_carry_the_structured_counts():
     assert (got["calls"], got["valid"], got["invalid"], got["retried"]) == (4, 2, 2, 2)
     table = "\n".join(structured_table(aggregate_cost(records)["structured_output"]))
     assert "## Structured output" in table and "| construction | update | 4 | 2 | 2 | 0 | 0 | 2 |" in table
+
+
+def test_hf_reply_keys_come_in_the_declared_order(tiny_hf):
+    from ctxbench.memory.prompts.memgpt import call_schema
+
+    r = tiny_hf.chat(GO, max_new_tokens=200, schema=call_schema(20))
+    assert r.text.startswith('{"function": "'), r.text  # the function is chosen before its arguments
+    assert list(S.parse_reply(r.text, call_schema(20), constrained=True)) == ["function", "args"]

@@ -13,10 +13,11 @@ value is complete, only the model's stop tokens are allowed, so a reply either c
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..errors import MissingDependency
-from .schema import Schema, schema_key
+from .schema import Schema
 
 CACHE_BYTES = 256 * 2**20  # xgrammar's own cache of compiled grammars (per backend); a compile takes ms
 
@@ -38,7 +39,10 @@ class GrammarConstraint:
         """The compiled grammar of ``schema`` (``None``: any JSON value), from xgrammar's cache when seen."""
         if schema is None:
             return self._compiler.compile_builtin_json_grammar()
-        return self._compiler.compile_json_schema(schema_key(schema), any_whitespace=False, strict_mode=True)
+        # the schema's own key order (not sorted): a reply's keys come in the order they are declared
+        # (MemGPT's "function" before its "args"); xgrammar caches by this text
+        return self._compiler.compile_json_schema(json.dumps(schema, ensure_ascii=False), any_whitespace=False,
+                                                  strict_mode=True)
 
     def processor(self, schema: Schema | None) -> Any:
         """A fresh logits processor (one per ``generate`` call; each row of the batch gets a matcher)."""

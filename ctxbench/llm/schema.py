@@ -113,8 +113,3 @@ def validate(value: Any, schema: Schema) -> Any:
 def parse_reply(reply: str, schema: Schema, constrained: bool = False) -> Any:
     """Load and validate a (complete, not truncated) reply."""
     return validate(load_json(reply, constrained), schema)
-
-
-def schema_key(schema: Schema) -> str:
-    """A stable text form of a schema (cache keys, grammar cache)."""
-    return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

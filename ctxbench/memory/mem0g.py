@@ -72,7 +72,9 @@ class Mem0g(Mem0):
         triplets = []
         for r in rels["relations"]:
             src, rel, dst = norm_name(r["source"]), norm_relation(r["relation"]), norm_name(r["target"])
-            if src and rel and dst and src != dst:
+            if P.copies_instructions(rel):
+                self.counts["copied_instructions"] += 1
+            elif src and rel and dst and src != dst:
                 triplets.append((src, rel, dst))
         if not triplets:
             return

@@ -13,7 +13,7 @@ from ctxbench.llm import schema as sch
 
 from . import scripting as S
 
-VERSION = "mem0g-v2"
+VERSION = "mem0g-v3"
 NAME_CHARS = 40
 RELATION_CHARS = 40
 
@@ -22,7 +22,9 @@ ENTITY_SYSTEM = ("List the entities (people, places, organisations, objects, eve
 
 
 def entities_schema(max_entities: int) -> dict[str, Any]:
-    return sch.obj(entities=sch.items(sch.text(NAME_CHARS, 2), max_entities))
+    """Names: letters, digits, spaces, apostrophes, hyphens (no utterance copied with its colon)."""
+    name = {"type": "string", "pattern": f"^[A-Za-z][A-Za-z0-9 '\\-]{{1,{NAME_CHARS - 1}}}$"}
+    return sch.obj(entities=sch.items(name, max_entities))
 
 
 def entity_messages(date: str, text: str) -> list[dict[str, str]]:
@@ -30,21 +32,33 @@ def entity_messages(date: str, text: str) -> list[dict[str, str]]:
             {"role": "user", "content": f"Messages ({date}):\n{text}\n\nJSON:"}]
 
 
-RELATION_SYSTEM = ("Extract relations between the given entities that the messages state. Each relation is "
-                   "source, relation (a short verb phrase in snake_case, e.g. works_at), target. Use the "
-                   "speakers' names instead of I/me/you. Reply with JSON.")
+RELATION_SYSTEM = ("Extract relations between the given entities that the messages state, as JSON. Each "
+                   "relation links two of the entities with a verb such as lives_in, works_at, likes, visited, "
+                   "friend_of. Use the speakers' names instead of I/me/you.")
+# The example is its own exchange about invented people (as in Mem0's extraction); relation names that
+# copy the instructions' words are dropped (counted as copied_instructions).
+EXAMPLE_USER = ("Entities: zorvan, bolt, yilda, nursing job\nMessages (example, 1 January 2000):\n"
+                "Zorvan: I just adopted a puppy named Bolt!\nYilda: Nice! I start my nursing job next week.\n\nJSON:")
+EXAMPLE_REPLY = {"relations": [{"source": "zorvan", "relation": "adopted", "target": "bolt"},
+                               {"source": "yilda", "relation": "starts", "target": "nursing job"}]}
+INSTRUCTION_WORDS = ("source", "target", "relation", "relations", "entity", "entities", "verb", "json")
+
+
+def copies_instructions(relation: str) -> bool:
+    return relation in INSTRUCTION_WORDS or relation.startswith(("ashort", "short_verb", "a_short"))
 
 
 def relations_schema(entities: list[str], max_relations: int) -> dict[str, Any]:
     """Triplets over the entities shown; the relation is snake_case."""
     name = sch.enum(entities)
-    rel = {"type": "string", "pattern": f"^[a-z][a-z0-9_]{{1,{RELATION_CHARS}}}$"}
+    rel = {"type": "string", "pattern": f"^[a-z]{{2,{RELATION_CHARS}}}(_[a-z]{{2,{RELATION_CHARS}}}){{0,3}}$"}
     return sch.obj(relations=sch.items(sch.obj(source=name, relation=rel, target=name), max_relations))
 
 
 def relation_messages(date: str, text: str, entities: list[str]) -> list[dict[str, str]]:
     user = f"Entities: {', '.join(entities)}\nMessages ({date}):\n{text}\n\nJSON:"
-    return [{"role": "system", "content": RELATION_SYSTEM}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": RELATION_SYSTEM}, {"role": "user", "content": EXAMPLE_USER},
+            {"role": "assistant", "content": json.dumps(EXAMPLE_REPLY)}, {"role": "user", "content": user}]
 
 
 CONFLICT_SYSTEM = ("Below are EXISTING relations (each with an id) and NEW relations. An existing relation is "
