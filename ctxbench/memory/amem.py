@@ -50,7 +50,7 @@ class AMem(MemorySystem):
     def add_note(self, content: str, time: str, extra: dict | None = None) -> int:
         attrs = self.call(P.note_messages(time, content),
                           P.note_schema(int(self.cfg.get("max_keywords", 5)), int(self.cfg.get("max_tags", 4))),
-                          kind="note", max_new_tokens=int(self.cfg.get("note_max_tokens", 128)))
+                          kind="note", max_new_tokens=int(self.cfg.get("note_max_tokens", 256)))
         meta = {"keywords": [], "context": "", "tags": [], "links": [], **(extra or {})}
         if attrs:
             meta.update(attrs)
@@ -62,7 +62,7 @@ class AMem(MemorySystem):
             d = self.call(P.evolve_messages(f"[{time}] {content} (context: {meta['context']})", shown),
                           P.evolve_schema(list(idmap), int(self.cfg.get("max_evolved", 2)),
                                           int(self.cfg.get("max_tags", 4))),
-                          kind="evolve", max_new_tokens=int(self.cfg.get("evolve_max_tokens", 192)))
+                          kind="evolve", max_new_tokens=int(self.cfg.get("evolve_max_tokens", 384)))
             if d:  # the schema's enums: only ids that were shown
                 for key in dict.fromkeys(d["links"]):
                     if idmap[key] not in meta["links"]:

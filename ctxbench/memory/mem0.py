@@ -76,7 +76,7 @@ class Mem0(MemorySystem):
     def extract(self, recent: str, date: str, new: str) -> list[str]:
         schema = P.facts_schema(getattr(self, "_speakers", []), int(self.cfg.get("max_facts", 4)))
         out = self.call(P.extract_messages(self.summary, recent, date, new), schema, kind="extract",
-                        max_new_tokens=int(self.cfg.get("extract_max_tokens", 192)))
+                        max_new_tokens=int(self.cfg.get("extract_max_tokens", 256)))
         if out is None:
             return []
         facts = []
@@ -99,7 +99,7 @@ class Mem0(MemorySystem):
         idmap = {str(j): rid for j, (rid, _) in enumerate(hits)}
         shown = [(str(j), self.store.get(rid).text) for j, (rid, _) in enumerate(hits)]
         d = self.call(P.update_messages(shown, fact), P.decision_schema(list(idmap)), kind="update",
-                      max_new_tokens=int(self.cfg.get("update_max_tokens", 64)))
+                      max_new_tokens=int(self.cfg.get("update_max_tokens", 96)))
         if d is None:
             return
         self.apply_decision(d, fact, date, meta, idmap, emb)

@@ -58,7 +58,7 @@ class Mem0g(Mem0):
     # ---- construction ----------------------------------------------------------------------------
     def add_graph(self, text: str, date: str) -> None:
         ents = self.call(P.entity_messages(date, text), P.entities_schema(int(self.cfg.get("max_entities", 6))),
-                         kind="entities", max_new_tokens=int(self.cfg.get("entity_max_tokens", 96)))
+                         kind="entities", max_new_tokens=int(self.cfg.get("entity_max_tokens", 128)))
         if not ents or not ents["entities"]:
             return
         names = list(dict.fromkeys(n for n in (norm_name(e) for e in ents["entities"]) if n))
@@ -66,7 +66,7 @@ class Mem0g(Mem0):
             return
         rels = self.call(P.relation_messages(date, text, names),
                          P.relations_schema(names, int(self.cfg.get("max_relations", 4))), kind="relations",
-                         max_new_tokens=int(self.cfg.get("relation_max_tokens", 160)))
+                         max_new_tokens=int(self.cfg.get("relation_max_tokens", 256)))
         if not rels:
             return
         triplets = []
@@ -113,7 +113,7 @@ class Mem0g(Mem0):
         shown = [(str(j), e.text()) for j, e in enumerate(old)]
         out = self.call(P.conflict_messages(shown, [f"{a} {r} {b}" for a, r, b in triplets]),
                         P.outdated_schema(list(idmap)), kind="conflicts",
-                        max_new_tokens=int(self.cfg.get("conflict_max_tokens", 48)))
+                        max_new_tokens=int(self.cfg.get("conflict_max_tokens", 64)))
         if not out:
             return
         for key in dict.fromkeys(out["outdated"]):  # the schema's enum: only ids that were shown
