@@ -564,11 +564,29 @@ def test_a_cache_row_of_the_wrong_type_is_a_miss(tmp_path, row):
     c = fresh_cache(path)
     with sqlite3.connect(path) as db:
         db.execute("DROP TABLE calls")
-        db.execute("CREATE TABLE calls (key TEXT PRIMARY KEY, text, prompt_tokens, completion_tokens, created REAL)")
-        db.execute("INSERT INTO calls VALUES ('k', ?, ?, ?, 0)", row)
+        db.execute("CREATE TABLE calls (key TEXT PRIMARY KEY, text, prompt_tokens, completion_tokens, created REAL, "
+                   "flags)")
+        db.execute("INSERT INTO calls VALUES ('k', ?, ?, ?, 0, NULL)", row)
     assert c.get("k") is None  # asked again ...
     c.put("k", ChatResult(text="Paris", prompt_tokens=3, completion_tokens=1))
-    assert c.get("k") == ("Paris", 3, 1)  # ... and rewritten
+    got = c.get("k")
+    assert (got.text, got.prompt_tokens, got.completion_tokens, got.truncated) == ("Paris", 3, 1, False)  # rewritten
+
+
+def test_a_cache_file_from_before_the_flags_column_is_migrated(tmp_path):
+    from ctxbench.llm.base import ChatResult
+    from ctxbench.llm.cache import CallCache
+
+    path = tmp_path / "llm_cache.sqlite"
+    with sqlite3.connect(path) as db:  # the layout before truncated/constrained were stored
+        db.execute("CREATE TABLE calls (key TEXT PRIMARY KEY, text TEXT NOT NULL, prompt_tokens INTEGER, "
+                   "completion_tokens INTEGER, created REAL)")
+        db.execute("INSERT INTO calls VALUES ('old', 'Paris', 3, 1, 0)")
+    c = CallCache(path)
+    old = c.get("old")
+    assert old.text == "Paris" and not old.truncated  # an old row is still a hit
+    c.put("new", ChatResult(text="x", prompt_tokens=1, completion_tokens=1, truncated=True))
+    assert c.get("new").truncated
 
 
 # ---- a memory store ------------------------------------------------------------------------------------
