@@ -162,7 +162,7 @@ def test_core_memory_edits(tmp_path):
         json.dumps({"function": "core_memory_append", "args": {"content": "Alice likes apples."}}),
         json.dumps({"function": "core_memory_replace",
                     "args": {"old_content": "likes apples", "new_content": "loves apples"}}),
-        json.dumps({"function": "core_memory_append", "args": {"content": "x " * 90}}),  # too long to keep
+        json.dumps({"function": "core_memory_append", "args": {"content": "x " * 75}}),  # too long to keep
         json.dumps({"function": "send_message", "args": {"message": "done"}}),
     ])
 
@@ -190,7 +190,7 @@ def test_call_schema_accepts_exactly_the_function_shapes():
         assert parse_reply(json.dumps(call), schema, constrained=True) == call
     for bad in ({"function": "send_message", "args": {}}, {"function": "nope", "args": {"query": "x"}},
                 {"function": "conversation_search", "query": "y"},  # flattened arguments
-                {"function": "send_message", "args": {"message": "x" * 201}},  # over the length bound
+                {"function": "send_message", "args": {"message": "x" * 161}},  # over the length bound
                 {"function": "send_message", "args": {"message": "a", "extra": "b"}}, [1, 2]):
         with pytest.raises(SchemaError):
             parse_reply(json.dumps(bad), schema, constrained=True)

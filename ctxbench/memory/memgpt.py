@@ -60,7 +60,7 @@ class MemGPT(MemorySystem):
         self.recall_k = int(cfg.get("recall_k", 5))
         self.working_max_tokens = int(cfg.get("working_max_tokens", 150))
         self.result_max_tokens = int(cfg.get("result_max_tokens", 200))
-        self.step_max_tokens = int(cfg.get("step_max_tokens", 64))
+        self.step_max_tokens = int(cfg.get("step_max_tokens", 128))
         self.summary_words = int(cfg.get("summary_words", 80))
         self.fifo: list[dict[str, Any]] = []
         self.summary, self.working = "", ""

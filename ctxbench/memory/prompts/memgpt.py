@@ -12,7 +12,7 @@ from ctxbench.llm import schema as sch
 from . import scripting as S
 
 VERSION = "memgpt-v2"
-ARG_CHARS = 200  # characters per function argument (a reply closes within step_max_tokens)
+ARG_CHARS = 160  # characters per function argument (a reply closes within step_max_tokens)
 
 SUMMARY_SYSTEM = (
     "You keep a running summary of a conversation that no longer fits in memory. Merge the previous "
