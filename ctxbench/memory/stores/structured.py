@@ -7,8 +7,7 @@ per kind in the system's ``counts`` (persisted with its state, so a resumed run 
 
 - ``valid``: the value is returned;
 - ``truncated``: the reply hit its token limit; it is never parsed from fragments;
-- ``invalid``: complete but not JSON for the schema (possible only without enforcement), or
-  refused by the system's ``check`` (e.g. it copies the in-context example);
+- ``invalid``: complete but not JSON for the schema (possible only without enforcement);
 - ``failed``: the backend call failed (the backend already retried transport errors).
 
 A retry happens only when it changes something: a truncated reply is asked again once with twice
@@ -18,7 +17,7 @@ would send the same request (temperature 0, same prompt, same budget) is never m
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable
+from typing import Any
 
 from ctxbench.llm.base import ChatLLM, Message
 from ctxbench.llm.schema import Schema, SchemaError, parse_reply
@@ -39,9 +38,8 @@ class StructuredCaller:
         self.counts[f"{PREFIX}|{phase}|{kind}|{field}"] += 1
 
     def __call__(self, messages: list[Message], schema: Schema, *, kind: str, phase: str = "construction",
-                 max_new_tokens: int = 256, check: Callable[[Any], Any] | None = None,
-                 retries: int | None = None) -> Any | None:
-        """The validated value (after ``check``), or None with the outcome counted and ``last_error`` set.
+                 max_new_tokens: int = 256, retries: int | None = None) -> Any | None:
+        """The validated value, or None with the outcome counted and ``last_error`` set.
         ``retries`` overrides the caller's (an agent loop that feeds errors back itself passes 0)."""
         self._count(phase, kind, "calls")
         msgs, budget, last = list(messages), int(max_new_tokens), None
@@ -61,7 +59,6 @@ class StructuredCaller:
                 continue
             try:
                 value = parse_reply(r.text, schema, constrained=r.constrained)
-                value = check(value) if check else value
             except SchemaError as e:
                 outcome, self.last_error = "invalid", str(e)
                 if r.text == last:  # the feedback changed nothing: asking again cannot help
