@@ -87,13 +87,32 @@ def save_checkpoint(ckpt_root: Path, step: int, *, trainable: dict[str, torch.Te
                     method_config: dict[str, Any], model_config: dict[str, Any] | None = None,
                     optimizer: Any = None, scheduler: Any = None,
                     state: dict[str, Any] | None = None, keep: int = 0) -> Path:
-    from safetensors.torch import save_file
+    """One process's checkpoint (single process, DDP): begin, write every file, publish."""
+    tmp = begin_checkpoint(ckpt_root, step)
+    write_files(tmp, step, trainable=trainable, method_config=method_config, model_config=model_config,
+                optimizer=optimizer, scheduler=scheduler, state=state)
+    return publish_checkpoint(ckpt_root, step, keep=keep)
 
-    ckpt_root = Path(ckpt_root)
-    final = ckpt_root / f"step_{step:07d}"
-    tmp = ckpt_root / f"step_{step:07d}.tmp"
+
+def tmp_folder(ckpt_root: Path, step: int) -> Path:
+    """The folder a checkpoint is written into before it is published (``step_<N>.tmp``)."""
+    return Path(ckpt_root) / f"step_{step:07d}.tmp"
+
+
+def begin_checkpoint(ckpt_root: Path, step: int) -> Path:
+    """An empty ``step_<N>.tmp`` (a leftover of a crash is removed first); rank 0 only."""
+    tmp = tmp_folder(ckpt_root, step)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    return tmp
+
+
+def write_files(tmp: Path, step: int, *, trainable: dict[str, torch.Tensor], method_config: dict[str, Any],
+                model_config: dict[str, Any] | None = None, optimizer: Any = None, scheduler: Any = None,
+                state: dict[str, Any] | None = None) -> None:
+    """Rank 0's files of a checkpoint: weights, configs, optimizer (one process / DDP only), scheduler, state."""
+    from safetensors.torch import save_file
+
     save_file({k: v.contiguous() for k, v in trainable.items()}, str(tmp / WEIGHTS))
     (tmp / METHOD_JSON).write_text(json.dumps(method_config, indent=2, default=str))
     if model_config is not None:
@@ -103,6 +122,12 @@ def save_checkpoint(ckpt_root: Path, step: int, *, trainable: dict[str, torch.Te
     if scheduler is not None:
         torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     (tmp / STATE_JSON).write_text(json.dumps({"step": step, **(state or {})}))
+
+
+def publish_checkpoint(ckpt_root: Path, step: int, keep: int = 0) -> Path:
+    """MANIFEST over every file of ``step_<N>.tmp`` (the shards of every rank included: call it after
+    they all wrote), then the rename that publishes it, then the oldest pruned to ``keep``; rank 0 only."""
+    tmp, final = tmp_folder(ckpt_root, step), Path(ckpt_root) / f"step_{step:07d}"
     write_manifest(tmp)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)

@@ -108,6 +108,8 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     "trainer.stop_after": ge(0, note="0 or null = never"),
     "trainer.num_workers": COUNT,
     "launcher.deepspeed.zero_optimization.stage": between(0, 3),
+    "launcher.fsdp.version": between(1, 2, note="FSDP1 or FSDP2 (fully_shard)"),
+    "launcher.fsdp.min_num_params": COUNT,
     # -- llm ----------------------------------------------------------------------------------------------
     "llm.context_window": TOKENS,
     "llm.max_retries": COUNT,
@@ -182,6 +184,9 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "trainer.scheduler": ("cosine", "linear", "constant"),          # train.SCHEDULERS
     "trainer.precision": ("fp32", "bf16", "fp16"),
     "launcher.mixed_precision": ("no", "fp16", "bf16", "fp8"),      # accelerate's
+    "launcher.fsdp.auto_wrap_policy": ("transformer_based_wrap", "size_based_wrap", "no_wrap"),  # accelerate's
+    "launcher.fsdp.state_dict_type": ("SHARDED_STATE_DICT", "FULL_STATE_DICT"),
+    "launcher.fsdp.sharding_strategy": ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"),
     "model.dtype": ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16"),  # models.loading.DTYPES
     "llm.dtype": ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16"),
     "llm.response_format": ("json_schema", "json_object", "none"),

@@ -5,8 +5,9 @@ Read top to bottom: build → data order → optimizer/schedule → (resume) →
 - The data order is a pure function of (seed, epoch): micro-batch ``i`` of the run is always the
   same examples, so a resumed run continues exactly where it stopped (position = micro-step count).
 - One optimizer step = ``grad_accum`` micro-batches on every rank; loss is averaged over both.
-- Checkpoints hold only trainable weights + optimizer/scheduler/RNG/data position (checkpoint.py).
-- Only rank 0 writes (metrics.jsonl, checkpoints, wandb).
+- Checkpoints hold only trainable weights + optimizer/scheduler/RNG/data position (checkpoint.py);
+  under DeepSpeed / FSDP every rank also writes its shards through accelerate (sharded_state.py).
+- Only rank 0 writes metrics.jsonl, wandb and a checkpoint's own files; it publishes the checkpoint.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from . import checkpoint as ckpt_mod
+from . import sharded_state as sharded
 from .errors import ConfigError, MissingDependency
 from .registry import build
 from .run_guard import claim as claim_run_dir
@@ -65,9 +67,44 @@ def make_accelerator(cfg: DictConfig, project_dir: Path | None = None):
         ds.setdefault("gradient_clipping", float(t.max_grad_norm or 0.0))
         ds.setdefault("zero_force_ds_cpu_optimizer", False)
         kwargs["deepspeed_plugin"] = DeepSpeedPlugin(hf_ds_config=ds)
-    return Accelerator(gradient_accumulation_steps=int(t.grad_accum), mixed_precision=precision,
-                       cpu=bool(launcher.get("cpu", False)), kwargs_handlers=handlers, log_with=tracker_of(cfg),
-                       project_dir=str(project_dir) if project_dir is not None else None, **kwargs)
+    if launcher.get("fsdp"):
+        kwargs["fsdp_plugin"] = fsdp_plugin(launcher.fsdp)
+    acc = Accelerator(gradient_accumulation_steps=int(t.grad_accum), mixed_precision=precision,
+                      cpu=bool(launcher.get("cpu", False)), kwargs_handlers=handlers, log_with=tracker_of(cfg),
+                      project_dir=str(project_dir) if project_dir is not None else None, **kwargs)
+    if launcher.get("fsdp") and str(acc.distributed_type).rsplit(".", 1)[-1] != "FSDP":
+        # accelerate (1.15, state.py) turns FSDP on only from MULTI_GPU/NPU/XPU/HPU/MLU/...: never from
+        # MULTI_CPU, nor from one process without `accelerate launch`; it would train as plain DDP instead.
+        raise ConfigError(f"launcher=fsdp: accelerate enabled no FSDP for this run (it is {acc.distributed_type} "
+                          f"x{acc.num_processes}); FSDP needs `accelerate launch` on GPUs (accelerate never shards "
+                          f"on CPU): on CPU use launcher=deepspeed_zero3, or launcher=ddp")
+    return acc
+
+
+FSDP_DEFAULTS: dict[str, Any] = {
+    "version": 2, "reshard_after_forward": True, "sharding_strategy": "FULL_SHARD",
+    "auto_wrap_policy": "transformer_based_wrap", "transformer_cls_names_to_wrap": None, "min_num_params": 100_000_000,
+    "state_dict_type": "SHARDED_STATE_DICT", "cpu_offload": False, "activation_checkpointing": False,
+}
+
+
+def fsdp_plugin(conf: Any):
+    """accelerate's FullyShardedDataParallelPlugin from ``launcher.fsdp`` (see conf/launcher/fsdp.yaml)."""
+    from accelerate.utils import FullyShardedDataParallelPlugin
+
+    f = {**FSDP_DEFAULTS, **OmegaConf.to_container(conf, resolve=True)}
+    args: dict[str, Any] = {
+        "fsdp_version": int(f["version"]), "auto_wrap_policy": str(f["auto_wrap_policy"]),
+        "min_num_params": int(f["min_num_params"]), "state_dict_type": str(f["state_dict_type"]),
+        "cpu_offload": bool(f["cpu_offload"]), "activation_checkpointing": bool(f["activation_checkpointing"]),
+    }
+    if f["transformer_cls_names_to_wrap"]:
+        args["transformer_cls_names_to_wrap"] = list(f["transformer_cls_names_to_wrap"])
+    if args["fsdp_version"] == 2:
+        args["reshard_after_forward"] = bool(f["reshard_after_forward"])
+    else:  # FSDP1: orig params, or the frozen base and the trainables could not share a flat parameter
+        args.update(reshard_after_forward=str(f["sharding_strategy"]), use_orig_params=True)
+    return FullyShardedDataParallelPlugin(**args)
 
 
 def split_examples(examples: list, fraction: float, seed: int) -> tuple[list, list]:
@@ -263,15 +300,24 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     total = int(t.max_steps)
     warmup = int(t.warmup_steps) if t.warmup_steps is not None else int(round(float(t.warmup_ratio) * total))
     scheduler = make_scheduler(str(t.scheduler), optimizer, warmup, total)
+    sharded.fsdp_wrap_classes(acc, bundle.model)
     model, optimizer = acc.prepare(method, optimizer)
+    if sharded.kind(acc) == "FSDP":  # accelerate clips FSDP grads over all the wrapped model's parameters
+        params = list(model.parameters())
 
     # -- resume ----------------------------------------------------------------------------
     step, micro, resumed_at = 0, 0, None
     ckpt_root = run_dir / "checkpoints"
     if resume:
         def restore(ckpt: Path) -> dict[str, Any]:  # optimizer, scheduler, weights, RNGs: all of one checkpoint
-            state = ckpt_mod.load_training_state(ckpt, optimizer, scheduler)
-            ckpt_mod.load_trained(acc.unwrap_model(model), ckpt)
+            state = ckpt_mod.check_state(ckpt, ckpt_mod.read_json(ckpt, ckpt_mod.STATE_JSON))
+            sharded.check_layout(ckpt, state, acc)
+            if sharded.is_sharded(acc):  # every rank its own shards (weights + optimizer) through accelerate
+                sharded.load(acc, ckpt)  # after verify(ckpt): resume_newest / the explicit-resume check
+                state = ckpt_mod.load_training_state(ckpt, None, scheduler)
+            else:
+                state = ckpt_mod.load_training_state(ckpt, optimizer, scheduler)
+                ckpt_mod.load_trained(acc.unwrap_model(model), ckpt)
             ckpt_mod.restore_rng(ckpt, state, acc.process_index)
             return state
 
@@ -294,16 +340,24 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                   f"[{acc.distributed_type} x{acc.num_processes}, {acc.mixed_precision}] → {run_dir}")
 
     def save(at_step: int) -> None:
+        """A checkpoint of every rank's state: all ranks write into step_N.tmp, rank 0 publishes it."""
         rngs = acc.gather_for_metrics([json.dumps(ckpt_mod.rng_state())], use_gather_object=True) \
             if acc.num_processes > 1 else [json.dumps(ckpt_mod.rng_state())]
+        split = sharded.is_sharded(acc)
+        tmp = ckpt_mod.begin_checkpoint(ckpt_root, at_step) if is_main else ckpt_mod.tmp_folder(ckpt_root, at_step)
+        acc.wait_for_everyone()
+        if split:  # every rank's shards; then the whole trainable weights gathered (a collective too)
+            sharded.save(acc, tmp)
+        trainable = sharded.full_trainable(acc, model) if split else acc.unwrap_model(model).trainable_state_dict()
+        acc.wait_for_everyone()
         if is_main:
-            ckpt_mod.save_checkpoint(
-                ckpt_root, at_step, trainable=acc.unwrap_model(model).trainable_state_dict(),
-                method_config=acc.unwrap_model(model).export_config(),
-                model_config=OmegaConf.to_container(cfg.model, resolve=True), optimizer=optimizer, scheduler=scheduler,
+            ckpt_mod.write_files(
+                tmp, at_step, trainable=trainable, method_config=acc.unwrap_model(model).export_config(),
+                model_config=OmegaConf.to_container(cfg.model, resolve=True),
+                optimizer=None if split else optimizer, scheduler=scheduler,
                 state={"micro": micro, "rng": {str(i): json.loads(r) for i, r in enumerate(rngs)},
-                       "model": cfg.model.name, "method": cfg.method.name},
-                keep=int(t.keep_checkpoints))
+                       "model": cfg.model.name, "method": cfg.method.name, "layout": sharded.layout(acc)})
+            ckpt_mod.publish_checkpoint(ckpt_root, at_step, keep=int(t.keep_checkpoints))
         acc.wait_for_everyone()
 
     # -- loop ------------------------------------------------------------------------------
