@@ -1,36 +1,69 @@
-"""2-process CPU runs through `accelerate launch`: DDP and DeepSpeed ZeRO-2 match the 1-process run.
+"""2-process CPU runs through `accelerate launch` (gloo): DDP, DeepSpeed ZeRO-2 / ZeRO-3 and FSDP
+match the 1-process run, and each stops, resumes from its checkpoint and still matches it.
 
 1 process × batch 4 and 2 processes × batch 2 see the same examples at every step (the data order
-is a function of the seed; rank r takes its slice), so the loss trajectories must agree.
+is a function of the seed; rank r takes its slice), so the loss trajectories must agree, and so
+must the final trainable weights. Each launcher trains 3 steps and stops (``trainer.stop_after=3``,
+a checkpoint at step 3), then ``trainer.resume=auto`` trains steps 4-6 from it: past a newer
+checkpoint whose rank-1 state file is damaged, which it must name and skip. The sharded launchers
+save every rank's state through accelerate (``checkpoints/step_N/accelerate/``, in the MANIFEST);
+DDP keeps optimizer.pt (its state is replicated). FSDP runs through tests/cpu_fsdp.py, which opens
+accelerate's FSDP path on CPU (accelerate gates it to GPUs; see that file).
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import torch
 
 pytestmark = pytest.mark.distributed
 
-COMMON = ["method=lm", "model=tiny", "trainer.max_steps=6", "trainer.progress=false", "trainer.save_every=0",
-          "trainer.eval_fraction=0"]
+COMMON = ["method=lm", "model=tiny", "trainer.max_steps=6", "trainer.progress=false", "trainer.save_every=3",
+          "trainer.eval_fraction=0", "trainer.max_grad_norm=0.5"]  # 0.5: clipping acts on steps 1-4
+HERE = Path(__file__).resolve().parent
+DS_ENV = {"DS_ACCELERATOR": "cpu", "DS_BUILD_OPS": "0"}
+# launcher: (environment, what the run prints as its distributed type, the rank-1 state file to damage)
+LAUNCHERS = {
+    "ddp": ({"ACCELERATE_USE_CPU": "1"}, "MULTI_CPU x2", "optimizer.pt"),
+    "deepspeed_zero2": (DS_ENV, "DEEPSPEED x2", "accelerate/pytorch_model/zero_pp_rank_1_mp_rank_00_optim_states.pt"),
+    "deepspeed_zero3": (DS_ENV, "DEEPSPEED x2", "accelerate/pytorch_model/zero_pp_rank_1_mp_rank_00_optim_states.pt"),
+    "fsdp": ({"ACCELERATE_USE_CPU": "1"}, "FSDP x2", "accelerate/optimizer_0/__1_0.distcp"),
+}
 
 
 def losses(run):
     return [json.loads(x)["loss"] for x in (run / "metrics.jsonl").read_text().splitlines() if '"loss"' in x]
 
 
+def final_weights(run):
+    from safetensors.torch import load_file
+
+    return load_file(str(run / "checkpoints" / "step_0000006" / "trainable.safetensors"))
+
+
+def max_diff(a, b):
+    assert sorted(a) == sorted(b)
+    return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
+
+
 def launch(run, launcher, extra_env, *overrides):
     env = {**os.environ, "OMP_NUM_THREADS": "1", **extra_env}
+    if launcher.startswith("deepspeed"):
+        env.pop("ACCELERATE_USE_CPU", None)  # accelerate turns DeepSpeed off when it is set
+    entry = [str(HERE / "cpu_fsdp.py")] if launcher == "fsdp" else ["-m", "ctxbench"]
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
-           "-m", "ctxbench", "train", *COMMON, f"launcher={launcher}", "trainer.batch_size=2",
+           *entry, "train", *COMMON, f"launcher={launcher}", "trainer.batch_size=2",
            f"hydra.run.dir={run}", *overrides]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
-    return r
+    return r.stdout + r.stderr
 
 
 @pytest.fixture(scope="module")
@@ -40,27 +73,58 @@ def single(tmp_path_factory):
     run = tmp_path_factory.mktemp("single")
     r = run_cli("train", *COMMON, "trainer.batch_size=4", f"hydra.run.dir={run}")
     assert r.returncode == 0, r.stderr[-3000:]
-    return losses(run)
+    return run
 
 
-def test_ddp_two_processes_match_one(tmp_path, single):
-    run = tmp_path / "ddp"
-    r = launch(run, "ddp", {"ACCELERATE_USE_CPU": "1"})
-    assert "MULTI_CPU x2" in r.stdout + r.stderr
+def damaged_newer_copy(ckpt, damage):
+    """step_0000005: a copy of ``ckpt`` claiming step 5, its MANIFEST rewritten, then one file damaged."""
+    from ctxbench import checkpoint as ck
+
+    newer = ckpt.parent / "step_0000005"
+    shutil.copytree(ckpt, newer)
+    state = json.loads((newer / "state.json").read_text())
+    (newer / "state.json").write_text(json.dumps({**state, "step": 5}))
+    ck.write_manifest(newer)
+    f = newer / damage
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    f.write_bytes(bytes(data))
+    return newer
+
+
+@pytest.mark.parametrize("launcher", list(LAUNCHERS))
+def test_two_processes_match_one_and_resume(tmp_path, single, launcher):
+    from test_export import from_checkpoint
+
+    env, kind, damage = LAUNCHERS[launcher]
+    run = tmp_path / launcher
+    out = launch(run, launcher, env, "trainer.stop_after=3")
+    assert kind in out
+    assert len(losses(run)) == 3
+    step3 = run / "checkpoints" / "step_0000003"
+    manifest = json.loads((step3 / "MANIFEST.json").read_text())
+    assert set(json.loads((step3 / "state.json").read_text())["rng"]) == {"0", "1"}
+    if launcher == "ddp":  # replicated state: rank 0's optimizer.pt is every rank's
+        assert "optimizer.pt" in manifest and not (step3 / "accelerate").exists()
+    else:  # every rank's shards, all covered by the MANIFEST
+        assert "optimizer.pt" not in manifest
+        assert damage in manifest and damage.replace("1", "0", 1) in manifest
+        assert any(n.startswith("accelerate/random_states_1") for n in manifest)
+    damaged_newer_copy(step3, damage)
+
+    out = launch(run, launcher, env, "trainer.resume=auto")
+    assert f"step_0000005: file {damage} is corrupt (sha256 mismatch); resuming from step_0000003" in out
+    assert f"resumed from {step3} at step 3" in out
+    ref = losses(single)
     assert len(losses(run)) == 6
-    assert losses(run) == pytest.approx(single, rel=1e-3)
-    assert sorted(p.name for p in run.iterdir() if not p.name.startswith(".")).count("metrics.jsonl") == 1
-    assert not list(tmp_path.glob("**/dist-*"))  # the pinned run dir was used by both ranks
-
-
-def test_deepspeed_zero2_two_processes_match_one(tmp_path, single):
-    run = tmp_path / "ds"
-    env = {"DS_ACCELERATOR": "cpu", "DS_BUILD_OPS": "0"}
-    os.environ.pop("ACCELERATE_USE_CPU", None)  # accelerate turns DeepSpeed off when it is set
-    r = launch(run, "deepspeed_zero2", env)
-    assert "DEEPSPEED x2" in r.stdout + r.stderr
-    assert losses(run) == pytest.approx(single, rel=1e-3)
-    assert (run / "checkpoints").is_dir()
+    assert losses(run) == pytest.approx(ref, rel=1e-3)
+    assert losses(run)[3:] == pytest.approx(ref[3:], rel=1e-5)  # the resumed steps, tighter
+    assert max_diff(final_weights(run), final_weights(single)) < 1e-5
+    if launcher != "ddp":  # the gathered export loads as eval / checkpoint=DIR load it
+        method = from_checkpoint(run)
+        assert max_diff(method.trainable_state_dict(), final_weights(single)) < 1e-5
+    if launcher == "ddp":
+        assert not list(tmp_path.glob("**/dist-*"))  # the pinned run dir was used by both ranks
 
 
 EVAL = ["eval", "memory=full_context", "dataset=locomo_sample", "llm.model=tiny", "llm.cache=false",
