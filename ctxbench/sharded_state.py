@@ -105,7 +105,24 @@ def full_trainable(acc: Any, model: Any) -> dict[str, torch.Tensor]:
     method = acc.unwrap_model(model)
     with _gathered(acc, model, method):
         state = method.trainable_state_dict()
-    return {k: _full(v).detach().cpu().clone() for k, v in state.items()}
+    state = {k: _full(v).detach().cpu().clone() for k, v in state.items()}
+    if kind(acc) == "DEEPSPEED":
+        state.update(_fp32_masters(method, state))
+    return state
+
+
+def _fp32_masters(method: Any, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """DeepSpeed's fp32 copies of the trained weights (under bf16 / fp16 the module holds a rounded
+    copy; the optimizer the fp32 one), where it has them. A collective: every rank, same order."""
+    from deepspeed.utils import safe_get_full_fp32_param
+
+    out = {}
+    for name, p in method.named_parameters():
+        if name in state and p.requires_grad:
+            hp = safe_get_full_fp32_param(p)
+            if hp is not None:
+                out[name] = hp.detach().cpu().reshape(state[name].shape).clone()
+    return out
 
 
 def _full(t: torch.Tensor) -> torch.Tensor:

@@ -103,7 +103,7 @@ def fsdp_plugin(conf: Any):
     if args["fsdp_version"] == 2:
         args["reshard_after_forward"] = bool(f["reshard_after_forward"])
     else:  # FSDP1: orig params, or the frozen base and the trainables could not share a flat parameter
-        args.update(sharding_strategy=str(f["sharding_strategy"]), use_orig_params=True)  # (accelerate warns: deprecated)
+        args.update(sharding_strategy=str(f["sharding_strategy"]), use_orig_params=True)  # accelerate: "deprecated"
     return FullyShardedDataParallelPlugin(**args)
 
 

@@ -8,6 +8,11 @@ on CPU with gloo (FSDP2 ``fully_shard`` on a CPU device mesh), so this shim chan
 and nothing else: the state then says FSDP and everything after it is accelerate's and torch's
 real code (``fsdp2_prepare_model``, FSDP gradient clipping, ``save_state`` / ``load_state`` with
 torch.distributed.checkpoint shards). Used by tests/test_distributed.py through ``accelerate launch``.
+
+Only FSDP2 (the default, ``launcher.fsdp.version=2``) runs on CPU this way. FSDP1 stops in torch's
+``FullyShardedDataParallel.__init__`` (torch 2.13, fsdp/_init_utils.py ``_get_compute_device``) with
+``ValueError: Inconsistent compute device and `device_id` on rank 0: cpu vs cpu:0``: accelerate passes
+``device_id=accelerator.device`` and FSDP1 compares it with its CPU device handle's current device.
 """
 from __future__ import annotations
 
