@@ -158,3 +158,19 @@ def fsdp_wrap_classes(acc: Any, base_model: Any) -> None:
     if kind(acc) != "FSDP" or plugin is None or plugin.transformer_cls_names_to_wrap:
         return
     plugin.transformer_cls_names_to_wrap = list(getattr(base_model, "_no_split_modules", None) or [])
+
+
+def gathered(params: Any, modify: bool = False):
+    """The parameters whole where ZeRO-3 partitioned them (a no-op for ordinary ones).
+
+    Under ZeRO-3 transformers loads the base model already partitioned (``zero.Init``), so a
+    method built on it would see empty shards where it reads the token embeddings (ICAE's and
+    CCM's initial embeddings come from their statistics). A collective: every rank enters it.
+    ``modify=True`` keeps what rank 0 wrote into them (loading ``checkpoint=DIR``), else it is dropped.
+    """
+    parts = [p for p in params if hasattr(p, "ds_id")]
+    if not parts:
+        return contextlib.nullcontext()
+    import deepspeed
+
+    return deepspeed.zero.GatheredParameters(parts, modifier_rank=0 if modify else None)

@@ -280,9 +280,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     bundle = load_model(cfg.model)
     if t.gradient_checkpointing:
         bundle.model.gradient_checkpointing_enable()
-    method = build("method", cfg.method, bundle=bundle)
+    with sharded.gathered([bundle.model.get_input_embeddings().weight]):  # ZeRO-3 loads the base partitioned
+        method = build("method", cfg.method, bundle=bundle)
     if init_from is not None:
-        used = ckpt_mod.load_trained(method, init_from)
+        with sharded.gathered([p for p in method.parameters() if p.requires_grad], modify=True):
+            used = ckpt_mod.load_trained(method, init_from)
         acc.print(f"initialised trainable weights from {used}")
     samples = build("dataset", cfg.dataset)
     examples = method.train_examples(samples)

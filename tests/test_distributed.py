@@ -127,6 +127,36 @@ def test_two_processes_match_one_and_resume(tmp_path, single, launcher):
         assert not list(tmp_path.glob("**/dist-*"))  # the pinned run dir was used by both ranks
 
 
+ICAE = ["method=icae_pretrain", "method.mem_size=4", "method.compression_rate=4", "method.context_tokens=32",
+        "method.lm_tokens=16", "model=tiny", "trainer.max_steps=2", "trainer.save_every=2", "trainer.progress=false",
+        "trainer.eval_fraction=0"]
+
+
+def test_zero3_icae_matches_one(tmp_path):
+    """A method with parameters of its own (ICAE's memory embeddings) under ZeRO-3: built on a base
+    model loaded partitioned, re-gathered in the backward, and exported whole."""
+    from conftest import run_cli
+
+    one = tmp_path / "one"
+    r = run_cli("train", *ICAE, "trainer.batch_size=4", f"hydra.run.dir={one}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    two = tmp_path / "two"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **DS_ENV}
+    env.pop("ACCELERATE_USE_CPU", None)
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
+           "-m", "ctxbench", "train", *ICAE, "launcher=deepspeed_zero3", "trainer.batch_size=2", f"hydra.run.dir={two}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    assert "DEEPSPEED x2" in r.stdout + r.stderr
+    assert losses(two) == pytest.approx(losses(one), rel=1e-3)
+    from safetensors.torch import load_file
+
+    a, b = (load_file(str(d / "checkpoints" / "step_0000002" / "trainable.safetensors")) for d in (one, two))
+    assert a["memory_embed"].shape == b["memory_embed"].shape and b["memory_embed"].numel() > 0
+    assert max_diff(a, b) < 1e-5
+
+
 EVAL = ["eval", "memory=full_context", "dataset=locomo_sample", "llm.model=tiny", "llm.cache=false",
         "llm.context_window=384", "memory.max_new_tokens=6", "progress=false"]
 

@@ -18,7 +18,6 @@ Helpers shared by methods (never another method's internals) live here.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -26,11 +25,22 @@ import torch
 from ..system import System
 
 
-@dataclass
-class MethodOutput:
-    loss: torch.Tensor
-    n_tokens: int
-    stats: dict[str, float] = field(default_factory=dict)
+class MethodOutput(dict):
+    """A method's training output: ``loss``, ``n_tokens`` (the tokens the loss covers), ``stats``.
+
+    A dict (built as ``MethodOutput(loss=..., n_tokens=..., stats=...)``, or from a mapping as
+    accelerate's fp32 output conversion does), so DeepSpeed ZeRO-3 finds the loss tensor in it and
+    hooks the backward that re-gathers a method's own parameters (ICAE's memory embeddings, CCM's
+    COMP embeddings); an object it cannot look into leaves them partitioned in the backward.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.setdefault("stats", {})
+
+    loss = property(lambda self: self["loss"])
+    n_tokens = property(lambda self: self["n_tokens"])
+    stats = property(lambda self: self["stats"])
 
 
 class TrainableMethod(torch.nn.Module, System):
