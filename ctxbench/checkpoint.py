@@ -5,11 +5,18 @@ A checkpoint is a folder ``checkpoints/step_<N>/`` holding
 - ``trainable.safetensors`` — the method's trainable weights (LoRA, memory embeddings, compressor);
 - ``method.json`` — the method config needed to rebuild it on the base model;
 - ``model.json`` — the base model config it was trained on;
-- ``optimizer.pt`` / ``scheduler.pt`` — loaded with ``weights_only=True``;
-- ``state.json`` — step, data position, RNG states;
-- ``MANIFEST.json`` — size and sha256 of every file, written last.
+- ``optimizer.pt`` / ``scheduler.pt`` — loaded with ``weights_only=True`` (one process, DDP: the
+  optimizer state is replicated, so rank 0's is everyone's);
+- ``accelerate/`` — instead of ``optimizer.pt`` under DeepSpeed / FSDP: every rank's shards of the
+  optimizer (and ZeRO-3 / FSDP parameter) state, written by ``accelerator.save_state`` on every rank
+  (:mod:`ctxbench.sharded_state`, with its trust boundary); ``trainable.safetensors`` then holds the
+  trainable weights gathered whole;
+- ``state.json`` — step, data position, RNG states of every rank, the layout (format, distributed
+  type, process count) a resume must match;
+- ``MANIFEST.json`` — size and sha256 of every file (the shards of every rank included), written last.
 
-It is written to ``step_<N>.tmp`` and renamed into place, so a crash mid-write leaves no folder
+It is written to ``step_<N>.tmp`` (every rank writes its shards there; rank 0 writes its files, then
+the MANIFEST once all ranks are done) and renamed into place, so a crash mid-write leaves no folder
 that looks complete; a folder whose files do not match its manifest is refused with a message.
 Every error reading a checkpoint is a one-line :class:`CheckpointError` naming the file (and the
 field of ``state.json``). ``trainer.resume=auto`` resumes from the newest checkpoint that verifies

@@ -350,7 +350,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         acc.wait_for_everyone()
         if split:  # every rank's shards; then the whole trainable weights gathered (a collective too)
             sharded.save(acc, tmp)
-        trainable = sharded.full_trainable(acc, model) if split else acc.unwrap_model(model).trainable_state_dict()
+        if split:
+            trainable = sharded.full_trainable(acc, model)
+        else:  # DDP / one process: the weights are whole on rank 0
+            trainable = acc.unwrap_model(model).trainable_state_dict() if is_main else {}
         acc.wait_for_everyone()
         if is_main:
             ckpt_mod.write_files(
