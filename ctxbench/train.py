@@ -76,8 +76,8 @@ def make_accelerator(cfg: DictConfig, project_dir: Path | None = None):
         # accelerate (1.15, state.py) turns FSDP on only from MULTI_GPU/NPU/XPU/HPU/MLU/...: never from
         # MULTI_CPU, nor from one process without `accelerate launch`; it would train as plain DDP instead.
         raise ConfigError(f"launcher=fsdp: accelerate enabled no FSDP for this run (it is {acc.distributed_type} "
-                          f"x{acc.num_processes}); FSDP needs `accelerate launch` on GPUs (accelerate never shards "
-                          f"on CPU): on CPU use launcher=deepspeed_zero3, or launcher=ddp")
+                          f"x{acc.num_processes}); FSDP needs `accelerate launch` on GPUs (accelerate enables it on no "
+                          f"CPU run): on CPU use launcher=deepspeed_zero3 (sharded) or launcher=ddp")
     return acc
 
 
