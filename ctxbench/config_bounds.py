@@ -182,8 +182,8 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "trainer.scheduler": ("cosine", "linear", "constant"),          # train.SCHEDULERS
     "trainer.precision": ("fp32", "bf16", "fp16"),
     "launcher.mixed_precision": ("no", "fp16", "bf16", "fp8"),      # accelerate's
-    "model.dtype": ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16"),  # models.loading.DTYPES
-    "llm.dtype": ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16"),
+    "model.dtype": ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"),  # models.loading.DTYPES
+    "llm.dtype": ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"),
     "llm.response_format": ("json_schema", "json_object", "none"),
     "model.attn_implementation": ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"),
     "method.mode": {"ccm_*": ("concat", "merge"), "icae*": ("pretrain", "finetune")},  # ccm.MODES, ICAE.MODES
@@ -209,6 +209,8 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
 # string keys whose YAML comment lists some values (``# a | b``) but which take others too
 OPEN_CHOICES: dict[str, str] = {
     "embedder.device": "any torch device string (cuda:1, mps)",
+    "model.device": "any torch device string (cuda:1, mps); models.loading.resolve_device checks it",
+    "llm.device": "any torch device string (cuda:1, mps); models.loading.resolve_device checks it",
     "trainer.resume": "auto or a checkpoint path",
     "train_step.model": "any conf/model name",
     "dataset.show": "names the default file when dataset.path is null; a label otherwise (sample)",

@@ -39,7 +39,7 @@ NULL_DEFAULTS: dict[str, str] = {
     "dataset.levels": "list", "dataset.question_types": "list", "dataset.subsets": "list",
     "dataset.max_chars": "int", "dataset.subset": "str", "dataset.sessions": "int",
     "embedder.path": "str", "launcher.mixed_precision": "str", "logger.entity": "str",
-    "llm.cache_path": "str", "llm.dtype": "str", "llm.tokenizer": "str",
+    "llm.cache_path": "str", "llm.dtype": "str", "llm.device": "str", "llm.tokenizer": "str",
     "memory.graph.database": "str", "memory.graph.path": "str",
     "memory.max_sessions": "int", "memory.max_turns": "int",
     "memory_systems.max_sessions": "int", "memory_systems.questions": "int",

@@ -67,6 +67,11 @@ class TrainableMethod(torch.nn.Module, System):
     def device(self) -> torch.device:
         return next(self.bundle.model.parameters()).device
 
+    def placement(self) -> dict[str, str]:  # results.json: where the base model ran
+        from ..models.loading import placement
+
+        return placement(self.bundle.model)
+
 
 def pad_batch(seqs: list[list[int]], pad_id: int, labels: list[list[int]] | None = None,
               ) -> dict[str, torch.Tensor]:
