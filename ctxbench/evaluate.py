@@ -474,6 +474,8 @@ def main(cfg: Any) -> dict[str, Any]:
     state = process_state()
     if state is None:
         records = run_system(system, list(samples), out, llm=llm, limit=cfg.get("limit"), progress=progress)
+        if any(out.glob(SHARD_GLOB)):  # resumed from a killed multi-process run: its shard files are merged
+            records = merge_records(out, records, [str(r["id"]) for r in records])
     else:  # `accelerate launch -m ctxbench eval ...`: histories split across processes
         gathered = run_sharded(system, list(samples), out, state, llm=llm, limit=cfg.get("limit"), progress=progress)
         if gathered is None:  # not rank 0: wait until rank 0 has written the results
