@@ -182,8 +182,8 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "trainer.scheduler": ("cosine", "linear", "constant"),          # train.SCHEDULERS
     "trainer.precision": ("fp32", "bf16", "fp16"),
     "launcher.mixed_precision": ("no", "fp16", "bf16", "fp8"),      # accelerate's
-    "model.dtype": ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"),  # models.loading.DTYPES
-    "llm.dtype": ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"),
+    "model.dtype": ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "auto"),  # models.loading.DTYPES
+    "llm.dtype": ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "auto"),
     "llm.response_format": ("json_schema", "json_object", "none"),
     "model.attn_implementation": ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"),
     "method.mode": {"ccm_*": ("concat", "merge"), "icae*": ("pretrain", "finetune")},  # ccm.MODES, ICAE.MODES
