@@ -10,7 +10,6 @@ and every Linear/Embedding of the base model is checked to get its inputs on its
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -74,6 +73,9 @@ def test_auto_is_accelerates_device_and_bf16_only_on_cuda(monkeypatch):
     assert L.torch_dtype("auto") is torch.float32  # training: no device given, as before
     assert L.torch_dtype("float16", torch.device("cuda", 0)) is torch.float16  # the config wins
     assert L.torch_dtype("float32", torch.device("cuda", 0)) is torch.float32
+    monkeypatch.setattr(L, "process_state", lambda: FakeState("cuda"))  # one process: accelerate says "cuda"
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert L.resolve_device("auto") == torch.device("cuda", 0)
     monkeypatch.setattr(L, "process_state", lambda: FakeState("cpu"))
     assert L.resolve_device("auto") == torch.device("cpu")
     with pytest.raises(L.ModelLoadError, match=r"model.dtype='float64' is not one of \['auto', 'bf16'"):

@@ -80,7 +80,7 @@ def resolve_device(spec: Any = "auto", key: str = "model.device") -> torch.devic
     A CUDA device this machine lacks is a one-line :class:`ConfigError` naming ``key``."""
     name = "auto" if spec is None or str(spec).strip() == "" else str(spec).strip()
     if name == "auto":
-        return torch.device(process_state().device)
+        return _accelerate_device()
     try:
         dev = torch.device(name)
     except (RuntimeError, ValueError):
@@ -90,12 +90,18 @@ def resolve_device(spec: Any = "auto", key: str = "model.device") -> torch.devic
     if not torch.cuda.is_available():
         raise ConfigError(f"{key}={spec!r} but torch sees no CUDA GPU on this machine; use {key}=auto or cpu")
     if dev.index is None:
-        own = torch.device(process_state().device)
+        own = _accelerate_device()
         return own if own.type == "cuda" else torch.device("cuda", 0)
     n = torch.cuda.device_count()
     if dev.index >= n:
         raise ConfigError(f"{key}={spec!r} but this machine has {n} CUDA device(s) (cuda:0 to cuda:{n - 1})")
     return dev
+
+
+def _accelerate_device() -> torch.device:
+    """``PartialState().device`` with its index (one process on a GPU machine says "cuda": the current one)."""
+    dev = torch.device(process_state().device)
+    return torch.device("cuda", torch.cuda.current_device()) if dev.type == "cuda" and dev.index is None else dev
 
 
 def model_device(model: Any) -> torch.device:
