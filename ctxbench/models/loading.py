@@ -97,9 +97,27 @@ def from_dir(path: str, cfg: Any, name: str) -> ModelBundle:
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     if cfg.get("gradient_checkpointing"):
-        model.gradient_checkpointing_enable()
-        model.config.use_cache = False
+        enable_activation_checkpointing(model)
     return ModelBundle(model=model, tokenizer=tok, name=name, path=str(path))
+
+
+def enable_activation_checkpointing(model: Any) -> None:
+    """Gradient (activation) checkpointing on every decoder layer, non-reentrant.
+
+    Non-reentrant checkpointing gives trainables inside a frozen model (LoRA, gated LoRA) their
+    gradients without forcing the embeddings' output to require grad, and it checks that the
+    recompute saves what the forward saved (a method whose state changes between the two gets a
+    ``CheckpointError`` rather than wrong gradients). The input-grad hook transformers adds for
+    reentrant checkpointing is removed: it would only build graphs nothing trains through.
+    """
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    model.disable_input_require_grads()
+    model.config.use_cache = False
+
+
+def is_checkpointing(model: Any) -> bool:
+    """Whether any layer of ``model`` checkpoints its activations (transformers' per-layer flag)."""
+    return any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
 
 
 @register("model", "hf")
