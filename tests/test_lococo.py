@@ -196,3 +196,15 @@ def test_conv_init_reference_normal_or_soft_default():
     top_ref = torch.softmax(ref.layers(x), -1).amax(-1).mean()
     top_soft = torch.softmax(soft.layers(x), -1).amax(-1).mean()
     assert top_ref > 0.5 > top_soft
+
+
+def test_lococo_auto_rope_factor_never_below_one():
+    def factor(window: int) -> float:
+        bundle = load_model(OmegaConf.create({"name": "tiny", "max_position_embeddings": window}))
+        cfg = OmegaConf.create({"name": "lococo", "segment_len": 16, "mem_size": 32, "n_segments": 4,
+                                "kernel_size": 5, "local_len": 0, "rope_scaling_factor": "auto"})
+        return build("method", cfg, bundle=bundle).rope_factor()
+
+    assert factor(32) == 2.0  # 64 training tokens over a 32-token window: interpolate by 2
+    assert factor(64) == 1.0
+    assert factor(4096) == 1.0  # a window over the training length is not stretched
