@@ -65,7 +65,7 @@ def test_icae_with_checkpointing_enabled_on_the_model(case):
     m, batch = build_case(case, torch.float32, gradient_checkpointing=True)
     assert_same(plain, loss_and_grads(m, batch))
     m, batch = build_case(case, torch.float32)
-    m.bundle.model.gradient_checkpointing_enable()
+    m.bundle.model.activation_checkpointing_enable()
     assert_same(plain, loss_and_grads(m, batch))
 
 
