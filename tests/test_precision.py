@@ -84,3 +84,19 @@ def test_icae_kv_bytes_count_the_decoder_dtype_not_the_fp32_slots():
     conf = m.base.config
     per_pos = conf.num_hidden_layers * 2 * conf.num_key_value_heads * (conf.hidden_size // conf.num_attention_heads)
     assert m.kv_bytes(10) == 10 * per_pos * 2
+
+
+@pytest.mark.parametrize("case", ["lm_full", "icae_pretrain", "ccm_merge", "lococo_lora_embed"])
+def test_a_bf16_base_with_fp32_trainables_ingests_and_answers_without_autocast(case):
+    """Evaluation loads the bf16 base, builds the method (fp32 trainables) and answers with no
+    autocast: compression, memory and decoding cast where the two meet."""
+    from ctxbench.types import History, Question, Session, Turn
+
+    m, _ = build_case(case, BF16)
+    turns = [Turn(speaker="Ann", text="I adopted a cat named Pixel last week."),
+             Turn(speaker="Bob", text="Nice, what colour is she?"), Turn(speaker="Ann", text="Grey with white paws.")]
+    history = History(id="h", sessions=[Session(id="session_1", date="1 May 2023", turns=turns)], speakers=["Ann", "Bob"])
+    m.cfg.max_new_tokens = 4
+    m.ingest(history)
+    pred = m.answer(Question(id="q", question="What is the cat's name?", answer="Pixel"))
+    assert isinstance(pred.text, str) and pred.usage.answer_calls == 1

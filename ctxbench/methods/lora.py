@@ -69,9 +69,14 @@ def checkpoint_with_adapter_state(model: Any) -> None:
     def context_fn() -> tuple[Any, Any]:  # called at each checkpointed forward
         return contextlib.nullcontext(), _adapters_as(layers, [m._disable_adapters for m in layers])
 
-    func = functools.partial(checkpoint, use_reentrant=False, context_fn=context_fn)
-    func.adapter_state = True  # type: ignore[attr-defined]
     for m in model.modules():
-        if getattr(m, "gradient_checkpointing", False) is True and \
-                not getattr(getattr(m, "_gradient_checkpointing_func", None), "adapter_state", False):
-            m._gradient_checkpointing_func = func
+        if getattr(m, "gradient_checkpointing", False) is not True:
+            continue
+        func = getattr(m, "_gradient_checkpointing_func", None) or checkpoint
+        if getattr(func, "adapter_state", False):
+            continue
+        # on top of the function transformers set (its offload option stays), forced non-reentrant:
+        # context_fn exists only there
+        func = functools.partial(func, use_reentrant=False, context_fn=context_fn)
+        func.adapter_state = True  # type: ignore[attr-defined]
+        m._gradient_checkpointing_func = func
