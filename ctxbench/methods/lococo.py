@@ -25,6 +25,11 @@ here one training example is ``n_segments`` segments and ``forward`` returns the
 all of them, each segment's graph reaching back only through the compression that produced the
 cache it reads (the stored past is detached). The gradient of that mean is the mean of the
 reference's per-segment gradients, so with accumulation it is the same update.
+
+The compressors (and LoRA, embeddings/norms when trained) are float32 under any base dtype: the
+mixing runs in their dtype and the new slots go back to the cache's. With gradient checkpointing
+(``trainer.gradient_checkpointing``) every segment's layers are recomputed in backward
+(:class:`.kv_cache.SegmentRunner`); ``rope_scaling_factor: auto`` never goes below 1.
 """
 from __future__ import annotations
 
