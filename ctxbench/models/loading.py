@@ -110,14 +110,13 @@ def enable_activation_checkpointing(model: Any) -> None:
     ``CheckpointError`` rather than wrong gradients). The input-grad hook transformers adds for
     reentrant checkpointing is removed: it would only build graphs nothing trains through.
     """
-    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers' name since 5.x; the old one warns
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     model.disable_input_require_grads()
     model.config.use_cache = False
-
-
-def is_checkpointing(model: Any) -> bool:
-    """Whether any layer of ``model`` checkpoints its activations (transformers' per-layer flag)."""
-    return any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
 
 
 @register("model", "hf")
