@@ -241,9 +241,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     # -- build: model, method, data --------------------------------------------------------
     bundle = load_model(cfg.model)
-    if t.gradient_checkpointing:
-        bundle.model.gradient_checkpointing_enable()
     method = build("method", cfg.method, bundle=bundle)
+    if t.gradient_checkpointing:  # on the method: it knows what the recompute must see again (ICAE's adapter state)
+        method.gradient_checkpointing_enable()
     if init_from is not None:
         used = ckpt_mod.load_trained(method, init_from)
         acc.print(f"initialised trainable weights from {used}")

@@ -165,9 +165,26 @@ def from_dir(path: str, cfg: Any, name: str, device: torch.device | None = None)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     if cfg.get("gradient_checkpointing"):
-        model.gradient_checkpointing_enable()
-        model.config.use_cache = False
+        enable_activation_checkpointing(model)
     return ModelBundle(model=model, tokenizer=tok, name=name, path=str(path))
+
+
+def enable_activation_checkpointing(model: Any) -> None:
+    """Gradient (activation) checkpointing on every decoder layer, non-reentrant.
+
+    Non-reentrant checkpointing gives trainables inside a frozen model (LoRA, gated LoRA) their
+    gradients without forcing the embeddings' output to require grad, and it checks that the
+    recompute saves what the forward saved (a method whose state changes between the two gets a
+    ``CheckpointError`` rather than wrong gradients). The input-grad hook transformers adds for
+    reentrant checkpointing is removed: it would only build graphs nothing trains through.
+    """
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers' name since 5.x; the old one warns
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    model.disable_input_require_grads()
+    model.config.use_cache = False
 
 
 @register("model", "hf")
