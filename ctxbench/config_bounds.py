@@ -164,7 +164,7 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     # -- bench --------------------------------------------------------------------------------------------
     "train_step.warmup_steps": COUNT, "train_step.steps": POSITIVE, "train_step.rounds": POSITIVE,
     "train_step.timeout_s": gt(0),
-    "gpu.warmup_steps": COUNT, "gpu.steps": POSITIVE, "gpu.lr": gt(0, note="null = trainer.lr"),
+    "gpu.warmup_steps": COUNT, "gpu.steps": POSITIVE,
     "gpu.peak_flops": gt(0), "gpu.budget_s": gt(0), "gpu.seed": SEED,
     "memory_systems.max_sessions": ge(1, note="null = all"), "memory_systems.questions": ge(1, note="null = all"),
     "eval_throughput.context_window": TOKENS, "eval_throughput.questions": POSITIVE,

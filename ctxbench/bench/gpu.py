@@ -144,7 +144,7 @@ def measure(cfg: Any, model_name: str, method_key: str, attn: str, device: Any) 
     batch = send_to_device(method.collate(examples[:bs]), device)
     params = [p for p in method.parameters() if p.requires_grad]
     t = train_cfg.trainer
-    lr = float(cfg.get("lr") or t.lr)
+    lr = float(t.lr)  # the train config's (a method override may set trainer.lr)
     groups = method.optimizer_param_groups(lr, float(t.weight_decay)) if hasattr(method, "optimizer_param_groups") \
         else params
     opt = torch.optim.AdamW(groups, lr=lr, betas=tuple(t.betas))
