@@ -82,7 +82,7 @@ for i in $(seq 0 "${last:-0}"); do
   else id="$jid"; arr=""; fi
   d=$(dirname "$out"); d="${d//%A/$jid}"; d="${d//%a/$i}"; d="${d//%j/$id}"
   (  # submitit writes the task's pickle after sbatch returns: wait for it, as a queued job would
-    while [ ! -e "$d/${id}_submitted.pkl" ]; do sleep 0.2; done
+    for _ in $(seq 600); do [ -e "$d/${id}_submitted.pkl" ] && break; sleep 0.2; done  # at most 2 min
     env $arr SLURM_JOB_ID="$jid$i" SLURM_NTASKS=1 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NODEID=0 \
       SLURM_JOB_NUM_NODES=1 SLURM_JOB_NODELIST=localhost SLURM_CPUS_PER_TASK=1 bash "$script"
   ) > "$script.$i.log" 2>&1 < /dev/null &
