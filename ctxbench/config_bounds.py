@@ -164,6 +164,8 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     # -- bench --------------------------------------------------------------------------------------------
     "train_step.warmup_steps": COUNT, "train_step.steps": POSITIVE, "train_step.rounds": POSITIVE,
     "train_step.timeout_s": gt(0),
+    "gpu.warmup_steps": COUNT, "gpu.steps": POSITIVE,
+    "gpu.peak_flops": gt(0), "gpu.budget_s": gt(0), "gpu.seed": SEED,
     "memory_systems.max_sessions": ge(1, note="null = all"), "memory_systems.questions": ge(1, note="null = all"),
     "eval_throughput.context_window": TOKENS, "eval_throughput.questions": POSITIVE,
     "structured.prompts": POSITIVE, "structured.max_facts": POSITIVE, "structured.max_new_tokens": TOKENS,
@@ -198,7 +200,9 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "logger.mode": ("online", "offline", "disabled"),
     "dataset.answer_format": ("multi_choice", "open_ended"),
     "dataset.split": {"locomo_pwc": ("train", "test", "all"), "*": None},  # others: a hub split name
-    "suite": ("all", "train_step", "kv_memory", "memory_systems", "retrieval", "eval_throughput", "structured"),
+    "suite": ("all", "train_step", "kv_memory", "memory_systems", "retrieval", "eval_throughput", "structured", "gpu"),
+    "gpu.size": ("7b", "tiny"),
+    "gpu.gradient_checkpointing": ("auto", True, False),
     "retrieval.data": ("clustered", "uniform"),
     "eval_throughput.memory": ("full_context", "no_context"),
     "memory_systems.llm": ("scripted", "hf"),
