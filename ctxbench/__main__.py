@@ -42,6 +42,8 @@ def check_group_choices(argv: list[str]) -> None:
             continue
         key, _, value = arg.partition("=")
         key = key.lstrip("+~")
+        if key.startswith("hydra/"):  # Hydra's groups also hold its plugins' options (hydra/launcher=submitit_slurm)
+            continue  # Hydra checks them and lists every option
         group_dir = CONF_DIR / key
         if "." in key or not group_dir.is_dir() or value in ("", "null") or "(" in value:
             continue  # glob(...), choice(...): Hydra's sweep functions, expanded by check_overrides

@@ -347,7 +347,8 @@ def read_json(ckpt: Path, name: str) -> Any:
 EVAL_FREE = {
     "method": {"max_new_tokens", "progress", "encode_batch_size", "max_segments", "max_qa_steps", "max_context",
                "max_examples", "lora.dropout"},
-    "model": {"dtype", "attn_implementation", "gradient_checkpointing", "max_length", "label", "trust_remote_code"},
+    "model": {"dtype", "device", "attn_implementation", "gradient_checkpointing", "max_length", "label",
+              "trust_remote_code"},
 }
 # Keys a group choice (method=X, model=X) sets: they must match the checkpoint's.
 IDENTITY = {"method": ("name",), "model": ("name", "path")}

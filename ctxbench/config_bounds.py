@@ -166,6 +166,8 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     # -- bench --------------------------------------------------------------------------------------------
     "train_step.warmup_steps": COUNT, "train_step.steps": POSITIVE, "train_step.rounds": POSITIVE,
     "train_step.timeout_s": gt(0),
+    "gpu.warmup_steps": COUNT, "gpu.steps": POSITIVE,
+    "gpu.peak_flops": gt(0), "gpu.budget_s": gt(0), "gpu.seed": SEED,
     "memory_systems.max_sessions": ge(1, note="null = all"), "memory_systems.questions": ge(1, note="null = all"),
     "eval_throughput.context_window": TOKENS, "eval_throughput.questions": POSITIVE,
     "structured.prompts": POSITIVE, "structured.max_facts": POSITIVE, "structured.max_new_tokens": TOKENS,
@@ -187,8 +189,8 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "launcher.fsdp.auto_wrap_policy": ("transformer_based_wrap", "size_based_wrap", "no_wrap"),  # accelerate's
     "launcher.fsdp.state_dict_type": ("SHARDED_STATE_DICT", "FULL_STATE_DICT"),
     "launcher.fsdp.sharding_strategy": ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"),
-    "model.dtype": ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16"),  # models.loading.DTYPES
-    "llm.dtype": ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16"),
+    "model.dtype": ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "auto"),  # models.loading.DTYPES
+    "llm.dtype": ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "auto"),
     "llm.response_format": ("json_schema", "json_object", "none"),
     "model.attn_implementation": ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"),
     "method.mode": {"ccm_*": ("concat", "merge"), "icae*": ("pretrain", "finetune")},  # ccm.MODES, ICAE.MODES
@@ -203,7 +205,9 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "logger.mode": ("online", "offline", "disabled"),
     "dataset.answer_format": ("multi_choice", "open_ended"),
     "dataset.split": {"locomo_pwc": ("train", "test", "all"), "*": None},  # others: a hub split name
-    "suite": ("all", "train_step", "kv_memory", "memory_systems", "retrieval", "eval_throughput", "structured"),
+    "suite": ("all", "train_step", "kv_memory", "memory_systems", "retrieval", "eval_throughput", "structured", "gpu"),
+    "gpu.size": ("7b", "tiny"),
+    "gpu.gradient_checkpointing": ("auto", True, False),
     "retrieval.data": ("clustered", "uniform"),
     "eval_throughput.memory": ("full_context", "no_context"),
     "memory_systems.llm": ("scripted", "hf"),
@@ -214,6 +218,8 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
 # string keys whose YAML comment lists some values (``# a | b``) but which take others too
 OPEN_CHOICES: dict[str, str] = {
     "embedder.device": "any torch device string (cuda:1, mps)",
+    "model.device": "any torch device string (cuda:1, mps); models.loading.resolve_device checks it",
+    "llm.device": "any torch device string (cuda:1, mps); models.loading.resolve_device checks it",
     "trainer.resume": "auto or a checkpoint path",
     "train_step.model": "any conf/model name",
     "dataset.show": "names the default file when dataset.path is null; a label otherwise (sample)",

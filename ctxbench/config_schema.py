@@ -40,7 +40,7 @@ NULL_DEFAULTS: dict[str, str] = {
     "dataset.max_chars": "int", "dataset.subset": "str", "dataset.sessions": "int",
     "embedder.path": "str", "launcher.mixed_precision": "str", "logger.entity": "str",
     "launcher.fsdp.transformer_cls_names_to_wrap": "list",
-    "llm.cache_path": "str", "llm.dtype": "str", "llm.tokenizer": "str",
+    "llm.cache_path": "str", "llm.dtype": "str", "llm.device": "str", "llm.tokenizer": "str",
     "memory.graph.database": "str", "memory.graph.path": "str",
     "memory.max_sessions": "int", "memory.max_turns": "int",
     "memory_systems.max_sessions": "int", "memory_systems.questions": "int",

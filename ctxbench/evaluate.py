@@ -10,13 +10,21 @@ and cost accounting::
 
 A rerun in the same run folder (``hydra.run.dir=DIR``) skips questions already in
 predictions.jsonl, so a killed run resumes without answering anything twice.
+
+Models run where :mod:`ctxbench.models.loading` resolves ``model.device`` / ``llm.device`` (``auto``:
+accelerate's device, bfloat16 on a GPU); results.json records the device and dtype they ran in
+(``provenance.placement``). Under ``accelerate launch`` (or torchrun) the histories are split across
+the processes with accelerate (``split_between_processes``); each rank appends its answers to
+``predictions.rank<k>.jsonl`` (a killed run resumes from them, at any process count) and rank 0
+gathers every record (``gather_object``) into one predictions.jsonl in dataset order.
 """
 from __future__ import annotations
 
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from omegaconf import OmegaConf
 from tqdm import tqdm
@@ -54,11 +62,13 @@ class EvalFailed(CtxbenchError, RuntimeError):
 
 def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric], cfg: Any, command: str,
              with_cost: bool, extra: dict[str, Any] | None = None, progress: bool = True,
-             max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION) -> dict[str, Any]:
+             max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION,
+             placement: dict[str, Any] | None = None) -> dict[str, Any]:
     """Score ``records``; write predictions.jsonl (with metric fields), results.json, results.md.
 
     Failed answers (``failed: true``) are kept in predictions.jsonl but not scored; ``health``
     says how many calls, structured outputs and answers failed (:mod:`ctxbench.metrics.health`).
+    ``placement`` (where the models ran: device, dtype, processes) goes into ``provenance``.
     """
     names = [m.name for m in metrics]
     answered = [r for r in records if not r.get("failed")]
@@ -70,7 +80,7 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
         results["health"] = run_health(records, max_failed_fraction)
     by_id = {str(r["id"]): r for r in scored}
     scored = [by_id.get(str(r["id"]), r) for r in records]  # failed ones as they are, in dataset order
-    results.update(run_metadata(cfg, command, extra))
+    results.update(run_metadata(cfg, command, extra, placement=placement))
     write_jsonl(out_dir / PREDICTIONS, scored)
     write_json(out_dir / RESULTS_JSON, results)
     ex = extra or {}
@@ -191,12 +201,16 @@ def _answered(out_dir: Path) -> dict[str, dict[str, Any]]:
 SHARD_GLOB = "predictions.rank*.jsonl"
 
 
-def merge_shards(out_dir: Path, order: list[str]) -> list[dict[str, Any]]:
-    """Rank 0 after the barrier: one predictions.jsonl in dataset order, shard files removed."""
-    done = _answered(out_dir)
+def merge_records(out_dir: Path, records: list[dict[str, Any]], order: list[str]) -> list[dict[str, Any]]:
+    """Rank 0, with every rank's records gathered: one predictions.jsonl in dataset order, shard files removed.
+
+    The merged file is written (atomically) before any shard file goes, so a crash in between loses nothing.
+    """
+    done = {str(r["id"]): r for r in records}
     missing = [q for q in order if q not in done]
     if missing:
-        raise RuntimeError(f"{len(missing)} questions have no prediction after merging shards (first: {missing[0]})")
+        raise RuntimeError(f"{len(missing)} questions have no prediction after gathering the ranks' answers "
+                           f"(first: {missing[0]})")
     rows = [done[q] for q in order]
     write_jsonl(out_dir / PREDICTIONS, rows)
     for f in out_dir.glob(SHARD_GLOB):
@@ -228,24 +242,21 @@ def plan(samples: list[Sample], limit: int | None) -> list[tuple[Sample, list[Qu
 
 def run_system(system: System, samples: list[Sample], out_dir: str | Path, *, llm: Any = None,
                limit: int | None = None, progress: bool = True,
-               shard: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+               shard: int | None = None) -> list[dict[str, Any]]:
     """Answer every question (the first ``limit``), resuming from what ``out_dir`` already holds.
 
     Returns the records of this dataset's questions, in dataset order. A question whose answer
     failed (its LLM calls failed) is written with ``failed: true`` and answered again on the next
-    run; it is never scored. With ``shard=(rank, world)`` this process answers histories
-    ``rank::world`` into ``predictions.rank<rank>.jsonl`` and returns only those;
-    :func:`merge_shards` joins them.
+    run; it is never scored. With ``shard=rank`` the answers go to ``predictions.rank<rank>.jsonl``
+    (``samples`` being this rank's part: :func:`run_sharded`).
     """
     if not isinstance(system, System):
         raise ContractError(f"{type(system).__qualname__} is not a ctxbench.system.System; eval runs Systems only")
     out_dir = Path(out_dir)
-    pred_path = out_dir / (PREDICTIONS if shard is None else f"predictions.rank{shard[0]}.jsonl")
+    pred_path = out_dir / (PREDICTIONS if shard is None else f"predictions.rank{shard}.jsonl")
     done = _answered(out_dir)
 
     work = plan(samples, limit)
-    if shard is not None:
-        work = work[shard[0]::shard[1]]
     order = [q.id for _, qs in work for q in qs]
     pending_total = sum(1 for qid in order if _needs_answer(done, qid))
 
@@ -358,18 +369,22 @@ def build_system(cfg: Any, out_dir: Path) -> tuple[System, Any, str]:
         name = saved_configs(resolve_checkpoint(cfg.checkpoint))["method"]["name"]
         raise CheckpointError(f"checkpoint={cfg.checkpoint} is a trained method: pass method={name} to evaluate it")
     if cfg.get("method"):
-        from .models.loading import load_model
+        import torch
+
+        from .models.loading import load_for_eval, model_device
 
         if cfg.get("checkpoint"):  # its method and model config, checked before the model loads
             from .checkpoint import apply_checkpoint_config, hydra_overrides
 
             apply_checkpoint_config(cfg, cfg.checkpoint, hydra_overrides())
-        bundle = load_model(cfg.model)
+        bundle = load_for_eval(cfg.model)  # on model.device, in model.dtype
         system = build("method", cfg.method, bundle=bundle)
         if cfg.get("checkpoint"):
             from .checkpoint import load_trained
 
             load_trained(system, cfg.checkpoint)
+        if isinstance(system, torch.nn.Module):  # what the method added on the CPU joins its model
+            system.to(model_device(bundle.model))
         system.eval()
         return system, None, f"method={cfg.method.name}"
     mem = cfg.get("memory")
@@ -389,23 +404,55 @@ def build_system(cfg: Any, out_dir: Path) -> tuple[System, Any, str]:
     return build("memory", mem, llm=llm, embedder=embedder, workdir=out_dir), llm, f"memory={mem.name}"
 
 
-def _distributed() -> tuple[int, int, Callable[[], None]] | None:
-    """(rank, world, barrier) under a multi-process launch, else None."""
+def process_state() -> Any:
+    """accelerate's ``PartialState`` under a multi-process launch (``accelerate launch``, torchrun), else None.
+
+    A single process never imports torch for it (an API-model eval stays torch-free).
+    """
     import os
 
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
         return None
-    import torch.distributed as td
+    from .models.loading import process_state as state
 
-    if not td.is_initialized():
-        td.init_process_group(backend="nccl" if _cuda() else "gloo")
-    return td.get_rank(), td.get_world_size(), td.barrier
+    st = state()
+    if st.num_processes != world:  # every process would answer everything into the same file
+        raise CtxbenchError(f"WORLD_SIZE={world} but accelerate sees {st.num_processes} process(es) (LOCAL_RANK "
+                            f"{os.environ.get('LOCAL_RANK', 'unset')}): launch with `accelerate launch -m ctxbench "
+                            "eval ...` or torchrun")
+    return st
 
 
-def _cuda() -> bool:
-    import torch
+def run_sharded(system: System, samples: list[Sample], out_dir: Path, state: Any, *, llm: Any = None,
+                limit: int | None = None, progress: bool = True) -> list[dict[str, Any]] | None:
+    """The histories split across the processes (``split_between_processes``: contiguous parts in
+    dataset order), each rank answering its part into its shard file; every rank's records are
+    gathered (``gather_object``) and rank 0 returns them all, merged into predictions.jsonl in
+    dataset order. The other ranks return None."""
+    from accelerate.utils import gather_object
 
-    return torch.cuda.is_available()
+    work = plan(samples, limit)  # the limit is applied to the whole dataset once, before splitting
+    order = [q.id for _, qs in work for q in qs]
+    parts = [replace(s, questions=list(qs)) for s, qs in work]
+    with state.split_between_processes(parts) as mine:
+        records = run_system(system, list(mine), out_dir, llm=llm, progress=progress and state.is_main_process,
+                             shard=state.process_index)
+    gathered = gather_object(records)
+    if not state.is_main_process:
+        return None
+    return merge_records(out_dir, gathered, order)
+
+
+def placement_of(system: System, llm: Any, state: Any) -> dict[str, Any]:
+    """Where the evaluated model ran (the system's own, else the ``llm=hf`` backend's; an API model
+    has none: device and dtype null) and how many processes shared the histories."""
+    own = system.placement()
+    if own is None and llm is not None and callable(getattr(llm, "placement", None)):
+        own = llm.placement()
+    out: dict[str, Any] = dict(own or {"device": None, "dtype": None})
+    out["processes"] = 1 if state is None else int(state.num_processes)
+    return out
 
 
 def main(cfg: Any) -> dict[str, Any]:
@@ -424,28 +471,27 @@ def main(cfg: Any) -> dict[str, Any]:
     # metrics (and a judge LLM) are built before any question is answered, so a bad one fails now
     metrics = build_metrics([str(m) for m in (cfg.get("metrics") or DEFAULT_METRICS)], llm=_judge_llm(cfg, llm))
     progress = bool(cfg.get("progress", True))
-    dist = _distributed()
-    if dist is None:
+    state = process_state()
+    if state is None:
         records = run_system(system, list(samples), out, llm=llm, limit=cfg.get("limit"), progress=progress)
+        if any(out.glob(SHARD_GLOB)):  # resumed from a killed multi-process run: its shard files are merged
+            records = merge_records(out, records, [str(r["id"]) for r in records])
     else:  # `accelerate launch -m ctxbench eval ...`: histories split across processes
-        rank, world, barrier = dist
-        run_system(system, list(samples), out, llm=llm, limit=cfg.get("limit"), progress=progress and rank == 0,
-                   shard=(rank, world))
-        barrier()
-        if rank != 0:
-            barrier()
+        gathered = run_sharded(system, list(samples), out, state, llm=llm, limit=cfg.get("limit"), progress=progress)
+        if gathered is None:  # not rank 0: wait until rank 0 has written the results
+            state.wait_for_everyone()
             return {}
-        order = [q.id for _, qs in plan(list(samples), cfg.get("limit")) for q in qs]
-        records = merge_shards(out, order)
+        records = gathered
     extra = {"system": name, "dataset": str(cfg.dataset.name),
              "llm": None if llm is None else {"backend": str(cfg.llm.name), "model": llm.model_name,
                                               "context_window": llm.context_window,
                                               "meter": llm.meter.snapshot(),
                                               "truncated_calls": getattr(llm, "truncated_calls", None)}}
     results = finalize(out, records, metrics, cfg, "eval", with_cost=True, extra=extra, progress=progress,
-                       max_failed_fraction=float(cfg.get("max_failed_fraction", DEFAULT_MAX_FAILED_FRACTION)))
-    if dist is not None:
-        dist[2]()
+                       max_failed_fraction=float(cfg.get("max_failed_fraction", DEFAULT_MAX_FAILED_FRACTION)),
+                       placement=placement_of(system, llm, state))
+    if state is not None:
+        state.wait_for_everyone()
     health = results["health"]
     structured = report_line((results.get("cost") or {}).get("structured_output") or {})
     print(f"eval {name} on {cfg.dataset.name}: {summary_line(results, [m.name for m in metrics])}; "

@@ -200,22 +200,28 @@ def _installed() -> tuple[tuple[tuple[str, str | None], ...], tuple[tuple[str, s
             (("os", platform.system()), ("release", platform.release()), ("machine", platform.machine())))
 
 
-def provenance() -> dict[str, Any]:
-    """What produced a result: python, package versions (None = not installed), platform, device.
+def provenance(placement: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What produced a result: python, package versions (None = not installed), platform, device,
+    and (eval) ``placement``: the device and dtype the evaluated model actually ran in (as loaded,
+    ``auto`` resolved) and the number of processes.
 
     The git state is recorded beside it (:func:`git_info`).
     """
     packages, plat = _installed()
-    return {"python": platform.python_version(), "packages": dict(packages), "platform": dict(plat),
-            "device": device_info()}
+    out = {"python": platform.python_version(), "packages": dict(packages), "platform": dict(plat),
+           "device": device_info()}
+    if placement is not None:
+        out["placement"] = dict(placement)
+    return out
 
 
-def run_metadata(cfg: Any, command: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_metadata(cfg: Any, command: str, extra: dict[str, Any] | None = None,
+                 placement: dict[str, Any] | None = None) -> dict[str, Any]:
     plain = plain_config(cfg)
     seed = plain.get("seed") if isinstance(plain, dict) else None
     return {"command": command, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "argv": [redact_override(a) for a in sys.argv[1:]], "seed": seed, "git": git_info(),
-            "provenance": provenance(), "config": redact(plain), **(extra or {})}
+            "provenance": provenance(placement), "config": redact(plain), **(extra or {})}
 
 
 SUMMARY_PACKAGES = ("ctxbench", "torch", "transformers", "peft")
@@ -232,6 +238,11 @@ def provenance_line(results: dict[str, Any]) -> str:
     if dev.get("type"):
         parts.append(dev["type"] + (f" {dev['name']}" if dev.get("name") else "")
                      + (f" ×{dev['count']}" if (dev.get("count") or 1) > 1 else ""))
+    place = prov.get("placement") or {}
+    if place.get("device"):
+        procs = int(place.get("processes") or 1)
+        parts.append(f"model on {place['device']} {place.get('dtype')}"
+                     + (f" ({procs} processes)" if procs > 1 else ""))
     git = results.get("git") or {}
     commit = git.get("commit")
     parts.append(f"git {commit[:7]}{' (dirty)' if git.get('dirty') else ''}" if commit else "git none")

@@ -17,7 +17,10 @@ What a system does, and what it must leave to the evaluator:
 - ``output_counts()`` reports structured replies asked for, how many ended without a usable value
   (invalid or cut at the token limit: the evaluator fails a run whose share passes
   ``max_failed_fraction``), and their breakdown per phase (results.json ``cost.structured_output``);
-- ``close()`` releases files and connections.
+- ``close()`` releases files and connections;
+- ``placement()`` says where the system's own model runs (``{"device": "cuda:0", "dtype": "bfloat16"}``,
+  recorded in results.json), ``None`` for a system with no model of its own (memory systems: the
+  evaluator asks their LLM backend).
 
 Systems that show the history to a model as text render it with
 :func:`ctxbench.qa_prompts.render_history`, so every prompt-based system sees the same text for
@@ -66,6 +69,10 @@ class System(abc.ABC):
 
     def close(self) -> None:
         """Release files and connections."""
+
+    def placement(self) -> dict[str, str] | None:
+        """``{"device", "dtype"}`` of the system's own model; None when it has none."""
+        return None
 
 
 class ContractError(CtxbenchError, TypeError):

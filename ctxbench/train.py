@@ -278,10 +278,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     # -- build: model, method, data --------------------------------------------------------
     bundle = load_model(cfg.model)
-    if t.gradient_checkpointing:
-        bundle.model.gradient_checkpointing_enable()
     with sharded.gathered([bundle.model.get_input_embeddings().weight]):  # ZeRO-3 loads the base partitioned
         method = build("method", cfg.method, bundle=bundle)
+    if t.gradient_checkpointing:  # on the method: it knows what the recompute must see again (ICAE's adapter state)
+        method.gradient_checkpointing_enable()
     if init_from is not None:
         with sharded.gathered([p for p in method.parameters() if p.requires_grad], modify=True):
             used = ckpt_mod.load_trained(method, init_from)

@@ -3,8 +3,8 @@
 #
 #   scripts/reproduce_lococo.sh [cpu|paper]
 #     cpu   (default) SmolLM2-135M, B=64, M=128 on the shipped text sample, STEPS=20
-#     paper Llama-2-7B, B=512, M=512 on the Pile, the reference README's schedule: 1000 steps, batch 1 x
-#           grad-accum 128, lr 5e-5 linear (GPU); LAUNCH for several GPUs
+#     paper Llama-2-7B, 4K -> 32K with M=512 on the Pile, the reference's schedule as composed by
+#           conf/scale/lococo/paper.yaml (1000 steps, lr 5e-5 linear, bf16; GPU); LAUNCH for several GPUs
 #
 # Env: OUT (default outputs/reproduce/lococo_<scale>), STEPS, LAUNCH, EXTRA.
 set -euo pipefail
@@ -18,7 +18,7 @@ if [[ "$SCALE" == cpu ]]; then
   STEPS=${STEPS:-20}; KNOBS=()
 else
   STEPS=${STEPS:-1000}
-  KNOBS=(trainer.batch_size=1 trainer.grad_accum=128 trainer.lr=5e-5 trainer.scheduler=linear trainer.precision=bf16)
+  KNOBS=()  # the trainer settings are in conf/scale/lococo/paper.yaml
 fi
 # shellcheck disable=SC2086
 $LAUNCH train experiment=lococo_pile_lococo "scale/lococo=$SCALE" "trainer.max_steps=$STEPS" \

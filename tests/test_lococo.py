@@ -145,7 +145,7 @@ def test_lora_and_positional_interpolation_options():
     cos2, sin2 = m.runner()._cos_sin(x, 10, 4)  # linear interpolation: position p is read as p / 2
     cos1, sin1 = lococo(load_model(OmegaConf.create({"name": "tiny"}))).runner()._cos_sin(x, 5, 2)
     assert torch.allclose(cos2[:, ::2], cos1) and torch.allclose(sin2[:, ::2], sin1)
-    assert lococo(bundle, rope_scaling_factor="auto").rope_factor() == pytest.approx(16 * 4 / 4096)
+    assert lococo(bundle, rope_scaling_factor="auto").rope_factor() == 1.0  # 64 tokens fit the 4096 window: clamped
     groups = lococo(bundle, memory_lr_scale=1000).optimizer_param_groups(5e-5)  # (re-freezes the shared model)
     assert groups[0]["lr"] == pytest.approx(5e-2)
 
@@ -196,3 +196,15 @@ def test_conv_init_reference_normal_or_soft_default():
     top_ref = torch.softmax(ref.layers(x), -1).amax(-1).mean()
     top_soft = torch.softmax(soft.layers(x), -1).amax(-1).mean()
     assert top_ref > 0.5 > top_soft
+
+
+def test_lococo_auto_rope_factor_never_below_one():
+    def factor(window: int) -> float:
+        bundle = load_model(OmegaConf.create({"name": "tiny", "max_position_embeddings": window}))
+        cfg = OmegaConf.create({"name": "lococo", "segment_len": 16, "mem_size": 32, "n_segments": 4,
+                                "kernel_size": 5, "local_len": 0, "rope_scaling_factor": "auto"})
+        return build("method", cfg, bundle=bundle).rope_factor()
+
+    assert factor(32) == 2.0  # 64 training tokens over a 32-token window: interpolate by 2
+    assert factor(64) == 1.0
+    assert factor(4096) == 1.0  # a window over the training length is not stretched

@@ -1,5 +1,7 @@
 """``python -m ctxbench bench [suite=all|NAME] [<suite>.<knob>=...]`` → bench.json + bench.md.
 
+``suite=gpu`` (gpu.py: bf16 training steps on the 7B shapes) runs only when named, never under ``all``.
+
 Each suite is a module here registered with ``@register("bench", NAME)`` as ``run(cfg, ctx) ->
 dict`` (``rows``, ``columns`` for the markdown table, ``params``, ``notes``). The suites build their
 subjects from what is registered at run time; a method or system that is missing or cannot run is a
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 SUITES = ("train_step", "kv_memory", "memory_systems", "retrieval", "eval_throughput", "structured")
+EXTRA_SUITES = ("gpu",)  # run when named only (suite=gpu): 7B models need a GPU, `all` is sized for CPUs
 
 
 def run_dir(cfg: Any) -> Path:
@@ -33,8 +36,8 @@ def selected(cfg: Any) -> list[str]:
     if names == ["all"]:
         return list(SUITES)
     for n in names:
-        if n not in SUITES:
-            raise UnknownName(f"unknown bench suite {n!r}.{suggest(n, list(SUITES) + ['all'])}")
+        if n not in SUITES + EXTRA_SUITES:
+            raise UnknownName(f"unknown bench suite {n!r}.{suggest(n, list(SUITES + EXTRA_SUITES) + ['all'])}")
     return names
 
 

@@ -13,6 +13,10 @@ message (:mod:`.fit`); only if that cannot make room are its oldest tokens dropp
 counted in ``truncated_calls``: systems should fit their prompts, this is the last guard.
 The call cache key (``cache_id``) names the model, its path, its revision and its dtype, so a
 different checkpoint or precision never reuses another's replies.
+
+The model loads on ``llm.device`` in ``llm.dtype`` (null: the model config's ``device`` / ``dtype``;
+``auto``: accelerate's device for this process, bfloat16 there if it is a GPU, float32 on the CPU;
+:mod:`ctxbench.models.loading`), and every input tensor is made on the model's device.
 """
 from __future__ import annotations
 
@@ -59,6 +63,19 @@ def model_cache_id(bundle: Any) -> str:
     return f"{bundle.name}@{bundle.path} rev={revision} dtype={str(dtype).replace('torch.', '')}"
 
 
+def llm_model_config(cfg: Any) -> tuple[Any, Any]:
+    """(model config, device) of ``llm=hf``: ``llm.model``'s config with ``llm.dtype`` / ``llm.device``
+    over its own ``dtype`` / ``device`` where they are set, and the device resolved."""
+    from ..models.loading import resolve_device
+
+    mcfg = model_config(cfg.get("model") or "smollm2_135m")
+    for key in ("dtype", "device"):
+        if cfg.get(key):
+            mcfg[key] = cfg[key]
+    key = "llm.device" if cfg.get("device") else "model.device"
+    return mcfg, resolve_device(mcfg.get("device"), key=key)
+
+
 class HFChatLLM:
     def __init__(self, cfg: Any, bundle: Any = None):
         import torch
@@ -66,12 +83,10 @@ class HFChatLLM:
         if bundle is None:
             from ..models.loading import load_model
 
-            mcfg = model_config(cfg.get("model") or "smollm2_135m")
-            if cfg.get("dtype"):
-                mcfg.dtype = cfg.dtype
-            bundle = load_model(mcfg)
+            bundle = load_model(*llm_model_config(cfg))
         self.bundle = bundle
         self.model = bundle.model.eval()
+        self.device = next(self.model.parameters()).device
         self.tokenizer = bundle.tokenizer
         self.tokenizer.padding_side = "left"
         self.model_name = str(bundle.name)
@@ -96,6 +111,12 @@ class HFChatLLM:
     @property
     def context_window(self) -> int:
         return self._window
+
+    def placement(self) -> dict[str, str]:
+        """``{"device", "dtype"}`` the model runs in (results.json ``provenance.placement``)."""
+        from ..models.loading import placement
+
+        return placement(self.model)
 
     def preflight(self) -> None:
         """Nothing to check before loading: the model is local (and already loaded)."""
@@ -156,15 +177,15 @@ class HFChatLLM:
         torch = self._torch
         width = max(len(s) for s in seqs)
         pad = self.tokenizer.pad_token_id
-        ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], dtype=torch.long)
-        mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], dtype=torch.long)
+        device = self.device
+        ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], dtype=torch.long, device=device)
+        mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], dtype=torch.long, device=device)
         sample = temperature > 0
         gen = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=sample,
                                temperature=temperature if sample else None, top_p=None, top_k=None,
                                pad_token_id=pad, eos_token_id=self.eos_ids)
-        device = next(self.model.parameters()).device
         with self._lock, torch.no_grad():
-            out = self.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
+            out = self.model.generate(input_ids=ids, attention_mask=mask,
                                       generation_config=gen, logits_processor=[grammar] if grammar else None)
         results = []
         for row, s in zip(out[:, width:].tolist(), seqs):

@@ -12,7 +12,13 @@ adds (LoRA, memory embeddings, a compressor). It exposes:
   by the loop (see :mod:`ctxbench.checkpoint`); ``export_config()`` the JSON needed to rebuild;
 - as an evaluated system: ``ingest(history)`` and ``answer(question) -> Prediction``;
 - optionally ``optimizer_param_groups(lr, weight_decay)``: AdamW groups with their own learning
-  rates (LoCoCo's compressor/norm scales); otherwise one group of every trainable parameter.
+  rates (LoCoCo's compressor/norm scales); otherwise one group of every trainable parameter;
+- ``gradient_checkpointing_enable()``: activation checkpointing for training (``trainer.gradient_checkpointing``).
+
+Precision: whatever the base model's dtype, every trainable parameter is float32 (fp32 master
+weights, :func:`fp32_trainables`); the frozen base keeps its own dtype (bf16 for the 7B configs).
+The forward casts at the seams (an embedding spliced into ``inputs_embeds`` takes the base dtype)
+and the loop's autocast (``trainer.precision=bf16``) runs the matmuls in bf16.
 
 Helpers shared by methods (never another method's internals) live here.
 """
@@ -53,6 +59,13 @@ class TrainableMethod(torch.nn.Module, System):
         self.tokenizer = bundle.tokenizer
 
     # -- training ---------------------------------------------------------------------------
+    def gradient_checkpointing_enable(self) -> None:
+        """Checkpoint the base model's decoder layers (non-reentrant); methods with state that the
+        recompute must see again extend this."""
+        from ..models.loading import enable_activation_checkpointing
+
+        enable_activation_checkpointing(self.bundle.model)
+
     def loss(self, batch: dict[str, Any]) -> MethodOutput:
         return self(batch)
 
@@ -76,6 +89,24 @@ class TrainableMethod(torch.nn.Module, System):
     @property
     def device(self) -> torch.device:
         return next(self.bundle.model.parameters()).device
+
+    def placement(self) -> dict[str, str]:  # results.json: where the base model ran
+        from ..models.loading import placement
+
+        return placement(self.bundle.model)
+
+
+def fp32_trainables(module: torch.nn.Module) -> None:
+    """Every trainable floating parameter of ``module`` in float32 (in place: the Parameter objects,
+    and so ties and references to them, stay the same); frozen parameters keep their dtype."""
+    for p in module.parameters():
+        if p.requires_grad and p.is_floating_point() and p.dtype != torch.float32:
+            p.data = p.data.float()
+
+
+def base_dtype(model: torch.nn.Module) -> torch.dtype:
+    """The dtype the frozen base computes in (its input embeddings')."""
+    return model.get_input_embeddings().weight.dtype
 
 
 def pad_batch(seqs: list[list[int]], pad_id: int, labels: list[list[int]] | None = None,

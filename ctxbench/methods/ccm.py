@@ -12,7 +12,7 @@ COMP tokens' key/values are kept:
 Training runs all steps in one forward (:mod:`.ccm_mask`: 4-D mask, "skip" position ids, merged
 memory columns) that is exactly the recurrent computation; the loss is on the continuation text
 of every step after the first (read from the compressed memory of the steps before) and on the
-answer of a QA target. Answering decodes from memory + question only (adapters off: the base
+answer of a QA target (COMP embeddings and LoRA train in float32 under any base dtype). Answering decodes from memory + question only (adapters off: the base
 model reads the compressed KV).
 
 Usage per answer: ``memory_items`` = ``context_tokens`` = memory slots (KV positions per layer),
@@ -36,7 +36,7 @@ from torch import nn
 from ..errors import ConfigError
 from ..registry import register
 from ..types import History, Prediction, Question, Sample, Session, Usage
-from .base import MethodOutput, TrainableMethod
+from .base import MethodOutput, TrainableMethod, base_dtype, fp32_trainables
 from .ccm_lora import CompGate, install_gated_lora, lora_config
 from .ccm_mask import (Layout, ParallelState, build_layout, causal_with_past, collate_layouts, parallel_mask,
                        use_ccm_attention)
@@ -103,7 +103,8 @@ class CCM(TrainableMethod):
         # COMP embeddings start near the vocabulary mean, each a little different.
         init = emb.detach().float().mean(0, keepdim=True) + emb.detach().float().std() * 0.1 * torch.randn(
             self.n_tok, emb.shape[1], generator=gen)
-        self.comp_embeddings = nn.Parameter(init.to(emb.dtype).to(emb.device))
+        self.comp_embeddings = nn.Parameter(init.to(emb.device))  # fp32 master weights, any base dtype
+        fp32_trainables(self)  # the gated LoRA is made in fp32 already; this is the guarantee
         self.attn_implementation = use_ccm_attention(self.model, self.pstate)
         self.memory = Memory()
         self._speakers: list[str] = []
@@ -127,7 +128,7 @@ class CCM(TrainableMethod):
         return int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0)
 
     def _dtype(self) -> torch.dtype:
-        return self.model.get_input_embeddings().weight.dtype
+        return base_dtype(self.model)
 
     # ---- parallel training -----------------------------------------------------------------------
     def parallel_hidden(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:

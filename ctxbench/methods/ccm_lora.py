@@ -5,6 +5,10 @@ method for the current forward. Where the gate is off the output is the base lay
 bit for bit (``torch.where``, not ``base + 0 * delta``), so every non-COMP token computes exactly
 what the frozen base model computes — the property CCM relies on (paper §3.2, reference
 ``LinearMask`` in ``src/arch/ccm_llama.py`` + ``src/peft_custom/lora.py``).
+
+The adapter's A and B are float32 whatever the base dtype (fp32 master weights, as peft's LoRA):
+the delta is computed from the input cast to float32 (under autocast the matmuls still run in
+bf16) and the gated sum is cast back to the base layer's output dtype.
 """
 from __future__ import annotations
 
@@ -38,9 +42,9 @@ class GatedLoRALinear(nn.Module):
         self.gate = gate
         self.r = int(r)
         self.scaling = float(alpha) / float(r)
-        w = base.weight
-        self.lora_A = nn.Parameter(torch.empty(r, base.in_features, dtype=w.dtype, device=w.device))
-        self.lora_B = nn.Parameter(torch.zeros(base.out_features, r, dtype=w.dtype, device=w.device))
+        dev = base.weight.device
+        self.lora_A = nn.Parameter(torch.empty(r, base.in_features, dtype=torch.float32, device=dev))
+        self.lora_B = nn.Parameter(torch.zeros(base.out_features, r, dtype=torch.float32, device=dev))
         nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))  # as peft: B = 0, so the adapter starts as identity
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
 
@@ -55,8 +59,8 @@ class GatedLoRALinear(nn.Module):
             return out
         if mask.shape != x.shape[:-1]:
             raise RuntimeError(f"COMP gate shape {tuple(mask.shape)} does not match tokens {tuple(x.shape[:-1])}")
-        delta = (self.dropout(x) @ self.lora_A.t().to(x.dtype)) @ self.lora_B.t().to(x.dtype)
-        return torch.where(mask.unsqueeze(-1), out + delta * self.scaling, out)
+        delta = (self.dropout(x.to(self.lora_A.dtype)) @ self.lora_A.t()) @ self.lora_B.t()
+        return torch.where(mask.unsqueeze(-1), (out + delta * self.scaling).to(out.dtype), out)
 
 
 def install_gated_lora(model: nn.Module, gate: CompGate, targets: Iterable[str], r: int, alpha: float,

@@ -8,7 +8,8 @@ ICAE (Ge et al., arXiv 2307.06945; reference code getao/icae, icae_v2). One mode
 - decoder = the same LLM with the adapter disabled (``with model.disable_adapter()``), reading
   the slots as input embeddings plus learned [AE] / [LM] / [FT] embeddings.
 
-Trained: LoRA + the (mem_size + 3) × hidden embedding table; the base weights stay frozen.
+Trained: LoRA + the (mem_size + 3) × hidden embedding table, both float32 under any base dtype; the
+base weights stay frozen (in their own dtype).
 Pretraining loss λ·L_AE + (1−λ)·L_LM (``lambda_ae``), or the reference's per-example sampling
 (``objective_sampling``, ``lm_ratio``). Fine-tuning: [slots][FT] prompt → answer.
 As a system, ``ingest`` compresses the history and ``answer`` decodes greedily from the slots only.
@@ -27,7 +28,7 @@ from ..registry import register
 from ..types import History, Prediction, Question, Sample, Usage
 from . import icae_data as D
 from . import lora
-from .base import MethodOutput, TrainableMethod
+from .base import MethodOutput, TrainableMethod, base_dtype, fp32_trainables
 
 def qa_text(question: Question) -> str:
     """The evaluator's QA instruction without context (the context is in the slots): LoCoMo's
@@ -68,12 +69,13 @@ class ICAE(TrainableMethod):
         # mem_size memory tokens + [AE], [LM], [FT]; initialised at the scale of the token embeddings
         g = torch.Generator().manual_seed(int(cfg.get("seed", 0)))
         init = torch.randn(self.mem_size + 3, emb.shape[1], generator=g) * emb.detach().float().std()
-        self.memory_embed = torch.nn.Parameter(init.to(emb.dtype).to(emb.device))
+        self.memory_embed = torch.nn.Parameter(init.to(emb.device))  # fp32 master weights, any base dtype
         self.slot_norm = str(cfg.get("slot_norm", "embed"))
         if self.slot_norm not in ("none", "embed"):
             raise ConfigError(f"method.slot_norm={self.slot_norm!r}: use none or embed")
         self._embed_norm = float(emb.detach().float().norm(dim=-1).mean())  # a constant, not trained
         self._rng = random.Random(int(cfg.get("seed", 0)))
+        fp32_trainables(self)  # peft keeps LoRA in fp32 already; this is the guarantee
         self._slots: torch.Tensor | None = None
         self._ingest: dict[str, Any] = {}
 
@@ -113,7 +115,11 @@ class ICAE(TrainableMethod):
         return embeds
 
     def decode_hidden(self, embeds: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        with self.model.disable_adapter():  # the decoder is the frozen base LLM
+        """Decoder hidden states: the frozen base LLM (adapter disabled). Under gradient
+        checkpointing the layers recompute during backward, after this context has exited:
+        :func:`lora.checkpoint_with_adapter_state` (set up by ``forward``) recomputes them
+        with the adapter state they ran with, here disabled."""
+        with self.model.disable_adapter():
             return self.inner(inputs_embeds=embeds, attention_mask=mask, use_cache=False).last_hidden_state
 
     # -- training -------------------------------------------------------------------------------
@@ -136,7 +142,13 @@ class ICAE(TrainableMethod):
                          objective_sampling=bool(self.cfg.get("objective_sampling", False)),
                          lm_ratio=float(self.cfg.get("lm_ratio", 0.5)), rng=self._rng)
 
+    def gradient_checkpointing_enable(self) -> None:
+        super().gradient_checkpointing_enable()
+        lora.checkpoint_with_adapter_state(self.model)
+
     def forward(self, batch: dict[str, torch.Tensor]) -> MethodOutput:
+        if self.training and torch.is_grad_enabled():  # checkpointing enabled on the model directly, too
+            lora.checkpoint_with_adapter_state(self.model)
         slots = self.encode_segments(batch["enc_ids"], batch["enc_len"])
         owner = batch["enc_owner"]
         rows = torch.cat([slots[owner == o].reshape(-1, slots.shape[-1]) for o in batch["dec_owner"].tolist()])
@@ -168,7 +180,7 @@ class ICAE(TrainableMethod):
         if max_segments:
             segs = segs[-int(max_segments):]
         if not segs:
-            return torch.zeros(0, self.memory_embed.shape[1], device=self.device), 0
+            return torch.zeros(0, self.memory_embed.shape[1], device=self.device, dtype=base_dtype(self.base)), 0
         bs = int(self.cfg.get("encode_batch_size", 8))
         out = []
         for i in range(0, len(segs), bs):
@@ -243,7 +255,8 @@ class ICAE(TrainableMethod):
         conf = self.base.config
         heads = getattr(conf, "num_key_value_heads", None) or conf.num_attention_heads
         head_dim = getattr(conf, "head_dim", None) or conf.hidden_size // conf.num_attention_heads
-        return int(n_positions * conf.num_hidden_layers * 2 * heads * head_dim * self.memory_embed.element_size())
+        itemsize = torch.empty((), dtype=base_dtype(self.base)).element_size()  # the decoder's dtype, not fp32 slots
+        return int(n_positions * conf.num_hidden_layers * 2 * heads * head_dim * itemsize)
 
     def answer(self, question: Question) -> Prediction:
         if self._slots is None:

@@ -160,46 +160,39 @@ class SegmentRunner:
         return self.parts.rotary(x, pos)
 
     def forward(self, state: KVState, input_ids: torch.Tensor, evict: bool = True) -> torch.Tensor:
-        """Process one segment [b, T]; update ``state`` in place; return logits [b, T, vocab]."""
+        """Process one segment [b, T]; update ``state`` in place; return logits [b, T, vocab].
+
+        With gradient checkpointing on the model (transformers' per-layer flag, in training with
+        grad enabled) each layer's attention + MLP runs under non-reentrant checkpointing: only its
+        inputs are kept and it is recomputed in backward; the eviction (a learned compressor) runs
+        outside the checkpoint, so its graph is kept as without checkpointing.
+        """
         p = self.parts
         b, T = input_ids.shape
         x = p.embed(input_ids)
         L = state.slots
         q_start = state.n_seen if self.positions == "absolute" else L
-        cos_q, sin_q = self._cos_sin(x, q_start, T)
-        if self.positions == "cache":
-            cos_all, sin_all = self._cos_sin(x, 0, L + T)
+        like = x.to(p.layers[0].self_attn.q_proj.weight.dtype)  # RoPE in the layers' dtype (x may be fp32)
+        cos_q, sin_q = self._cos_sin(like, q_start, T)
+        rot_all = self._cos_sin(like, 0, L + T) if self.positions == "cache" else None
         allowed = torch.ones(T, L + T, dtype=torch.bool, device=x.device)
         allowed[:, L:] = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
         bias = torch.zeros(T, L + T, dtype=torch.float32, device=x.device).masked_fill(~allowed, float("-inf"))
         new_pos = torch.arange(state.n_seen, state.n_seen + T, device=x.device).view(1, 1, T).expand(b, p.n_kv, T)
-        groups = p.n_heads // p.n_kv
         new_layers: list[LayerKV] = []
         for i, layer in enumerate(p.layers):
-            attn = layer.self_attn
-            h = layer.input_layernorm(x)
-            q = attn.q_proj(h).view(b, T, p.n_heads, p.head_dim).transpose(1, 2)
-            k = attn.k_proj(h).view(b, T, p.n_kv, p.head_dim).transpose(1, 2)
-            v = attn.v_proj(h).view(b, T, p.n_kv, p.head_dim).transpose(1, 2)
-            if hasattr(attn, "q_norm"):  # Qwen3-style per-head norms
-                q, k = attn.q_norm(q), attn.k_norm(k)
-            q = rope(q, cos_q, sin_q)
             old = state.layers[i] if i < len(state.layers) else None
-            k_store = rope(k, cos_q, sin_q) if self.positions == "absolute" else k
-            if old is not None:
-                k_all = torch.cat([old.k, k_store], dim=2)
-                v_all = torch.cat([old.v, v], dim=2)
+            old_k, old_v = (old.k, old.v) if old is not None else (None, None)
+
+            def run(x, old_k, old_v, layer=layer):
+                return self._layer(layer, x, old_k, old_v, (cos_q, sin_q), rot_all, bias)
+
+            if getattr(layer, "gradient_checkpointing", False) is True and layer.training and torch.is_grad_enabled():
+                from torch.utils.checkpoint import checkpoint
+
+                x, k_all, v_all, seg_score = checkpoint(run, x, old_k, old_v, use_reentrant=False)
             else:
-                k_all, v_all = k_store, v
-            k_att = k_all if self.positions == "absolute" else rope(k_all, cos_all, sin_all)
-            k_rep = k_att.repeat_interleave(groups, dim=1) if groups > 1 else k_att
-            v_rep = v_all.repeat_interleave(groups, dim=1) if groups > 1 else v_all
-            scores = torch.matmul(q, k_rep.transpose(2, 3)) * attn.scaling + bias
-            probs = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-            out = torch.matmul(probs, v_rep).transpose(1, 2).reshape(b, T, -1)
-            x = x + attn.o_proj(out)
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
-            seg_score = probs.detach().sum(dim=2).view(b, p.n_kv, groups, L + T).sum(2)  # [b, kv, L+T]
+                x, k_all, v_all, seg_score = run(x, old_k, old_v)
             if old is not None:
                 kv = LayerKV(k_all, v_all, torch.cat([old.pos, new_pos], dim=2),
                              F.pad(old.score, (0, T)) + seg_score)
@@ -214,7 +207,41 @@ class SegmentRunner:
         state.peak_slots = max(state.peak_slots, L + T)
         state.layers = new_layers
         state.n_seen += T
-        return p.lm_head(p.norm(x))
+        return p.lm_head(p.norm(x).to(p.lm_head.weight.dtype))
+
+    def _layer(self, layer: Any, x: torch.Tensor, old_k: torch.Tensor | None, old_v: torch.Tensor | None,
+               rot_q: tuple[torch.Tensor, torch.Tensor], rot_all: tuple[torch.Tensor, torch.Tensor] | None,
+               bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One decoder layer over cache + segment: (new x, keys and values of cache + segment, the
+        attention each of them received from the segment [b, kv, L+T])."""
+        p = self.parts
+        b, T = x.shape[:2]
+        attn = layer.self_attn
+        wdt = attn.q_proj.weight.dtype  # trained norms/embeddings may be fp32 over a bf16 base
+        groups = p.n_heads // p.n_kv
+        h = layer.input_layernorm(x).to(wdt)
+        q = attn.q_proj(h).view(b, T, p.n_heads, p.head_dim).transpose(1, 2)
+        k = attn.k_proj(h).view(b, T, p.n_kv, p.head_dim).transpose(1, 2)
+        v = attn.v_proj(h).view(b, T, p.n_kv, p.head_dim).transpose(1, 2)
+        if hasattr(attn, "q_norm"):  # Qwen3-style per-head norms
+            q, k = attn.q_norm(q), attn.k_norm(k)
+        q = rope(q, *rot_q)
+        k_store = rope(k, *rot_q) if self.positions == "absolute" else k
+        if old_k is not None:
+            k_all = torch.cat([old_k, k_store.to(old_k.dtype)], dim=2)
+            v_all = torch.cat([old_v, v.to(old_v.dtype)], dim=2)
+        else:
+            k_all, v_all = k_store, v
+        k_att = k_all if rot_all is None else rope(k_all, *rot_all)
+        k_rep = k_att.repeat_interleave(groups, dim=1) if groups > 1 else k_att
+        v_rep = v_all.repeat_interleave(groups, dim=1) if groups > 1 else v_all
+        scores = torch.matmul(q, k_rep.transpose(2, 3)) * attn.scaling + bias
+        probs = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(probs, v_rep).transpose(1, 2).reshape(b, T, -1)
+        x = x + attn.o_proj(out)
+        x = x + layer.mlp(layer.post_attention_layernorm(x).to(wdt))
+        seg_score = probs.detach().sum(dim=2).view(b, p.n_kv, groups, -1).sum(2)  # [b, kv, L+T]
+        return x, k_all, v_all, seg_score
 
     def stream(self, state: KVState, ids: torch.Tensor, segment_len: int, progress: bool = False,
                on_logits: Any = None) -> KVState:

@@ -1,7 +1,8 @@
 """``method=lm``: plain causal-LM fine-tuning with LoRA — the full-context baseline.
 
 Training: windows of ``seq_len`` tokens from text documents (or rendered conversations), next-token
-loss. As a system it answers with the whole history in the prompt (truncated from the oldest
+loss. The trained weights (LoRA, or all of them with ``lora.enabled: false``) are float32 under any
+base dtype; the loop's autocast runs the compute in bf16. As a system it answers with the whole history in the prompt (truncated from the oldest
 tokens to fit the model's window), so a trained ``lm`` is compared on the same questions.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import torch
 from ..registry import register
 from ..types import History, Prediction, Question, Sample, Usage
 from . import lora
-from .base import MethodOutput, TrainableMethod, chunk_tokens, pad_batch
+from .base import MethodOutput, TrainableMethod, chunk_tokens, fp32_trainables, pad_batch
 
 
 def add_lora(model: Any, lora_cfg: Any) -> Any:
@@ -34,6 +35,7 @@ class CausalLM(TrainableMethod):
         if not (cfg.get("lora") and cfg.lora.get("enabled", True)):
             for p in self.model.parameters():  # full fine-tuning
                 p.requires_grad_(True)
+        fp32_trainables(self)  # LoRA (peft keeps it fp32), or every weight for full fine-tuning: fp32 master weights
         self._history: str = ""
         self._speakers: list[str] = []
 

