@@ -181,3 +181,4 @@ def test_two_process_eval_matches_one(tmp_path):
     assert not list(two.glob("predictions.rank*.jsonl"))
     ra, rb = (json.loads((d / "results.json").read_text()) for d in (one, two))
     assert ra["overall"]["f1"] == rb["overall"]["f1"]
+    assert ra["provenance"]["placement"]["processes"] == 1 and rb["provenance"]["placement"]["processes"] == 2
