@@ -48,6 +48,7 @@ def launcher_of(sweep: Path) -> dict:
     return yaml.safe_load((sweep / "multirun.yaml").read_text())["hydra"]["launcher"]
 
 
+@pytest.mark.distributed  # multi-process sweeps: run by `make test-distributed` (CI)
 def test_submitit_local_runs_each_point_as_its_own_job(tmp_path):
     sweep = tmp_path / "sw"
     p = run_cli(*POINT, "hydra/launcher=submitit_local", f"hydra.sweep.dir={sweep}", timeout=300,
@@ -59,6 +60,7 @@ def test_submitit_local_runs_each_point_as_its_own_job(tmp_path):
     assert len(jobs) == 2 and all(list(d.glob("*_result.pkl")) for d in jobs)  # two submitit jobs, each done
 
 
+@pytest.mark.distributed  # multi-process sweeps: run by `make test-distributed` (CI)
 def test_parallel_launcher_runs_points_in_worker_processes(tmp_path):
     sweep = tmp_path / "sw"
     p = run_cli(*POINT, "hydra/launcher=parallel", f"hydra.sweep.dir={sweep}", timeout=300,
@@ -111,6 +113,7 @@ def fake_slurm(tmp_path) -> dict[str, str]:
     return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
 
 
+@pytest.mark.distributed  # multi-process sweeps: run by `make test-distributed` (CI)
 def test_slurm_launcher_submits_a_job_array_whose_tasks_train(tmp_path, fake_slurm):
     sweep = tmp_path / "sw"
     p = run_cli(*POINT, "hydra/launcher=slurm", f"hydra.sweep.dir={sweep}", timeout=300, env=fake_slurm)
