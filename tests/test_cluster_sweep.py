@@ -48,13 +48,19 @@ def launcher_of(sweep: Path) -> dict:
     return yaml.safe_load((sweep / "multirun.yaml").read_text())["hydra"]["launcher"]
 
 
-@pytest.mark.distributed  # multi-process sweeps: run by `make test-distributed` (CI)
-def test_submitit_local_runs_each_point_as_its_own_job(tmp_path):
+def run_sweep(tmp_path: Path, launcher: str):
+    """A real 2-point sweep through ``hydra/launcher=<launcher>``: (sweep dir, the finished run)."""
     sweep = tmp_path / "sw"
-    p = run_cli(*POINT, "hydra/launcher=submitit_local", f"hydra.sweep.dir={sweep}", timeout=300,
+    p = run_cli(*POINT, f"hydra/launcher={launcher}", f"hydra.sweep.dir={sweep}", timeout=300,
                 env={"OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stderr[-3000:]
     finished_points(sweep)
+    return sweep, p
+
+
+@pytest.mark.distributed  # multi-process sweeps: run by `make test-distributed` (CI)
+def test_submitit_local_runs_each_point_as_its_own_job(tmp_path):
+    sweep, _ = run_sweep(tmp_path, "submitit_local")
     assert launcher_of(sweep)["_target_"].endswith("submitit_launcher.LocalLauncher")
     jobs = [d for d in (sweep / ".submitit").iterdir() if d.name != "%j"]
     assert len(jobs) == 2 and all(list(d.glob("*_result.pkl")) for d in jobs)  # two submitit jobs, each done
@@ -62,11 +68,7 @@ def test_submitit_local_runs_each_point_as_its_own_job(tmp_path):
 
 @pytest.mark.distributed  # multi-process sweeps: run by `make test-distributed` (CI)
 def test_parallel_launcher_runs_points_in_worker_processes(tmp_path):
-    sweep = tmp_path / "sw"
-    p = run_cli(*POINT, "hydra/launcher=parallel", f"hydra.sweep.dir={sweep}", timeout=300,
-                env={"OMP_NUM_THREADS": "1"})
-    assert p.returncode == 0, p.stderr[-3000:]
-    finished_points(sweep)
+    sweep, p = run_sweep(tmp_path, "parallel")
     launcher = launcher_of(sweep)
     assert launcher["_target_"].endswith("joblib_launcher.JoblibLauncher") and launcher["n_jobs"] == 2
     assert "Joblib.Parallel(n_jobs=2" in p.stdout + p.stderr
