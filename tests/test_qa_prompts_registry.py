@@ -312,3 +312,70 @@ def test_resume_with_another_qa_prompt_is_refused(tmp_path):
     check_config(tmp_path, eval_cfg("memory=no_context"))  # same config: accepted
     with pytest.raises(RunFolderError, match=r"different config: qa_prompt locomo → brief"):
         check_config(tmp_path, eval_cfg("memory=no_context", "qa_prompt=brief"))
+
+
+# ---- scripts/compare_qa_prompts.py ---------------------------------------------------------------
+
+def load_compare():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("compare_qa_prompts", ROOT / "scripts" / "compare_qa_prompts.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_compare_script_refuses_to_choose_on_held_out_conversations(tmp_path, capsys):
+    cmp = load_compare()
+    assert set(cmp.SPLITS["dev"]) == {"conv-26", "conv-30"}
+    assert not set(cmp.SPLITS["dev"]) & set(cmp.SPLITS["heldout"]) and len(cmp.SPLITS["heldout"]) == 8
+    assert cmp.main(["--split", "heldout", "--choose", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "compare_qa_prompts: error: --choose reads the dev split only (conv-26, conv-30); --split heldout "
+        "is for reporting the chosen prompt, never for choosing it")
+    assert not list(tmp_path.iterdir())  # nothing ran
+
+
+def test_compare_script_end_to_end_with_a_scripted_llm(tmp_path, monkeypatch):
+    """rag, full_context, no_context × locomo, brief on the dev split (1 session, 2 questions each)."""
+    data = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json"
+    if not data.exists():
+        pytest.skip(f"no {data}")
+    seen: list[dict] = []
+
+    def reply(messages, **kw):
+        seen.append({"messages": messages, **kw})
+        return "Caroline\nand more text" if messages[0]["role"] == "system" else "Caroline"
+    llm = ScriptedLLM(reply)
+    real_build = registry.build
+
+    def build(kind, c, **deps):
+        if kind == "llm":
+            return llm
+        if kind == "embedder":
+            return BowEmbedder()
+        return real_build(kind, c, **deps)
+    monkeypatch.setattr(registry, "build", build)
+    monkeypatch.setattr("ctxbench.evaluate.preflight", lambda llm: None)
+    cmp = load_compare()
+    out = tmp_path / "cmp"
+    assert cmp.main(["--prompts", "locomo,brief", "--sessions", "1", "--limit", "2", "--choose", "--out", str(out),
+                     "--", f"dataset.path={data}", "metrics=[f1]"]) == 0
+    report = json.loads((out / "qa_prompts_dev.json").read_text())
+    assert report["conversations"] == ["conv-26", "conv-30"] and report["sessions"] == 1
+    cells = {(r["system"], r["prompt"]): r for r in report["rows"]}
+    assert set(cells) == {(s, p) for s in ("rag", "full_context", "no_context") for p in ("locomo", "brief")}
+    for (system, prompt), r in cells.items():
+        res = json.loads((Path(r["run"]) / "results.json").read_text())
+        assert res["qa_prompt"]["name"] == prompt and res["config"]["qa_prompt"] == prompt
+        assert set(res["config"]["dataset"]["conversations"]) == {"conv-26", "conv-30"}
+        assert r["overall"]["n"] == 4 and "f1_stderr" in r["overall"]
+        preds = [json.loads(x) for x in (Path(r["run"]) / "predictions.jsonl").read_text().splitlines()]
+        assert all(p["prediction"] == "Caroline" for p in preds)  # brief: its first line
+        if prompt == "brief":
+            assert all(p["raw_prediction"] == "Caroline\nand more text" for p in preds)
+    answers = [s for s in seen if s["phase"] == "answer"]
+    assert {s["max_new_tokens"] for s in answers} == {32, 48}
+    assert report["choice"]["chosen"] in ("locomo", "brief")
+    md = (out / "qa_prompts_dev.md").read_text()
+    assert "| brief (brief-v1) | rag |" in md and "±" in md
