@@ -305,6 +305,8 @@ def test_results_json_records_the_prompt_and_cap(tmp_path):
     assert (rec["name"], rec["version"], rec["source"]) == ("brief", "brief-v1", brief.PROMPT.source)
     assert rec["answer_max_tokens"] == 48 and rec["answer_cap_from"] == "qa_prompt"
     assert rec["postprocess"] == {"first_line": True, "max_chars": 200, "json_field": None}
+    assert f"Answer prompt: brief (brief-v1; {brief.PROMPT.source}), at most 48 new tokens." in \
+        (tmp_path / "results.md").read_text()
 
 
 def test_resume_with_another_qa_prompt_is_refused(tmp_path):
