@@ -8,8 +8,8 @@ What a system does, and what it must leave to the evaluator:
 
 - ``ingest(history)`` builds the state (memory slots, compressed KV, a memory store) for one history;
 - ``answer(question) -> Prediction`` returns the model's *raw* text (no option mapping, no
-  cleaning: the evaluator post-processes every answer exactly once, with
-  :func:`ctxbench.qa_prompts.postprocess`) and the :class:`Usage` of that answer;
+  cleaning: the evaluator post-processes every answer exactly once, with the system's answer
+  prompt's :meth:`ctxbench.qa.AnswerPrompt.postprocess`) and the :class:`Usage` of that answer;
 - ``reset()`` drops per-history state before the next history (default: nothing to drop);
 - ``construction_usage()`` reports what ingesting the current history cost when the system counts
   it itself (a resumable store keeps the cost of calls made by an earlier process); ``None`` lets
