@@ -213,6 +213,7 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "memory_systems.llm": ("scripted", "hf"),
     "action": ("stats", "download", "list"),
     "format": ("md", "json"),
+    "qa_prompt": ("locomo", "mem0", "mem0g", "amem", "brief"),      # ctxbench.qa.PROMPTS
 }
 
 # string keys whose YAML comment lists some values (``# a | b``) but which take others too

@@ -43,6 +43,7 @@ NULL_DEFAULTS: dict[str, str] = {
     "llm.cache_path": "str", "llm.dtype": "str", "llm.device": "str", "llm.tokenizer": "str",
     "memory.graph.database": "str", "memory.graph.path": "str",
     "memory.max_sessions": "int", "memory.max_turns": "int",
+    "memory.max_new_tokens": "int", "memory.answer_max_tokens": "int",  # null = the qa_prompt's cap
     "memory_systems.max_sessions": "int", "memory_systems.questions": "int",
     "method.max_context": "int", "method.max_examples": "int", "method.n_recent": "int",
     "retrieval.faiss_threads": "int", "retrieval.ivf_nlist": "int",
@@ -54,6 +55,7 @@ EXTRA_TYPES: dict[str, str] = {
 }
 # keys with a non-null default where null still means something (documented in the YAML comment)
 NULLABLE: set[str] = {
+    "method.max_new_tokens",         # null = the qa_prompt's answer cap (ctxbench.qa)
     "method.max_segments",           # null = keep every segment's slots (bench kv_memory uses it)
     "method.max_session_tokens",     # null = no cap
     "method.conv_init_std",          # null = PyTorch's fan-in default

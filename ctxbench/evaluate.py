@@ -37,7 +37,6 @@ from .metrics.base import Metric, answer_text, build_metrics
 from .metrics.cost import aggregate_cost
 from .metrics.health import DEFAULT_MAX_FAILED_FRACTION, health_line, run_health
 from .metrics.structured import report_line
-from .qa_prompts import postprocess
 from .results import run_dir as results_run_dir
 from .results import (JsonlAppender, atomic_write_text, read_jsonl_tolerant, results_markdown, run_metadata,
                       write_json, write_jsonl)
@@ -255,6 +254,7 @@ def run_system(system: System, samples: list[Sample], out_dir: str | Path, *, ll
     out_dir = Path(out_dir)
     pred_path = out_dir / (PREDICTIONS if shard is None else f"predictions.rank{shard}.jsonl")
     done = _answered(out_dir)
+    qa = system.answer_prompt  # its post-processing is applied here, once per answer
 
     work = plan(samples, limit)
     order = [q.id for _, qs in work for q in qs]
@@ -283,7 +283,7 @@ def run_system(system: System, samples: list[Sample], out_dir: str | Path, *, ll
                 if construction is None:
                     construction = account_construction(system, usage, meter_con, ingest_s)
                 rec = question_record(q, sample.history.id)
-                rec.update(prediction=postprocess(q, pred.text), raw_prediction=pred.text,
+                rec.update(prediction=qa.postprocess(q, pred.text), raw_prediction=pred.text,
                            usage=usage.to_dict(), answer_seconds=round(answer_s, 4), construction=construction,
                            outputs=system.output_counts())
                 meta = {k: scrub_text(v) if isinstance(v, str) else v for k, v in (pred.meta or {}).items()
@@ -356,7 +356,29 @@ def _seed_everything(seed: int) -> None:
 
 
 def build_system(cfg: Any, out_dir: Path) -> tuple[System, Any, str]:
-    """(system, llm or None, display name) from ``method=`` or ``memory=``.
+    """(system, llm or None, display name) from ``method=`` or ``memory=``, answering with ``qa_prompt=``.
+
+    The answer prompt (:func:`ctxbench.qa.get_prompt`) is looked up first (a bad name fails before
+    anything loads) and handed to the system with :meth:`System.use_prompt`.
+    """
+    from .qa import get_prompt
+
+    prompt = get_prompt(cfg.get("qa_prompt"))
+    system, llm, name = _build_system(cfg, out_dir)
+    system.use_prompt(prompt)
+    return system, llm, name
+
+
+def qa_prompt_record(system: System) -> dict[str, Any]:
+    """results.json ``qa_prompt``: the prompt's name, version, source and rules, and the answer cap used."""
+    cfg = getattr(system, "cfg", None)
+    explicit = cfg.get(system.answer_cap_key) if cfg is not None and hasattr(cfg, "get") else None
+    return {**system.answer_prompt.record(), "answer_max_tokens": system.answer_max_tokens(),
+            "answer_cap_from": system.answer_cap_key if explicit is not None else "qa_prompt"}
+
+
+def _build_system(cfg: Any, out_dir: Path) -> tuple[System, Any, str]:
+    """The system of ``method=`` or ``memory=``.
 
     The cheap checks run first: an OpenAI-compatible server is asked whether it is there, knows
     the key and the model (``preflight``) before the embedder loads.
@@ -482,7 +504,7 @@ def main(cfg: Any) -> dict[str, Any]:
             state.wait_for_everyone()
             return {}
         records = gathered
-    extra = {"system": name, "dataset": str(cfg.dataset.name),
+    extra = {"system": name, "dataset": str(cfg.dataset.name), "qa_prompt": qa_prompt_record(system),
              "llm": None if llm is None else {"backend": str(cfg.llm.name), "model": llm.model_name,
                                               "context_window": llm.context_window,
                                               "meter": llm.meter.snapshot(),
@@ -510,5 +532,6 @@ def evaluate_samples(system: Any, samples: list[Sample], out_dir: str | Path, *,
     out.mkdir(parents=True, exist_ok=True)
     records = run_system(system, samples, out, llm=llm, limit=limit, progress=progress)
     ms = build_metrics(metrics or DEFAULT_METRICS, llm=llm)
+    extra = extra or {"system": type(system).__name__}
     return finalize(out, records, ms, cfg if cfg is not None else {}, "eval", with_cost=True,
-                    extra=extra or {"system": type(system).__name__}, progress=progress)
+                    extra={"qa_prompt": qa_prompt_record(system), **extra}, progress=progress)

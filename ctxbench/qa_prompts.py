@@ -1,4 +1,8 @@
-"""The question-answering prompts every system uses, as the LoCoMo reference code writes them.
+"""LoCoMo's question-answering prompt, as the LoCoMo reference code writes them (``qa_prompt=locomo``).
+
+The answer prompt a run uses is chosen with ``qa_prompt=`` from the registry in :mod:`ctxbench.qa`
+(``locomo`` is this module's rendering, byte for byte; the question forms and option mapping below
+are shared by the other prompts).
 
 From snap-research/locomo ``task_eval/evaluate_gpts.py`` (single-question mode, no system
 prompt — one user message):

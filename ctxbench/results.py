@@ -286,6 +286,10 @@ def results_markdown(results: dict[str, Any], metric_names: list[str], title: st
     ov = results["overall"]
     lines.append("| " + " | ".join(["**overall**", "", _fmt(ov["n"]), *(_fmt_se(ov, m) for m in metric_names)])
                  + " |")
+    qa = results.get("qa_prompt") or {}
+    if qa.get("name"):
+        lines += ["", f"Answer prompt: {qa['name']} ({qa.get('version')}; {qa.get('source')}), "
+                      f"at most {qa.get('answer_max_tokens')} new tokens."]
     how = results.get("stderr") or {}
     if how.get("method") == "bootstrap":
         lines += ["", f"± = bootstrap standard error over the category's questions ({how.get('resamples')} "

@@ -8,8 +8,8 @@ What a system does, and what it must leave to the evaluator:
 
 - ``ingest(history)`` builds the state (memory slots, compressed KV, a memory store) for one history;
 - ``answer(question) -> Prediction`` returns the model's *raw* text (no option mapping, no
-  cleaning: the evaluator post-processes every answer exactly once, with
-  :func:`ctxbench.qa_prompts.postprocess`) and the :class:`Usage` of that answer;
+  cleaning: the evaluator post-processes every answer exactly once, with the system's answer
+  prompt's :meth:`ctxbench.qa.AnswerPrompt.postprocess`) and the :class:`Usage` of that answer;
 - ``reset()`` drops per-history state before the next history (default: nothing to drop);
 - ``construction_usage()`` reports what ingesting the current history cost when the system counts
   it itself (a resumable store keeps the cost of calls made by an earlier process); ``None`` lets
@@ -25,6 +25,12 @@ What a system does, and what it must leave to the evaluator:
 Systems that show the history to a model as text render it with
 :func:`ctxbench.qa_prompts.render_history`, so every prompt-based system sees the same text for
 the same history.
+
+Every system answers with one answer prompt (:class:`ctxbench.qa.AnswerPrompt`): the evaluator
+builds it once from ``qa_prompt=`` and hands it over with :meth:`System.use_prompt` before the
+first ``ingest``; a system reads it as ``self.answer_prompt`` (LoCoMo's until told otherwise) and
+its answer token cap as :meth:`System.answer_max_tokens` (its config's own cap under
+``answer_cap_key`` when set, else the prompt's).
 
 ``answer_writes_state`` says whether answering changes the system's state (MemoryBank's recall
 resets the forgetting clock): such systems must answer in dataset order.
@@ -45,6 +51,27 @@ class System(abc.ABC):
     """Abstract base of every evaluated system; see the module docstring for the contract."""
 
     answer_writes_state: ClassVar[bool] = False
+    answer_cap_key: ClassVar[str] = "max_new_tokens"  # the config key of the system's own answer cap
+    _answer_prompt: Any = None
+
+    def use_prompt(self, prompt: Any) -> None:
+        """Answer with ``prompt`` (a :class:`ctxbench.qa.AnswerPrompt`) from now on."""
+        self._answer_prompt = prompt
+
+    @property
+    def answer_prompt(self) -> Any:
+        """The prompt this system answers with (the default prompt until :meth:`use_prompt`)."""
+        if self._answer_prompt is None:
+            from .qa import get_prompt
+
+            return get_prompt(None)
+        return self._answer_prompt
+
+    def answer_max_tokens(self) -> int:
+        """The answer cap: ``cfg[answer_cap_key]`` when set (not null), else the prompt's ``max_new_tokens``."""
+        cfg = getattr(self, "cfg", None)
+        explicit = cfg.get(self.answer_cap_key) if cfg is not None and hasattr(cfg, "get") else None
+        return self.answer_prompt.cap(explicit)
 
     @abc.abstractmethod
     def ingest(self, history: History) -> None:

@@ -19,7 +19,6 @@ import numpy as np
 
 from ctxbench.errors import ConfigError
 from ctxbench.llm.base import ChatLLM
-from ctxbench.qa_prompts import memory_messages
 from ctxbench.system import System
 from ctxbench.types import History, Prediction, Question, Session, Usage
 
@@ -65,6 +64,7 @@ class MemorySystem(System):
 
     name = "memory"
     needs_embedder = True
+    answer_cap_key = "answer_max_tokens"
 
     def __init__(self, cfg: Any, *, llm: ChatLLM, embedder: Any = None, workdir: str | Path = ".") -> None:
         self.cfg = cfg
@@ -191,15 +191,14 @@ class MemorySystem(System):
 
     # ---- answering -----------------------------------------------------------------------------
     def answer_messages(self, context: str, question: Question) -> list[dict[str, str]]:
-        """The shared QA prompt (``ctxbench.qa_prompts``) with the retrieved memories as context."""
-        return memory_messages(context, question)
+        """The system's answer prompt (:attr:`answer_prompt`) with the retrieved memories as context."""
+        return self.answer_prompt.messages(question, context)
 
     def answer(self, question: Question) -> Prediction:
         t0, a0 = self.answer_start()
         context = self.retrieve(question)
         r = self.llm.chat(self.answer_messages(context, question),
-                          max_new_tokens=int(self.cfg.get("answer_max_tokens", 32)), temperature=0.0,
-                          phase="answer")
+                          max_new_tokens=self.answer_max_tokens(), temperature=0.0, phase="answer")
         self.store.commit()  # recall side effects (MemoryBank strength) persist
         usage = self.answer_usage(t0, a0, context, dict(self.counts))
         return Prediction(text=r.text.strip(), usage=usage,

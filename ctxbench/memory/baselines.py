@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..qa_prompts import conversation_intro, qa_messages, qa_prompt
+from ..qa_prompts import conversation_intro
 from ..render import render_history, render_session_block, render_turn
 from ..registry import register
 from ..system import System
@@ -22,7 +22,6 @@ class _LLMBaseline(System):
     def __init__(self, cfg: Any, *, llm: Any, embedder: Any = None, workdir: Any = None):
         self.cfg = cfg
         self.llm = llm
-        self.max_new_tokens = int(cfg.get("max_new_tokens", 32))
         self.history: History | None = None
 
     def reset(self) -> None:
@@ -33,8 +32,8 @@ class _LLMBaseline(System):
         return 0, 0
 
     def _ask(self, question: Question, context: str, speakers: list[str], extra: dict[str, Any]) -> Prediction:
-        msgs = qa_messages(question, context, speakers)
-        r = self.llm.chat(msgs, max_new_tokens=self.max_new_tokens, temperature=0.0, phase="answer")
+        msgs = self.answer_prompt.messages(question, context, speakers)
+        r = self.llm.chat(msgs, max_new_tokens=self.answer_max_tokens(), temperature=0.0, phase="answer")
         items, tokens = self.memory_footprint()
         usage = Usage(answer_prompt_tokens=r.prompt_tokens, answer_completion_tokens=r.completion_tokens,
                       answer_calls=1, context_tokens=self.llm.count_tokens(context) if context else 0,
@@ -85,7 +84,8 @@ class FullContext(_LLMBaseline):
 
     def budget(self, question: Question) -> int:
         speakers = self.history.speakers if self.history else []
-        overhead = self.llm.count_tokens(conversation_intro(speakers) + qa_prompt(question, "x")) - 1
+        frame = "\n\n".join(m["content"] for m in self.answer_prompt.messages(question, "x"))
+        overhead = self.llm.count_tokens(conversation_intro(speakers) + frame) - 1
         return self.llm.context_window - self.reserve - overhead
 
     def answer(self, question: Question) -> Prediction:

@@ -25,7 +25,7 @@ import re
 from typing import Any
 
 from ctxbench.errors import ConfigError
-from ctxbench.qa_prompts import memory_messages, question_text
+from ctxbench.qa_prompts import question_text
 from ctxbench.registry import register
 from ctxbench.types import History, Prediction, Question, Session
 
@@ -249,19 +249,18 @@ class MemGPT(MemorySystem):
             msgs = msgs + [{"role": "assistant", "content": json.dumps(call)}, P.result_message(name, result, left)]
         fallback = reply is None
         context = ""
-        if fallback:  # best effort: the shared QA prompt over what the model has seen
+        if fallback:  # best effort: the answer prompt over what the model has seen
             parts = [self.working, f"Summary: {self.summary}" if self.summary else ""]
             parts += [x for x in results if x != "(no results)"]
             head = "\n".join(p for p in parts if p)
-            q_tokens = self.llm.count_tokens(memory_messages("", question)[-1]["content"])
-            room = self.llm.context_window - int(self.cfg.get("answer_max_tokens", 32)) - q_tokens - 48
+            q_tokens = sum(self.llm.count_tokens(m["content"]) for m in self.answer_messages("", question))
+            room = self.llm.context_window - self.answer_max_tokens() - q_tokens - 48
             lines = self.clip(head.split("\n"), room)
             rest = room - sum(self.llm.count_tokens(x) + 1 for x in lines)
             fifo = self.clip(self.render(self.fifo).split("\n"), max(rest, 0), newest=True) if self.fifo else []
             context = "\n".join(lines + fifo)
-            r = self.llm.chat(memory_messages(context, question),
-                              max_new_tokens=int(self.cfg.get("answer_max_tokens", 32)), temperature=0.0,
-                              phase="answer")
+            r = self.llm.chat(self.answer_messages(context, question), max_new_tokens=self.answer_max_tokens(),
+                              temperature=0.0, phase="answer")
             reply = r.text
         if not self.cfg.get("persist_core_edits", True):
             self.working = working0  # edits last for this question only

@@ -191,7 +191,7 @@ class ReadAgent(MemorySystem):
         self._last = {}
         chosen = self.lookup(question)
         pages = self.pages()
-        room = self._room(self.answer_messages("", question), int(self.cfg.get("answer_max_tokens", 32)))
+        room = self._room(self.answer_messages("", question), self.answer_max_tokens())
         text, dropped = self.memory_text(pages, set(chosen), room)
         self._last.update(looked_up=sorted(chosen), dropped_gists=dropped, pages=len(pages))
         return text

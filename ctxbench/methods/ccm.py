@@ -198,14 +198,14 @@ class CCM(TrainableMethod):
         return ids, labels
 
     def _question_ids(self, question: Question) -> list[int]:
-        from ..qa_prompts import qa_instruction
+        from ..qa import prompt_text
 
-        msgs = [{"role": "user", "content": qa_instruction(question).lstrip("\n")}]
+        msgs = self.answer_prompt.instruction_messages(question)
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
             text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
         else:
-            text = msgs[0]["content"]
+            text = prompt_text(msgs)
         return self.encode(text)
 
     # ---- recurrent compression (inference) ---------------------------------------------------------
@@ -317,7 +317,7 @@ class CCM(TrainableMethod):
         t0 = time.perf_counter()
         self.eval()
         prompt = self._question_ids(question)
-        new = self.generate(self.memory, prompt, int(self.cfg.get("max_new_tokens", 32)))
+        new = self.generate(self.memory, prompt, self.answer_max_tokens())
         text = self.tokenizer.decode(new, skip_special_tokens=True)
         m, c = self.memory, self._construction
         usage = Usage(construction_prompt_tokens=c.construction_prompt_tokens, construction_calls=c.construction_calls,

@@ -30,12 +30,15 @@ from . import icae_data as D
 from . import lora
 from .base import MethodOutput, TrainableMethod, base_dtype, fp32_trainables
 
-def qa_text(question: Question) -> str:
-    """The evaluator's QA instruction without context (the context is in the slots): LoCoMo's
-    QA prompt for LoCoMo questions, the bare prompt for PwC rows. Used for training and answering."""
-    from ..qa_prompts import qa_instruction
+def qa_text(question: Question, prompt: Any = None) -> str:
+    """The answer prompt's question part without context (the context is in the slots); LoCoMo's
+    (the default prompt) for LoCoMo questions, the bare prompt for PwC rows. Training uses the
+    default prompt; answering the evaluator's ``qa_prompt`` (:attr:`ctxbench.system.System.answer_prompt`)."""
+    if prompt is None:
+        from ..qa import get_prompt
 
-    return qa_instruction(question).strip()
+        prompt = get_prompt(None)
+    return prompt.instruction_text(question).strip()
 
 
 def add_lora(model: Any, lora_cfg: Any) -> Any:
@@ -263,9 +266,9 @@ class ICAE(TrainableMethod):
             raise RuntimeError("ICAE.answer called before ingest(history)")
         t0 = time.perf_counter()
         n = int(self._slots.shape[0])
-        prompt = self.layout.encode(qa_text(question))
+        prompt = self.layout.encode(qa_text(question, self.answer_prompt))
         codes = self.layout.ft_prompt(n, prompt)
-        gen = self.greedy(codes, self._slots, int(self.cfg.get("max_new_tokens", 32)))
+        gen = self.greedy(codes, self._slots, self.answer_max_tokens())
         text = self.tokenizer.decode(gen, skip_special_tokens=True).strip()
         info = self._ingest
         usage = Usage(

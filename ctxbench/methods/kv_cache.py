@@ -391,20 +391,21 @@ class FixedKVMethod(TrainableMethod):
     def _frame(self, question: Question | None, speakers: list[str]) -> tuple[str, str]:
         """(text before the history, text after it) of the shared QA chat prompt.
 
-        :func:`ctxbench.qa_prompts.qa_prompt` puts [intro] + context before the question, so the
-        part before the context does not depend on the question and can be streamed at ingest.
+        :attr:`answer_prompt` (LoCoMo's: [intro] + context, then the question) puts the context before
+        the question, so the part before the context does not depend on the question and can be
+        streamed at ingest (a prompt whose head does depend on it, A-Mem's per category, is refused
+        at answer time).
         """
-        from ..qa_prompts import qa_prompt
+        from ..qa import prompt_text
 
         marker = "\u0000CTX\u0000"
         q = question or Question(id="", question="?", answer="")
-        content = qa_prompt(q, marker, speakers)
+        msgs = self.answer_prompt.messages(q, marker, speakers)
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
-            full = tok.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
-                                           add_generation_prompt=True)
+            full = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
         else:
-            full = content
+            full = prompt_text(msgs)
         if marker not in full:
             raise ValueError("the QA prompt template dropped the context placeholder")
         before, after = full.split(marker, 1)
@@ -454,7 +455,7 @@ class FixedKVMethod(TrainableMethod):
         logits = runner.forward(state, torch.tensor([q_ids], device=self.device), evict=False)
         stop = {i for i in (tok.eos_token_id, tok.convert_tokens_to_ids("<|im_end|>")) if isinstance(i, int)}
         out: list[int] = []
-        for _ in range(int(self.cfg.get("max_new_tokens", 32))):
+        for _ in range(self.answer_max_tokens()):
             nxt = int(logits[0, -1].argmax())
             if nxt in stop:
                 break

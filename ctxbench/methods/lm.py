@@ -65,18 +65,19 @@ class CausalLM(TrainableMethod):
 
     @torch.no_grad()
     def answer(self, question: Question) -> Prediction:
-        from ..qa_prompts import qa_prompt
+        from ..qa import prompt_text
 
         t0 = time.perf_counter()
         tok = self.tokenizer
+        qa = self.answer_prompt
         window = int(self.cfg.get("max_context") or getattr(self.bundle.model.config, "max_position_embeddings", 2048))
-        max_new = int(self.cfg.get("max_new_tokens", 32))
+        max_new = self.answer_max_tokens()
         hist_ids = tok(self._history, add_special_tokens=False)["input_ids"]
-        frame = qa_prompt(question, "x", self._speakers)
+        frame = prompt_text(qa.messages(question, "x", self._speakers))
         budget = window - max_new - len(tok(frame, add_special_tokens=False)["input_ids"]) - 16
         cut = max(0, len(hist_ids) - max(budget, 0))
         context = tok.decode(hist_ids[cut:])
-        prompt = tok.apply_chat_template([{"role": "user", "content": qa_prompt(question, context, self._speakers)}],
+        prompt = tok.apply_chat_template(qa.messages(question, context, self._speakers),
                                          tokenize=False, add_generation_prompt=True)
         ids = tok(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"].to(self.device)
         self.model.eval()
