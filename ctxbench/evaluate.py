@@ -371,10 +371,9 @@ def build_system(cfg: Any, out_dir: Path) -> tuple[System, Any, str]:
 
 def qa_prompt_record(system: System) -> dict[str, Any]:
     """results.json ``qa_prompt``: the prompt's name, version, source and rules, and the answer cap used."""
-    cfg = getattr(system, "cfg", None)
-    explicit = cfg.get(system.answer_cap_key) if cfg is not None and hasattr(cfg, "get") else None
+    explicit = system.explicit_answer_cap() is not None
     return {**system.answer_prompt.record(), "answer_max_tokens": system.answer_max_tokens(),
-            "answer_cap_from": system.answer_cap_key if explicit is not None else "qa_prompt"}
+            "answer_cap_from": system.answer_cap_key if explicit else "qa_prompt"}
 
 
 def _build_system(cfg: Any, out_dir: Path) -> tuple[System, Any, str]:

@@ -30,14 +30,14 @@ ACCELERATE_DIR = "accelerate"  # inside a checkpoint folder: accelerate's save_s
 SHARDED_TYPES = ("DEEPSPEED", "FSDP")
 
 
-def is_sharded(acc: Any) -> bool:
-    """Whether this run's optimizer (and maybe parameter) state is split between ranks."""
-    return str(acc.distributed_type).rsplit(".", 1)[-1] in SHARDED_TYPES
-
-
 def kind(acc: Any) -> str:
     """``DEEPSPEED`` / ``FSDP`` / ``MULTI_CPU`` / ``NO`` ...: how the run is distributed."""
     return str(acc.distributed_type).rsplit(".", 1)[-1]
+
+
+def is_sharded(acc: Any) -> bool:
+    """Whether this run's optimizer (and maybe parameter) state is split between ranks."""
+    return kind(acc) in SHARDED_TYPES
 
 
 def layout(acc: Any) -> dict[str, Any]:

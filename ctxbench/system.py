@@ -67,11 +67,14 @@ class System(abc.ABC):
             return get_prompt(None)
         return self._answer_prompt
 
-    def answer_max_tokens(self) -> int:
-        """The answer cap: ``cfg[answer_cap_key]`` when set (not null), else the prompt's ``max_new_tokens``."""
+    def explicit_answer_cap(self) -> Any:
+        """The system config's own answer cap (``cfg[answer_cap_key]``), None when unset or null."""
         cfg = getattr(self, "cfg", None)
-        explicit = cfg.get(self.answer_cap_key) if cfg is not None and hasattr(cfg, "get") else None
-        return self.answer_prompt.cap(explicit)
+        return cfg.get(self.answer_cap_key) if cfg is not None and hasattr(cfg, "get") else None
+
+    def answer_max_tokens(self) -> int:
+        """The answer cap: :meth:`explicit_answer_cap` when set, else the prompt's ``max_new_tokens``."""
+        return self.answer_prompt.cap(self.explicit_answer_cap())
 
     @abc.abstractmethod
     def ingest(self, history: History) -> None:

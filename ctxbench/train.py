@@ -72,7 +72,7 @@ def make_accelerator(cfg: DictConfig, project_dir: Path | None = None):
     acc = Accelerator(gradient_accumulation_steps=int(t.grad_accum), mixed_precision=precision,
                       cpu=bool(launcher.get("cpu", False)), kwargs_handlers=handlers, log_with=tracker_of(cfg),
                       project_dir=str(project_dir) if project_dir is not None else None, **kwargs)
-    if launcher.get("fsdp") and str(acc.distributed_type).rsplit(".", 1)[-1] != "FSDP":
+    if launcher.get("fsdp") and sharded.kind(acc) != "FSDP":
         # accelerate (1.15, state.py) turns FSDP on only from MULTI_GPU/NPU/XPU/HPU/MLU/...: never from
         # MULTI_CPU, nor from one process without `accelerate launch`; it would train as plain DDP instead.
         raise ConfigError(f"launcher=fsdp: accelerate enabled no FSDP for this run (it is {acc.distributed_type} "
@@ -350,7 +350,6 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         acc.wait_for_everyone()
         if split:  # every rank's shards; then the whole trainable weights gathered (a collective too)
             sharded.save(acc, tmp)
-        if split:
             trainable = sharded.full_trainable(acc, model)
         else:  # DDP / one process: the weights are whole on rank 0
             trainable = acc.unwrap_model(model).trainable_state_dict() if is_main else {}

@@ -80,13 +80,13 @@ class HFChatLLM:
     def __init__(self, cfg: Any, bundle: Any = None):
         import torch
 
-        if bundle is None:
-            from ..models.loading import load_model
+        from ..models.loading import load_model, model_device
 
+        if bundle is None:
             bundle = load_model(*llm_model_config(cfg))
         self.bundle = bundle
         self.model = bundle.model.eval()
-        self.device = next(self.model.parameters()).device
+        self.device = model_device(self.model)
         self.tokenizer = bundle.tokenizer
         self.tokenizer.padding_side = "left"
         self.model_name = str(bundle.name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..qa import prompt_text
 from ..qa_prompts import conversation_intro
 from ..render import render_history, render_session_block, render_turn
 from ..registry import register
@@ -84,7 +85,7 @@ class FullContext(_LLMBaseline):
 
     def budget(self, question: Question) -> int:
         speakers = self.history.speakers if self.history else []
-        frame = "\n\n".join(m["content"] for m in self.answer_prompt.messages(question, "x"))
+        frame = prompt_text(self.answer_prompt.messages(question, "x"))
         overhead = self.llm.count_tokens(conversation_intro(speakers) + frame) - 1
         return self.llm.context_window - self.reserve - overhead
 

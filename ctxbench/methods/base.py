@@ -88,7 +88,9 @@ class TrainableMethod(torch.nn.Module, System):
 
     @property
     def device(self) -> torch.device:
-        return next(self.bundle.model.parameters()).device
+        from ..models.loading import model_device
+
+        return model_device(self.bundle.model)
 
     def placement(self) -> dict[str, str]:  # results.json: where the base model ran
         from ..models.loading import placement
