@@ -270,10 +270,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     init_from = ckpt_mod.resolve_checkpoint(cfg.checkpoint) if cfg.get("checkpoint") else None
     resume = t.get("resume")
     resume_from = ckpt_mod.resolve_checkpoint(resume) if resume and str(resume) != "auto" else None
-    for c in (init_from, resume_from):
-        if c is not None and (c / ckpt_mod.MANIFEST).exists():
-            ckpt_mod.verify(c)
-    if resume_from is not None:  # a damaged state.json is named before the model loads, too
+    if init_from is not None and (init_from / ckpt_mod.MANIFEST).exists():  # a hand-made folder may have none
+        ckpt_mod.verify(init_from)
+    if resume_from is not None:  # verified whole before anything in it is unpickled (DeepSpeed / FSDP shards);
+        ckpt_mod.verify(resume_from)  # a damaged state.json is named before the model loads, too
         ckpt_mod.check_state(resume_from, ckpt_mod.read_json(resume_from, ckpt_mod.STATE_JSON))
 
     # -- build: model, method, data --------------------------------------------------------

@@ -177,3 +177,19 @@ def test_missing_checkpoint_is_named_before_the_model_loads(cli, tmp_path, arg):
     assert r.returncode == 2
     assert r.stderr.strip().splitlines()[-1] == f"ctxbench: error: checkpoint '{tmp_path / 'nope'}' does not exist"
     assert not (cache / "models").exists()
+
+
+def test_an_explicit_resume_is_verified_before_the_model_loads(cli, finished, tmp_path):
+    """trainer.resume=DIR without its MANIFEST is refused before anything in it is read (a sharded
+    checkpoint's DeepSpeed / FSDP files are unpickled on load: they must be verified first)."""
+    import shutil
+
+    ckpt = tmp_path / "step_0000004"
+    shutil.copytree(finished / "checkpoints" / "step_0000004", ckpt)
+    (ckpt / ck.MANIFEST).unlink()
+    cache = tmp_path / "cache"
+    r = cli(*BASE, f"trainer.resume={ckpt}", f"hydra.run.dir={tmp_path / 'run'}", env={"CTXBENCH_CACHE": str(cache)})
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1] == (f"ctxbench: error: checkpoint {ckpt} has no {ck.MANIFEST}: "
+                                                 "it was not written completely")
+    assert not (cache / "models").exists()  # refused before the model was built
