@@ -1,7 +1,7 @@
 """Answer prompts side by side: each system × each ``qa_prompt`` on a LoCoMo split, F1 per category ± SE.
 
     python scripts/compare_qa_prompts.py                                  # dev split, rag/full_context/no_context
-    python scripts/compare_qa_prompts.py --sessions 5 --choose            # + the prompt with the best mean F1 (dev only)
+    python scripts/compare_qa_prompts.py --sessions 5 --choose            # + the prompt with the best F1 on categories 1-4 (dev only)
     python scripts/compare_qa_prompts.py --split heldout --prompts locomo,brief   # report on the other conversations
     python scripts/compare_qa_prompts.py --out outputs/qa_prompts -- llm=openai llm.model=...   # eval overrides
 
@@ -32,6 +32,7 @@ SPLITS = {"dev": DEV, "heldout": tuple(c for c in LOCOMO_IDS if c not in DEV)}
 SYSTEMS = ("rag", "full_context", "no_context")
 PROMPTS = ("locomo", "mem0", "amem", "brief")
 CATEGORIES = ("multi-hop", "temporal", "open-domain", "single-hop", "adversarial")
+ANSWERABLE = CATEGORIES[:4]  # LoCoMo categories 1-4: the criterion; adversarial's "not mentioned" rule would dominate
 
 
 class CompareError(Exception):
@@ -92,22 +93,39 @@ def run_cell(overrides: list[str], run: Path) -> dict[str, Any]:
     return json.loads((run / "results.json").read_text())
 
 
+def pooled(cats: dict[str, dict[str, Any]], names: tuple[str, ...] = ANSWERABLE) -> dict[str, Any]:
+    """F1 over the questions of categories ``names`` (each category's F1 weighted by its n), with the SE of
+    that weighted mean from the categories' bootstrap SEs (categories resampled independently)."""
+    parts = [cats[c] for c in names if c in cats and cats[c].get("f1") is not None and cats[c].get("n")]
+    n = sum(int(c["n"]) for c in parts)
+    if not n:
+        return {"n": 0, "f1": None, "f1_stderr": None}
+    f1 = sum(int(c["n"]) * float(c["f1"]) for c in parts) / n
+    ses = [c.get("f1_stderr") for c in parts]
+    se = None if any(x is None for x in ses) else (sum((int(c["n"]) * float(x)) ** 2 for c, x in zip(parts, ses))
+                                                   ** 0.5 / n)
+    return {"n": n, "f1": round(f1, 4), "f1_stderr": None if se is None else round(se, 4)}
+
+
 def cell_row(system: str, prompt: str, res: dict[str, Any], run: Path) -> dict[str, Any]:
-    """F1 ± SE overall and per category for one cell."""
+    """F1 ± SE overall, on categories 1-4 pooled, and per category for one cell."""
     cats = {name: {"n": c.get("n"), "f1": c.get("f1"), "f1_stderr": c.get("f1_stderr")}
             for name, c in (res.get("by_category") or {}).items()}
     ov = res.get("overall") or {}
     rec = res.get("qa_prompt") or {}
     return {"system": system, "prompt": prompt, "version": rec.get("version"), "run": str(run),
             "answer_max_tokens": rec.get("answer_max_tokens"),
-            "overall": {"n": ov.get("n"), "f1": ov.get("f1"), "f1_stderr": ov.get("f1_stderr")}, "by_category": cats}
+            "overall": {"n": ov.get("n"), "f1": ov.get("f1"), "f1_stderr": ov.get("f1_stderr")},
+            "answerable": pooled(cats), "by_category": cats}
 
 
 def choose(rows: list[dict[str, Any]], prompts: list[str]) -> dict[str, Any]:
-    """The prompt whose overall F1, averaged over the systems, is highest (ties: the first listed)."""
+    """The prompt whose F1 on categories 1-4 (``answerable``), averaged over the systems, is highest (ties:
+    the first listed). Adversarial questions are left out of the criterion: their gold is "not mentioned",
+    so a prompt that refuses more would win on them while answering the other categories worse."""
     means = {}
     for p in prompts:
-        vals = [r["overall"]["f1"] for r in rows if r["prompt"] == p and r["overall"]["f1"] is not None]
+        vals = [r["answerable"]["f1"] for r in rows if r["prompt"] == p and r["answerable"]["f1"] is not None]
         means[p] = round(sum(vals) / len(vals), 4) if vals else None
     scored = [p for p in prompts if means[p] is not None]
     best = max(scored, key=lambda p: means[p]) if scored else None
@@ -124,18 +142,18 @@ def _cell(v: dict[str, Any] | None) -> str:
 def markdown(report: dict[str, Any]) -> str:
     """One table: a row per (prompt, system), F1 ± SE overall and per category."""
     cats = [c for c in CATEGORIES if any(c in r["by_category"] for r in report["rows"])]
-    head = ["prompt", "system", "overall", *cats]
+    head = ["prompt", "system", "overall", "categories 1-4", *cats]
     lines = [f"# Answer prompts on LoCoMo {report['split']} ({', '.join(report['conversations'])}"
              + (f", sessions={report['sessions']}" if report.get("sessions") else "") + ")", "",
              "F1 ± bootstrap standard error (n questions).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in sorted(report["rows"], key=lambda r: (report["prompts"].index(r["prompt"]), r["system"])):
-        cells = [f"{r['prompt']} ({r['version']})", r["system"], _cell(r["overall"])]
+        cells = [f"{r['prompt']} ({r['version']})", r["system"], _cell(r["overall"]), _cell(r.get("answerable"))]
         cells += [_cell(r["by_category"].get(c)) for c in cats]
         lines.append("| " + " | ".join(cells) + " |")
     if report.get("choice"):
         ch = report["choice"]
-        lines += ["", f"Chosen on dev (best mean overall F1 over systems): **{ch['chosen']}**; means: "
+        lines += ["", f"Chosen on dev (best mean F1 on categories 1-4 over systems): **{ch['chosen']}**; means: "
                   + ", ".join(f"{p} {m}" for p, m in ch["mean_f1"].items())]
     return "\n".join(lines) + "\n"
 

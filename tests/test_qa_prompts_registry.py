@@ -381,3 +381,20 @@ def test_compare_script_end_to_end_with_a_scripted_llm(tmp_path, monkeypatch):
     assert report["choice"]["chosen"] in ("locomo", "brief")
     md = (out / "qa_prompts_dev.md").read_text()
     assert "| brief (brief-v1) | rag |" in md and "±" in md
+
+
+def test_compare_script_chooses_on_categories_1_to_4_not_on_adversarial():
+    """A prompt that wins overall only through adversarial refusals is not chosen."""
+    cmp = load_compare()
+
+    def row(prompt, answerable_f1, adversarial_f1):
+        cats = {c: {"n": 10, "f1": answerable_f1, "f1_stderr": 0.02} for c in cmp.ANSWERABLE}
+        cats["adversarial"] = {"n": 40, "f1": adversarial_f1, "f1_stderr": 0.05}
+        overall = (40 * answerable_f1 + 40 * adversarial_f1) / 80
+        return {"system": "rag", "prompt": prompt, "overall": {"n": 80, "f1": overall},
+                "answerable": cmp.pooled(cats), "by_category": cats}
+    rows = [row("refuser", 0.10, 0.90), row("answerer", 0.20, 0.30)]
+    assert rows[0]["overall"]["f1"] > rows[1]["overall"]["f1"]
+    assert cmp.choose(rows, ["refuser", "answerer"]) == {"chosen": "answerer",
+                                                         "mean_f1": {"refuser": 0.1, "answerer": 0.2}}
+    assert rows[1]["answerable"] == {"n": 40, "f1": 0.2, "f1_stderr": 0.01}  # sqrt(4·(10·0.02)²)/40
