@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from ctxbench.qa import get_prompt
 from ctxbench.evaluate import evaluate_samples, run_system
 from ctxbench.memory.baselines import FullContext, NoContext
 from ctxbench.qa_prompts import (CONV_START_PROMPT, NOT_MENTIONED, QA_PROMPT, adversarial_options, postprocess,
@@ -83,6 +84,7 @@ def test_full_context_cuts_oldest_turns_to_fit():
     h = history("h1", n_sessions=3, turns=4)  # 12 turns of 6 whitespace tokens
     llm = ScriptedLLM("ok", context_window=120)
     sys_ = FullContext(OmegaConf.create({"reserve": 10, "max_new_tokens": 8}), llm=llm)
+    sys_.use_prompt(get_prompt("locomo"))  # one user message: its tokens are the whole prompt's
     sys_.ingest(h)
     q = samples()[0].questions[0]
     pred = sys_.answer(q)
@@ -104,10 +106,12 @@ def test_full_context_keeps_everything_when_it_fits_and_no_context_sees_nothing(
     h = history("h1")
     llm = ScriptedLLM("ok", context_window=4096)
     fc = FullContext(OmegaConf.create({}), llm=llm)
+    fc.use_prompt(get_prompt("locomo"))
     fc.ingest(h)
     p = fc.answer(samples()[0].questions[0])
     assert p.usage.extra["truncated_turns"] == 0 and llm.prompts[-1].count("said,") == 6
     nc = NoContext(OmegaConf.create({}), llm=llm)
+    nc.use_prompt(get_prompt("locomo"))
     nc.ingest(h)
     nc.answer(samples()[0].questions[0])
     assert "said," not in llm.prompts[-1] and llm.prompts[-1].startswith("Based on the above context")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from ctxbench.qa import get_prompt
 from ctxbench import registry
 from ctxbench.evaluate import run_system
 from ctxbench.llm.schema import SchemaError, parse_reply
@@ -146,6 +147,7 @@ def test_steps_run_out_best_effort_answer(tmp_path):
         return json.dumps({"function": "conversation_search", "args": {"query": "salmon"}})
     llm = ScriptedLLM(respond)
     m = MemGPT(cfg(max_steps=2), llm=llm, embedder=BowEmbedder(), workdir=tmp_path)
+    m.use_prompt(get_prompt("locomo"))  # "Short answer" is LoCoMo's prompt
     m.ingest(history())
     n0 = len(llm.calls)
     pred = m.answer(Question("q", "What fish?", "salmon", category_name="single-hop"))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from ctxbench.qa import get_prompt
 from ctxbench import registry
 from ctxbench.evaluate import run_system
 from ctxbench.memory.readagent import ReadAgent, paragraphs_of
@@ -94,6 +95,7 @@ def test_lookup_reads_exactly_the_chosen_pages(tmp_path):
     script = Script([1, 4, 8, 11], lookup='{"pages": [4, 1]}')
     llm = ScriptedLLM(script)
     m = ReadAgent(cfg(), llm=llm, embedder=None, workdir=tmp_path)
+    m.use_prompt(get_prompt("locomo"))  # "Short answer" below is LoCoMo's prompt
     m.ingest(history())
     pages = m.pages()
     n0 = len(llm.calls)

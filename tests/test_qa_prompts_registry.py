@@ -71,7 +71,7 @@ def test_locomo_is_byte_identical_to_the_prompt_before_the_registry(kind):
     assert p.messages(q, CTX) == before["memory"]
     assert p.messages(q, "") == before["no_context"]
     assert p.instruction(q) == before["instruction"]
-    assert p.system is None and p.max_new_tokens == 32 and get_prompt(None) is p
+    assert p.system is None and p.max_new_tokens == 32
 
 
 def test_sources_are_cited_and_versions_distinct():
@@ -248,7 +248,9 @@ def test_kv_method_streams_the_prompt_head_and_uses_its_cap():
     cfg = OmegaConf.create({"name": "streamingllm", "positions": "absolute", "segment_len": 32, "mem_size": 64,
                             "max_new_tokens": None})
     m = registry.build("method", cfg, bundle=bundle)
-    assert m.answer_max_tokens() == 32  # LoCoMo's until told otherwise
+    assert m.answer_max_tokens() == 48  # the default prompt's (brief) until told otherwise
+    m.use_prompt(get_prompt("locomo"))
+    assert m.answer_max_tokens() == 32
     m.use_prompt(get_prompt("brief"))
     m.ingest(history())
     assert brief.SYSTEM in m._prefix  # the system message is streamed before the history
@@ -262,7 +264,8 @@ def test_icae_instruction_follows_the_prompt():
     from ctxbench.methods.icae import qa_text
 
     q = questions()["single-hop"]
-    assert qa_text(q) == GOLDEN["before"]["single-hop"]["instruction"].strip()  # training: the default
+    assert qa_text(q, get_prompt("locomo")) == GOLDEN["before"]["single-hop"]["instruction"].strip()
+    assert qa_text(q) == qa_text(q, get_prompt("brief"))  # none given: the default
     assert qa_text(q, get_prompt("brief")).startswith(brief.SYSTEM + "\n\nQuestion: What is Bob's dog called?")
 
 
@@ -274,7 +277,7 @@ def eval_cfg(*overrides: str):
 
 
 def test_eval_config_default_and_paper_experiments():
-    assert eval_cfg().qa_prompt == "locomo"
+    assert eval_cfg().qa_prompt == "brief"
     want = {"mem0_locomo_table1_mem0": "mem0", "mem0_locomo_table1_mem0g": "mem0g",
             "mem0_locomo_table1_memgpt": "mem0", "mem0_locomo_table1_locomo": "locomo",
             "amem_locomo_table1_amem": "amem", "amem_locomo_table1_readagent": "amem",
@@ -312,8 +315,8 @@ def test_results_json_records_the_prompt_and_cap(tmp_path):
 def test_resume_with_another_qa_prompt_is_refused(tmp_path):
     check_config(tmp_path, eval_cfg("memory=no_context"))
     check_config(tmp_path, eval_cfg("memory=no_context"))  # same config: accepted
-    with pytest.raises(RunFolderError, match=r"different config: qa_prompt locomo → brief"):
-        check_config(tmp_path, eval_cfg("memory=no_context", "qa_prompt=brief"))
+    with pytest.raises(RunFolderError, match=r"different config: qa_prompt brief → locomo"):
+        check_config(tmp_path, eval_cfg("memory=no_context", "qa_prompt=locomo"))
 
 
 # ---- scripts/compare_qa_prompts.py ---------------------------------------------------------------
@@ -398,3 +401,13 @@ def test_compare_script_chooses_on_categories_1_to_4_not_on_adversarial():
     assert cmp.choose(rows, ["refuser", "answerer"]) == {"chosen": "answerer",
                                                          "mean_f1": {"refuser": 0.1, "answerer": 0.2}}
     assert rows[1]["answerable"] == {"n": 40, "f1": 0.2, "f1_stderr": 0.01}  # sqrt(4·(10·0.02)²)/40
+
+
+def test_the_default_is_the_prompt_chosen_on_the_dev_split_in_the_registry_and_in_eval_yaml():
+    """brief won on dev (conv-26, conv-30): one default, the same in code and in the composed config."""
+    from omegaconf import OmegaConf
+
+    from ctxbench.qa.registry import DEFAULT
+
+    assert DEFAULT == "brief" and get_prompt(None) is get_prompt("brief")
+    assert OmegaConf.load(ROOT / "conf" / "eval.yaml").qa_prompt == DEFAULT

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from ctxbench.qa import get_prompt
 from ctxbench import registry
 from ctxbench.bench.scripted_llm import ScriptedChatModel
 from ctxbench.evaluate import evaluate_samples, run_system
@@ -225,6 +226,7 @@ def test_prompt_based_systems_see_the_same_history_text(tiny, tmp_path):
     q = samples[0].questions[0]
     llm = ScriptedChatModel()
     fc = registry.build("memory", OmegaConf.load(ROOT / "conf" / "memory" / "full_context.yaml"), llm=llm)
+    fc.use_prompt(get_prompt("locomo"))  # the expected text below is LoCoMo's prompt
     fc.ingest(samples[0].history)
     seen: list[str] = []
     orig = llm.chat
@@ -237,6 +239,7 @@ def test_prompt_based_systems_see_the_same_history_text(tiny, tmp_path):
     fc.answer(q)
     lm = registry.build("method", OmegaConf.merge(OmegaConf.load(ROOT / "conf" / "method" / "lm.yaml"),
                                                   {"max_new_tokens": 2}), bundle=tiny)
+    lm.use_prompt(get_prompt("locomo"))
     lm.ingest(samples[0].history)
     with capture_chat_template(tiny.tokenizer) as lm_seen:
         lm.answer(q)

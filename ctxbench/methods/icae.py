@@ -31,9 +31,9 @@ from . import lora
 from .base import MethodOutput, TrainableMethod, base_dtype, fp32_trainables
 
 def qa_text(question: Question, prompt: Any = None) -> str:
-    """The answer prompt's question part without context (the context is in the slots); LoCoMo's
-    (the default prompt) for LoCoMo questions, the bare prompt for PwC rows. Training uses the
-    default prompt; answering the evaluator's ``qa_prompt`` (:attr:`ctxbench.system.System.answer_prompt`)."""
+    """The answer prompt's question part without context (the context is in the slots): ``prompt``'s,
+    else the default prompt's (ctxbench.qa.registry.DEFAULT), for LoCoMo questions; the bare prompt for PwC
+    rows. Answering uses the evaluator's ``qa_prompt`` (:attr:`ctxbench.system.System.answer_prompt`)."""
     if prompt is None:
         from ..qa import get_prompt
 
