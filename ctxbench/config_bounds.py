@@ -201,6 +201,7 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "method.rope_scaling_factor": ("auto",),                        # a string; numbers: RANGES
     "memory.index": ("flat", "hnsw"),
     "memory.granularity": ("turns", "session_summary"),
+    "memory.stores": ("per_speaker", "shared"),                     # memory.mem0.STORES
     "memory.graph.backend": ("ladybug", "neo4j"),
     "logger.mode": ("online", "offline", "disabled"),
     "dataset.answer_format": ("multi_choice", "open_ended"),

@@ -1,6 +1,8 @@
-"""Mem0: the update phase applies ADD/UPDATE/DELETE/NOOP to the store exactly; an id that was not
-shown fails the update schema's enum (counted invalid, never applied); ingestion resumes after a
-crash without repeating applied LLM calls."""
+"""Mem0: the update phase applies ADD/UPDATE/DELETE/NOOP to the store exactly (with one store per
+speaker, the paper setting, and with the one shared store); an id that was not shown fails the
+update schema's enum (counted invalid, never applied); extraction sees the running summary of the
+sessions before and the last ``m`` messages; ingestion resumes after a crash without repeating
+applied LLM calls. Per-speaker stores and retrieval: tests/test_memory_mem0_speakers.py."""
 from __future__ import annotations
 
 import json
@@ -37,7 +39,7 @@ def history() -> History:
 
 
 def responder(fail_on_extraction: int | None = None):
-    seen = {"extract": 0}
+    seen = {"extract": 0, "summary": 0}
 
     def respond(messages, phase):
         text = prompt_text(messages)
@@ -49,7 +51,12 @@ def responder(fail_on_extraction: int | None = None):
                 raise RuntimeError("simulated crash")
             new = text.split("New messages (")[-1]
             key = next(k for k in PAIRS if k in new)
-            return "Sure!\n```json\n" + json.dumps({"facts": PAIRS[key]}) + "\n```"
+            owner = re.search(r"^Facts about (\w+) \(from", new, re.M)  # a speaker's store: their facts only
+            facts = PAIRS[key] if owner is None or owner.group(1) == "Alice" else []
+            return "Sure!\n```json\n" + json.dumps({"facts": facts}) + "\n```"
+        if "Updated summary:" in text:
+            seen["summary"] += 1
+            return f"Running summary number {seen['summary']}: Alice and Bob chat."
         if "NEW FACT" in text:
             fact = text.split("NEW FACT: ")[1].split("\n")[0]
             event, target, new_text = DECISIONS[fact]
@@ -61,20 +68,24 @@ def responder(fail_on_extraction: int | None = None):
             reply = {"event": event, "id": rid, "text": new_text or fact}
             keep = {"ADD": [], "NOOP": [], "DELETE": ["id"], "UPDATE": ["id", "text"]}[event]
             return json.dumps({"event": event, **{k: reply[k] for k in keep}})
-        return "Alice and Bob chat."  # running summary
+        raise AssertionError(f"unexpected prompt: {text[:80]}")
 
     return respond
 
 
-def make(tmp_path, llm):
-    cfg = OmegaConf.create({"name": "mem0", "k": 5, "m": 4, "s": 10, "progress": False})
+def make(tmp_path, llm, **over):
+    cfg = OmegaConf.create({"name": "mem0", "k": 5, "m": 4, "s": 10, "progress": False, **over})
     return Mem0(cfg, llm=llm, embedder=BowEmbedder(), workdir=tmp_path)
 
 
-def test_update_events_applied_exactly(tmp_path):
+@pytest.mark.parametrize("stores", ["per_speaker", "shared"])
+def test_update_events_applied_exactly(tmp_path, stores):
     llm = ScriptedLLM(responder())
-    mem = make(tmp_path, llm)
+    mem = make(tmp_path, llm, stores=stores)
     mem.ingest(history())
+    assert mem.stores == stores
+    extracts = [prompt_text(m) for _, m in llm.calls if "New messages (" in prompt_text(m)]
+    assert len(extracts) == (8 if stores == "per_speaker" else 4)  # per speaker: Alice's and Bob's store
     live = [r.text for r in mem.store.records("h1", "fact")]
     assert live == ["Alice likes green tea"]
     ops = [(c["op"], (c["old"] or {}).get("text"), (c["new"] or {}).get("text")) for c in mem.store.changes("h1")]
@@ -96,13 +107,28 @@ def test_update_events_applied_exactly(tmp_path):
     assert pred.usage.memory_items == 1
 
 
+def two_sessions() -> History:
+    """history()'s pairs one and two in session 1, three and four in session 2 (a day later)."""
+    turns = history().sessions[0].turns
+    return History(id="h1", sessions=[Session("session_1", turns[:4], "1:56 pm on 8 May, 2023"),
+                                      Session("session_2", turns[4:], "2:00 pm on 9 May, 2023")])
+
+
 def test_extraction_sees_summary_and_last_m_messages(tmp_path):
     llm = ScriptedLLM(responder())
-    make(tmp_path, llm).ingest(history())
+    mem = make(tmp_path, llm, stores="shared")
+    mem.ingest(two_sessions())
     extracts = [m for p, m in llm.calls if "New messages (" in prompt_text(m)]
     assert len(extracts) == 4
     assert all(m[0]["role"] == "system" and "Zorvan" in m[1]["content"] and m[2]["role"] == "assistant"
                for m in extracts)  # the example is its own exchange, before the conversation
+    # the running summary written after session 1 is what session 2's extraction is shown
+    first = "Running summary number 1: Alice and Bob chat."
+    summaries = [prompt_text(m) for _, m in llm.calls if "Updated summary:" in prompt_text(m)]
+    assert len(summaries) == 2 and f"Current summary: {first}" in summaries[1]  # the summary is running
+    assert [m[-1]["content"].startswith("Summary: (none)\n") for m in extracts] == [True, True, False, False]
+    assert all(m[-1]["content"].startswith(f"Summary: {first}\n") for m in extracts[2:])
+    assert mem.summary == "Running summary number 2: Alice and Bob chat."
     last = extracts[-1][-1]["content"].split("Recent messages:")[1].split("New messages (")[0]
     assert last.count("\n") >= 4 and "pair one" not in last and "pair three" in last  # m=4 turns
 
@@ -112,7 +138,7 @@ def test_resume_after_crash(tmp_path):
     ref.ingest(history())
     want = [(r.text, r.meta) for r in ref.store.records("h1", include_deleted=True)]
 
-    crashing = ScriptedLLM(responder(fail_on_extraction=3))
+    crashing = ScriptedLLM(responder(fail_on_extraction=5))  # pair three, Alice's store (the step's first call)
     mem = make(tmp_path / "run", crashing)
     with pytest.raises(RuntimeError, match="simulated crash"):
         mem.ingest(history())

@@ -8,16 +8,39 @@ their JSON Schema beside their prompt (:mod:`.prompts.mem0`) and the backend dec
 starts with a speaker's name and has a bounded length, at most ``max_facts`` per pair, and an UPDATE
 or DELETE can only name an id that was shown (an enum), so an invented id cannot be generated. The
 summary is refreshed once per session (the paper's asynchronous summary, cached in the store).
+
+Stores (``stores``): ``per_speaker`` (the paper setting) keeps one store per speaker, as Mem0's
+evaluation does (mem0ai/mem0 evaluation/src/memzero/add.py: each speaker's messages are added to
+that speaker's ``user_id`` with the other side's as context). A message pair goes to the store of
+each speaker who speaks in it, and that store's extraction asks for the speaker's own facts only
+(the reference's "Extract memories only from user messages"; a speaker silent in the pair would get
+none there, so the call is not made). The running summary and the last ``m`` messages are the
+conversation's, shared by both. At question time each speaker's store is searched with its own
+top ``k`` (evaluation/src/memzero/search.py ``answer_question``) and the context lists every
+speaker with memories, in the history's speaker order, as ``"timestamp: memory"`` under
+``Memories for user NAME:`` (:func:`ctxbench.qa.prompts.mem0.speaker_memories`, the layout of
+evaluation/prompts.py ``ANSWER_PROMPT``). ``shared`` is one store for all speakers, searched once
+with top ``k`` (ctxbench before issue 16).
+
+An UPDATE gives the memory the time of the message that updated it (``time``; ``meta.updated``),
+keeping when it was first stored in ``meta.created``: mem0's ``Memory._update_memory`` replaces the
+memory's metadata by the updating call's (its ``timestamp``) and keeps ``created_at``. The running
+summary counts in the memory footprint (:meth:`Mem0.memory_stats`).
 """
 from __future__ import annotations
 
 from typing import Any
 
+from ctxbench.errors import ConfigError
+from ctxbench.qa.prompts.mem0 import speaker_memories
 from ctxbench.registry import register
 from ctxbench.types import History, Question, Turn
 
 from .base import MemorySystem
 from .prompts import mem0 as P
+from .stores.records import Record
+
+STORES = ("per_speaker", "shared")  # memory.stores: one store per speaker (Mem0's evaluation) | one for all
 
 def render_turns(turns: list[Turn]) -> str:
     return "\n".join(f"{t.speaker}: {t.text}" for t in turns)
@@ -31,6 +54,9 @@ class Mem0(MemorySystem):
         super().__init__(cfg, **deps)
         self.m = int(cfg.get("m", 10))
         self.s = int(cfg.get("s", 10))
+        self.stores = str(cfg.get("stores", "per_speaker"))
+        if self.stores not in STORES:
+            raise ConfigError(f"memory.stores={self.stores!r} is not a store layout; use one of {' | '.join(STORES)}")
         self.summary = ""
 
     # ---- steps -------------------------------------------------------------------------------
@@ -68,14 +94,24 @@ class Mem0(MemorySystem):
         _, si, ti = step
         s = self._sessions[si]
         pair = s.turns[ti:ti + 2]
-        facts = self.extract(render_turns(self._recent(si, ti)), s.date, render_turns(pair))
-        for f in facts:
-            self.update(f, s.date, {"session": s.id, "turns": [t.id for t in pair]})
+        recent, new = render_turns(self._recent(si, ti)), render_turns(pair)
+        meta = {"session": s.id, "turns": [t.id for t in pair]}
+        for owner in self.owners(pair):
+            for f in self.extract(recent, s.date, new, owner):
+                self.update(f, s.date, meta if owner is None else {**meta, "speaker": owner}, owner)
+
+    def owners(self, pair: list[Turn]) -> list[str | None]:
+        """The stores a message pair is added to: each speaker's who speaks in it, or the one shared (None)."""
+        if self.stores == "shared":
+            return [None]
+        return list(dict.fromkeys(t.speaker for t in pair))
 
     # ---- the two phases ------------------------------------------------------------------------
-    def extract(self, recent: str, date: str, new: str) -> list[str]:
-        schema = P.facts_schema(getattr(self, "_speakers", []), int(self.cfg.get("max_facts", 4)))
-        out = self.call(P.extract_messages(self.summary, recent, date, new), schema, kind="extract",
+    def extract(self, recent: str, date: str, new: str, owner: str | None = None) -> list[str]:
+        """Candidate facts of the new pair: anyone's (shared store) or ``owner``'s (their store)."""
+        names = getattr(self, "_speakers", []) if owner is None else [owner]
+        schema = P.facts_schema(names, int(self.cfg.get("max_facts", 4)))
+        out = self.call(P.extract_messages(self.summary, recent, date, new, owner), schema, kind="extract",
                         max_new_tokens=int(self.cfg.get("extract_max_tokens", 256)))
         if out is None:
             return []
@@ -88,10 +124,11 @@ class Mem0(MemorySystem):
         self.counts["facts_extracted"] += len(facts)
         return facts
 
-    def update(self, fact: str, date: str, meta: dict) -> None:
-        """One ADD/UPDATE/DELETE/NOOP decision for ``fact`` against its top-``s`` neighbours."""
+    def update(self, fact: str, date: str, meta: dict, owner: str | None = None) -> None:
+        """One ADD/UPDATE/DELETE/NOOP decision for ``fact`` against its top-``s`` neighbours in
+        ``owner``'s store (the shared one when None)."""
         emb = self.embed([fact])[0]
-        hits = self.index.search(emb, self.s, self._fact_ids()) if self.index is not None else []
+        hits = self.index.search(emb, self.s, self._fact_ids(owner)) if self.index is not None else []
         if not hits:  # empty neighbourhood: nothing to compare with, the reference adds
             self.add_record("fact", fact, meta, date, emb=emb)
             self.counts["ADD"] += 1
@@ -112,19 +149,43 @@ class Mem0(MemorySystem):
             rid = idmap[d["id"]]  # the schema's enum: only ids that were shown
             if event == "UPDATE":
                 new_emb = self.embed([text])[0]
-                self.store.update(self.hid, rid, text=text, meta={**self.store.get(rid).meta, "updated": date},
-                                  emb=new_emb)
+                old = self.store.get(rid)
+                stamped = {**old.meta, "created": old.meta.get("created", old.time), "updated": date}
+                self.store.update(self.hid, rid, text=text, meta=stamped, emb=new_emb, time=date)
                 self.index.add([rid], new_emb[None, :])
             else:
                 self.store.delete(self.hid, rid)
                 self.index.remove([rid])
         self.counts[event] += 1
 
-    def _fact_ids(self) -> set[int]:
-        return {r.id for r in self.store.records(self.hid, "fact")}
+    def _fact_ids(self, owner: str | None = None) -> set[int]:
+        """Live facts of ``owner``'s store (all facts when None: the shared store)."""
+        return {r.id for r in self.store.records(self.hid, "fact") if owner is None or r.meta.get("speaker") == owner}
+
+    def memory_stats(self) -> tuple[int, int]:
+        """Records and their tokens, plus the running summary's tokens (state the system holds)."""
+        items, toks = super().memory_stats()
+        return items, toks + (self.llm.count_tokens(self.summary) if self.summary else 0)
 
     # ---- answering -----------------------------------------------------------------------------
+    def speaker_facts(self, question: Question) -> list[tuple[str, list[Record]]]:
+        """Per speaker with a store (the history's speaker order first), that store's top-``k`` facts."""
+        by: dict[str, set[int]] = {}
+        for r in self.store.records(self.hid, "fact"):
+            if r.meta.get("speaker"):
+                by.setdefault(r.meta["speaker"], set()).add(r.id)
+        known = getattr(self, "_speakers", [])
+        order = [n for n in known if n in by] + [n for n in by if n not in known]
+        if not order or self.index is None or self.k <= 0:
+            return []
+        q = self.embed([question.question])[0]
+        return [(n, [self.store.get(i) for i, _ in self.index.search(q, self.k, by[n])]) for n in order]
+
     def fact_context(self, question: Question) -> str:
+        """The facts shown to the answer: per speaker (:func:`speaker_memories`) or one list (shared)."""
+        if self.stores == "per_speaker":
+            return speaker_memories([(n, [f"{r.time}: {r.text}" if r.time else r.text for r in recs])
+                                     for n, recs in self.speaker_facts(question)])
         hits = self.search(question.question, self.k, {"fact"})
         return "\n".join(f"[{r.time}] {r.text}" if r.time else r.text for r, _ in hits)
 

@@ -3,6 +3,11 @@
 Each structured call's JSON Schema is declared here beside its prompt: a fact starts with a speaker's
 name and is at most ``FACT_CHARS`` long, an update names one of the ids shown. The extraction
 example is a separate exchange about invented people; a fact that names them is never stored.
+
+With one store per speaker (``stores=per_speaker``) extraction is asked for one speaker, the *owner*:
+facts about the owner from the owner's messages, the other messages being context only, as Mem0's
+evaluation adds a speaker's messages as ``user`` and the other side's as ``assistant`` with the
+instruction "Extract memories only from user messages" (mem0ai/mem0 evaluation/src/memzero/add.py).
 """
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from ctxbench.llm import schema as sch
 
 from . import scripting as S
 
-VERSION = "mem0-v2"
+VERSION = "mem0-v3"
 
 FACT_CHARS = 140  # characters per fact (the schema's bound: a reply closes within its token budget)
 
@@ -26,8 +31,9 @@ EXTRACT_SYSTEM = (
 
 # The in-context example is its own exchange, about people and things that appear in no dataset, so a
 # small model cannot take it for the conversation; a fact naming them is dropped (copied_example).
-EXAMPLE_USER = ("New messages (example, 1 January 2000):\nZorvan: I just adopted a puppy named Bolt!\n"
-                "Yilda: Nice! I start my nursing job next week.\nFacts:")
+EXAMPLE_NEW = ("New messages (example, 1 January 2000):\nZorvan: I just adopted a puppy named Bolt!\n"
+               "Yilda: Nice! I start my nursing job next week.\n")
+EXAMPLE_USER = EXAMPLE_NEW + "Facts:"
 EXAMPLE_FACTS = ["Zorvan adopted a puppy named Bolt.", "Yilda starts a nursing job next week."]
 EXAMPLE_WORDS = ("zorvan", "yilda", "bolt")
 
@@ -45,11 +51,22 @@ def facts_schema(speakers: list[str], max_facts: int) -> dict[str, Any]:
     return sch.obj(facts=sch.items(fact_schema(speakers), max_facts))
 
 
-def extract_messages(summary: str, recent: str, date: str, new: str) -> list[dict[str, str]]:
+def facts_cue(owner: str | None) -> str:
+    """The line that asks for the facts: of everyone (one shared store) or of ``owner`` only."""
+    if owner is None:
+        return "Facts:"
+    return f"Facts about {owner} (from {owner}'s messages only; the other messages are context):"
+
+
+def extract_messages(summary: str, recent: str, date: str, new: str,
+                     owner: str | None = None) -> list[dict[str, str]]:
+    """The extraction prompt; ``owner`` (a speaker's store) asks for that speaker's facts only."""
     user = (f"Summary: {summary or '(none)'}\n\nRecent messages:\n{recent or '(none)'}\n\n"
-            f"New messages ({date}):\n{new}\nFacts:")
-    return [{"role": "system", "content": EXTRACT_SYSTEM}, {"role": "user", "content": EXAMPLE_USER},
-            {"role": "assistant", "content": json.dumps({"facts": EXAMPLE_FACTS})},
+            f"New messages ({date}):\n{new}\n{facts_cue(owner)}")
+    example = EXAMPLE_FACTS if owner is None else EXAMPLE_FACTS[:1]
+    return [{"role": "system", "content": EXTRACT_SYSTEM},
+            {"role": "user", "content": EXAMPLE_NEW + facts_cue(None if owner is None else "Zorvan")},
+            {"role": "assistant", "content": json.dumps({"facts": example})},
             {"role": "user", "content": user}]
 
 
@@ -90,11 +107,15 @@ def summary_messages(summary: str, date: str, session: str) -> list[dict[str, st
 
 # ---- scripted replies (a zero-cost chat model for tests and bench; see prompts/scripting.py) ----
 def _facts(user: str) -> str:
-    """A fact per new message: "<speaker> said <first words>" (starts with the speaker's name, as the schema wants)."""
-    new = [ln for ln in S.lines(S.after(user, "New messages ("))[1:3] if not ln.startswith("Facts:")]
+    """A fact per new message: "<speaker> said <first words>" (starts with the speaker's name, as the
+    schema wants); asked for one owner's facts, only that speaker's messages give one."""
+    owner = re.search(r"^Facts about (.+?) \(from ", user, re.M)
+    new = [ln for ln in S.lines(S.after(user, "New messages ("))[1:3] if not ln.startswith("Facts")]
     facts = []
     for ln in new:
         speaker, _, text = ln.partition(": ")
+        if owner and speaker != owner.group(1):
+            continue
         if text and len(text.split()) > 2:
             facts.append(f"{speaker} said {S.words(text, 12)}"[:FACT_CHARS].replace('"', "'").replace("\\", " "))
     return json.dumps({"facts": facts})

@@ -139,12 +139,13 @@ class RecordStore:
         return self._row(r)
 
     def update(self, hid: str, rid: int, text: str | None = None, meta: dict | None = None,
-               emb: np.ndarray | None = None, op: str = "UPDATE") -> None:
+               emb: np.ndarray | None = None, op: str = "UPDATE", time: str | None = None) -> None:
+        """Change a record's text / meta / embedding / time (None: kept as it is)."""
         old = self.get(rid)
         new_text = old.text if text is None else text
         new_meta = old.meta if meta is None else meta
-        self.conn.execute("UPDATE records SET text=?, meta=?, emb=COALESCE(?, emb) WHERE id=?",
-                          (new_text, json.dumps(new_meta), _emb_blob(emb), rid))
+        self.conn.execute("UPDATE records SET text=?, meta=?, emb=COALESCE(?, emb), time=COALESCE(?, time) "
+                          "WHERE id=?", (new_text, json.dumps(new_meta), _emb_blob(emb), time, rid))
         self._log(hid, rid, op, {"text": old.text, "meta": old.meta},
                   {"text": new_text, "meta": new_meta})
 

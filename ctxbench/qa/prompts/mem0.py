@@ -8,15 +8,19 @@ The instruction text below is the source's, character for character (its 4-space
 trailing spaces included). What ctxbench changes, because a system here hands over one context:
 
 - the source lists each speaker's memories separately (``Memories for user {{speaker_1_user_id}}``
-  ... a JSON list of ``"timestamp: memory"``; Mem0g adds ``Relations for user ...``); here the
-  system's context, as it renders it, fills one ``Memories:`` block (the one-store layout of the
-  same file's ``ANSWER_PROMPT_ZEP``), for every system (issue 16 restructures memories per speaker);
+  ... a JSON list of ``"timestamp: memory"``; Mem0g adds ``Relations for user ...``). A system that
+  keeps one store per speaker (``memory=mem0 memory.stores=per_speaker``) renders its context with
+  :func:`speaker_memories`, which writes those sections as the source lays them out, and the prompt
+  puts them where the source does; any other context fills one ``Memories:`` block (the one-store
+  layout of the same file's ``ANSWER_PROMPT_ZEP``);
 - no ``max_tokens`` in the source: 128 new tokens here (its instructions ask for "less than 5-6
   words" but also "show your work"); no post-processing beyond stripping (the source scores the reply as is);
 - Mem0 reports categories 1-4 only; adversarial (category 5) and non-LoCoMo questions are asked
   with ctxbench's question text (:func:`ctxbench.qa_prompts.question_text`: the two options).
 """
 from __future__ import annotations
+
+import json
 
 from ...qa_prompts import ADVERSARIAL_FORM, question_text
 from ...types import Question
@@ -101,12 +105,22 @@ ANSWER_INSTRUCTIONS_GRAPH = (
     '\n'
 )
 MEMORY_BLOCK = "    Memories:\n\n    {memories}\n\n    Question: {question}\n\n    Answer:\n    "
+SPEAKER_HEAD = "Memories for user "
+SPEAKER_BLOCK = "    {memories}\n\n    Question: {question}\n\n    Answer:\n    "
 SOURCE = "mem0ai/mem0 evaluation/prompts.py {} (one system message, evaluation/src/memzero/search.py)"
+
+
+def speaker_memories(sections: list[tuple[str, list[str]]]) -> str:
+    """Each speaker's memories as the source's ANSWER_PROMPT shows them: ``Memories for user NAME:``
+    then the JSON list (``json.dumps(indent=4)``) of ``"timestamp: memory"`` strings, sections
+    separated as in the template (evaluation/src/memzero/search.py ``answer_question``)."""
+    return "\n\n    ".join(f"{SPEAKER_HEAD}{name}:\n\n    {json.dumps(items, indent=4)}" for name, items in sections)
 
 
 def _render(instructions: str):
     def user(question: Question, context: str, speakers: list[str]) -> str:
-        return instructions + MEMORY_BLOCK.format(memories=context, question=question_text(question))
+        block = SPEAKER_BLOCK if context.startswith(SPEAKER_HEAD) else MEMORY_BLOCK
+        return instructions + block.format(memories=context, question=question_text(question))
     return user
 
 
@@ -114,7 +128,8 @@ PROMPT = AnswerPrompt(
     name="mem0", version="mem0-v1", source=SOURCE.format("ANSWER_PROMPT"),
     user=_render(ANSWER_INSTRUCTIONS), instruction=lambda q: _render(ANSWER_INSTRUCTIONS)(q, "", []),
     role="system", adversarial_form=ADVERSARIAL_FORM, max_new_tokens=128,
-    notes="one Memories: block with the system's context (the source: one block per speaker); 128 new tokens")
+    notes="per-speaker sections when the context is speaker_memories' (memory.stores=per_speaker), "
+          "else one Memories: block with the system's context; 128 new tokens")
 
 GRAPH_PROMPT = AnswerPrompt(
     name="mem0g", version="mem0g-v1", source=SOURCE.format("ANSWER_PROMPT_GRAPH"),
