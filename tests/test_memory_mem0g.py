@@ -209,3 +209,31 @@ def test_older_graph_file_is_refused_in_one_line(tmp_path):
         LadybugGraph(path)
     msg = str(e.value)
     assert "\n" not in msg and str(path) in msg and "older ctxbench" in msg and "Entity.type" in msg
+
+
+def test_paper_experiment_uses_the_faithful_settings():
+    import os
+
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=os.path.abspath("conf"), version_base=None):
+        for scale in ("cpu", "paper"):
+            c = compose("eval", overrides=["experiment=mem0_locomo_table1_mem0g", f"scale/mem0={scale}"])
+            m = c.memory
+            assert (m.name, m.node_threshold, m.search_threshold, m.max_conflict_edges, m.include_invalid) == (
+                "mem0g", 0.9, 0.7, 100, True)
+
+
+def test_entity_schema_constrains_a_random_hf_model():
+    """The typed entity schema compiles for grammar-constrained decoding and bounds the reply: a tiny
+    random model (valid only because it is enforced) replies with typed entities."""
+    from ctxbench.llm.hf import HFChatLLM
+    from ctxbench.llm.schema import parse_reply
+    from ctxbench.memory.prompts import mem0g as P
+
+    llm = HFChatLLM(OmegaConf.create({"name": "hf", "model": "tiny", "context_window": 512}))
+    schema = P.entities_schema(2)
+    r = llm.chat(P.entity_messages("1 May, 2023", "Caroline: I paint."), max_new_tokens=240, schema=schema)
+    assert r.constrained and not r.truncated, r.text
+    out = parse_reply(r.text, schema, constrained=True)
+    assert all(set(e) == {"entity", "entity_type"} for e in out["entities"])
