@@ -10,7 +10,7 @@ import re
 
 from ctxbench.types import History, Session, Turn
 
-from memory_scripted import BowEmbedder, ScriptedLLM
+from memory_scripted import ScriptedLLM
 from test_memory_mem0g import make
 
 N_HOBBIES = 25  # > 20: the old cut-off showed only the 20 oldest edges
