@@ -131,7 +131,7 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     "memory.chunk_size": POSITIVE, "memory.overlap": COUNT,  # overlap < chunk_size: checked by rag
     "memory.max_sessions": ge(1, note="null = all"), "memory.max_turns": ge(1, note="null = all"),
     "memory.reserve": COUNT,
-    "memory.node_threshold": COSINE, "memory.recall_threshold": COSINE,
+    "memory.node_threshold": COSINE, "memory.search_threshold": COSINE, "memory.recall_threshold": COSINE,
     "memory.forget_threshold": SHARE,
     "memory.fifo_tokens": TOKENS, "memory.evict_frac": between(0, 1, low_open=True),
     "memory.summary_words": POSITIVE, "memory.max_steps": POSITIVE,

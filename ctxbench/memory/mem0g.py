@@ -1,11 +1,21 @@
-"""Mem0g (the graph variant of Mem0; mem0ai/mem0 ≤ v1.0.11 graph memory).
+"""Mem0g (the graph variant of Mem0; mem0ai/mem0 v0.1.x graph memory, ``mem0/memory/graph_memory.py``,
+the versions of the paper, arXiv 2504.19413 §2.2).
 
-Per message pair: entity extraction → relation triplets → node resolution (an entity joins an
-existing node when their embeddings' cosine ≥ ``node_threshold``) → conflict detection (the LLM
-marks existing edges that the new triplets contradict; ids remapped to small integers, invented
-ids rejected and counted) → contradicted edges are marked invalid with the conversation time and
-kept; new edges are added. Retrieval combines entity-centred traversal (nodes matching phrases of
-the question, their valid edges) and triplet matching (question embedding vs triplet embeddings).
+Per message pair (``MemoryGraph.add``): entity extraction with types → relation triplets among
+those entities → the existing edges around the extracted entities (``_search_graph_db``: nodes whose
+embedding has cosine ≥ ``search_threshold`` (0.7, mem0's ``self.threshold``) with an extracted
+entity, and their incoming and outgoing edges, most similar node first, then most recent; at most
+``max_conflict_edges``) → conflict detection (the LLM marks existing edges that the new triplets
+contradict; ids remapped to small integers, an enum of those shown) → contradicted edges are marked
+invalid with the conversation time and kept (the paper's soft invalidation; mem0's code deletes
+them) → node resolution for the new triplets (``_add_entities``: an entity joins an existing node
+when their cosine ≥ ``node_threshold``, 0.9 in ``_search_source_node`` / ``_search_destination_node``)
+→ new edges are added, a restated valid edge is touched (``updated``, ``mentions``).
+
+Retrieval combines entity-centred traversal (nodes matching phrases of the question at
+``search_threshold``, their edges) and triplet matching (question embedding vs triplet embeddings).
+With ``include_invalid`` (the paper setting) invalidated edges compete too and are shown apart
+with their validity interval ("valid <from> – <invalidated at>"), for temporal questions.
 As in the paper, the answer also sees Mem0's facts (``use_facts``).
 """
 from __future__ import annotations
@@ -20,11 +30,13 @@ from ctxbench.types import Question
 
 from .mem0 import Mem0, render_turns
 from .prompts import mem0g as P
-from .stores.graph import Edge, open_graph
+from .stores.graph import Edge, Node, open_graph
 
 _STOP = set("a an the and or of to in on at for with from by is are was were be been do does did what "
             "when where who whom which how why that this these those it its his her their my your our "
             "now ever has have had will would can could should about as into".split())
+NODE_THRESHOLD = 0.9  # mem0 _add_entities: _search_source_node(..., threshold=0.9)
+SEARCH_THRESHOLD = 0.7  # mem0 MemoryGraph.threshold, used by _search_graph_db (add and search)
 
 
 def norm_name(s: str) -> str:
@@ -42,7 +54,10 @@ class Mem0g(Mem0):
     def __init__(self, cfg: Any, **deps: Any) -> None:
         super().__init__(cfg, **deps)
         self.graph = open_graph(cfg.get("graph") or {}, self.workdir)
-        self.node_threshold = float(cfg.get("node_threshold", 0.7))
+        self.node_threshold = float(cfg.get("node_threshold", NODE_THRESHOLD))
+        self.search_threshold = float(cfg.get("search_threshold", SEARCH_THRESHOLD))
+        self.include_invalid = bool(cfg.get("include_invalid", True))
+        self.max_conflict_edges = int(cfg.get("max_conflict_edges", 100))
         self.use_facts = bool(cfg.get("use_facts", True))
         self.k_graph = int(cfg.get("k_graph", self.k))
 
@@ -56,14 +71,22 @@ class Mem0g(Mem0):
         self.add_graph(render_turns(s.turns[ti:ti + 2]), s.date)
 
     # ---- construction ----------------------------------------------------------------------------
-    def add_graph(self, text: str, date: str) -> None:
+    def extract_entities(self, text: str, date: str) -> dict[str, str]:
+        """Entity name → type (mem0 ``_retrieve_nodes_from_data``: its ``entity_type_map``)."""
         ents = self.call(P.entity_messages(date, text), P.entities_schema(int(self.cfg.get("max_entities", 6))),
                          kind="entities", max_new_tokens=int(self.cfg.get("entity_max_tokens", 128)))
-        if not ents or not ents["entities"]:
+        types: dict[str, str] = {}
+        for e in (ents or {}).get("entities", []):
+            n = norm_name(e["entity"])
+            if n and n not in types:
+                types[n] = norm_relation(e["entity_type"])
+        return types
+
+    def add_graph(self, text: str, date: str) -> None:
+        types = self.extract_entities(text, date)
+        if not types:
             return
-        names = list(dict.fromkeys(n for n in (norm_name(e) for e in ents["entities"]) if n))
-        if not names:
-            return
+        names = list(types)
         rels = self.call(P.relation_messages(date, text, names),
                          P.relations_schema(names, int(self.cfg.get("max_relations", 4))), kind="relations",
                          max_new_tokens=int(self.cfg.get("relation_max_tokens", 256)))
@@ -78,21 +101,26 @@ class Mem0g(Mem0):
                 triplets.append((src, rel, dst))
         if not triplets:
             return
-        node_of = {n: self.resolve(n) for n in dict.fromkeys([t[0] for t in triplets] + [t[2] for t in triplets])}
-        self.detect_conflicts(triplets, node_of, date)
-        existing = {(e.src, e.relation, e.dst) for e in self.graph.edges(self.hid, list(set(node_of.values())))}
+        self.detect_conflicts(triplets, names, date)
+        node_of = {n: self.resolve(n, types.get(n, ""), date)
+                   for n in dict.fromkeys([t[0] for t in triplets] + [t[2] for t in triplets])}
+        existing = {(e.src, e.relation, e.dst): e for e in self.graph.edges(self.hid, list(set(node_of.values())))}
         embs = self.embed([f"{a} {r} {b}" for a, r, b in triplets])
         for (a, r, b), e in zip(triplets, embs):
             key = (node_of[a], r, node_of[b])
             if key in existing:
+                if existing[key] is not None:  # restated (mem0: ON MATCH SET r.mentions + 1)
+                    self.graph.touch_edge(existing[key].id, date)
+                    existing[key] = None  # once per pair
                 self.counts["edge_duplicates"] += 1
                 continue
             self.graph.add_edge(self.hid, key[0], r, key[2], date, e)
-            existing.add(key)
+            existing[key] = None
             self.counts["edges_added"] += 1
 
-    def resolve(self, name: str) -> int:
-        """The node for ``name``: an existing one with cosine ≥ ``node_threshold``, else a new one."""
+    def resolve(self, name: str, type_: str = "", date: str = "") -> int:
+        """The node for ``name``: the most similar existing one if its cosine ≥ ``node_threshold``
+        (touched: ``updated`` = ``date``, one more mention), else a new node of type ``type_``."""
         emb = self.embed([name])[0]
         nodes = self.graph.nodes(self.hid)
         if nodes:
@@ -100,15 +128,36 @@ class Mem0g(Mem0):
             j = int(np.argmax(sims))
             if sims[j] >= self.node_threshold:
                 self.counts["nodes_resolved"] += 1
+                self.graph.touch_node(nodes[j].id, date, type_)
                 return nodes[j].id
         self.counts["nodes_added"] += 1
-        return self.graph.add_node(self.hid, name, emb)
+        return self.graph.add_node(self.hid, name, emb, type_, date)
 
-    def detect_conflicts(self, triplets: list[tuple[str, str, str]], node_of: dict[str, int], date: str) -> None:
-        old = self.graph.edges(self.hid, list(set(node_of.values())))
+    def neighbourhood(self, names: list[str]) -> list[Edge]:
+        """The valid edges around ``names`` that conflict detection sees (mem0 ``_search_graph_db``).
+
+        Nodes whose cosine with any of ``names`` is ≥ ``search_threshold`` are matched; their
+        incoming and outgoing valid edges are ranked by the best similarity of an endpoint (as
+        mem0's ``ORDER BY similarity DESC``), then most recent first (higher id = learnt later);
+        the first ``max_conflict_edges`` are kept (mem0: ``limit=100`` per entity). Never "the
+        oldest N": a relation learnt late is shown before older ones of an equally similar node.
+        """
+        nodes = self.graph.nodes(self.hid)
+        if not nodes or not names or self.max_conflict_edges <= 0:
+            return []
+        sims = (self.embed(names) @ np.stack([n.emb for n in nodes]).T).max(axis=0)  # best per node
+        near = {n.id: float(s) for n, s in zip(nodes, sims) if s >= self.search_threshold}
+        if not near:
+            return []
+        edges = self.graph.edges(self.hid, list(near))
+        rank = {e.id: max(near.get(e.src, -1.0), near.get(e.dst, -1.0)) for e in edges}
+        edges.sort(key=lambda e: (-rank[e.id], -e.id))
+        return edges[: self.max_conflict_edges]
+
+    def detect_conflicts(self, triplets: list[tuple[str, str, str]], names: list[str], date: str) -> None:
+        old = self.neighbourhood(names)
         if not old:
             return
-        old = old[: int(self.cfg.get("max_conflict_edges", 20))]
         idmap = {str(j): e for j, e in enumerate(old)}
         shown = [(str(j), e.text()) for j, e in enumerate(old)]
         out = self.call(P.conflict_messages(shown, [f"{a} {r} {b}" for a, r, b in triplets]),
@@ -122,7 +171,8 @@ class Mem0g(Mem0):
 
     # ---- retrieval -------------------------------------------------------------------------------
     def seed_nodes(self, question: str) -> list[int]:
-        """Entity-centred step: nodes whose name matches a phrase of the question."""
+        """Entity-centred step: nodes whose name is in the question, or whose cosine with a phrase of
+        the question is ≥ ``search_threshold`` (mem0 ``search`` → ``_search_graph_db``)."""
         nodes = self.graph.nodes(self.hid)
         if not nodes:
             return []
@@ -132,36 +182,51 @@ class Mem0g(Mem0):
         if phrases:
             sims = self.embed(phrases) @ np.stack([n.emb for n in nodes]).T  # phrases × nodes
             best = sims.max(axis=0)
-            seeds += [n.id for n, s in zip(nodes, best) if s >= self.node_threshold]
+            seeds += [n.id for n, s in zip(nodes, best) if s >= self.search_threshold]
         return list(dict.fromkeys(seeds))
 
     def graph_edges(self, question: str) -> list[Edge]:
-        valid = self.graph.edges(self.hid)
-        if not valid:
+        """Up to ``k_graph`` edges: those around the seed nodes, then the best triplet matches; with
+        ``include_invalid``, invalidated edges are candidates too."""
+        cands = self.graph.edges(self.hid, valid_only=not self.include_invalid)
+        if not cands:
             return []
         q = self.embed([question])[0]
-        score = {e.id: float(e.emb @ q) if e.emb is not None else 0.0 for e in valid}
+        score = {e.id: float(e.emb @ q) if e.emb is not None else 0.0 for e in cands}
         seeds = set(self.seed_nodes(question))
-        around = sorted((e for e in valid if e.src in seeds or e.dst in seeds), key=lambda e: -score[e.id])
-        matched = sorted(valid, key=lambda e: -score[e.id])[: self.k_graph]
+        around = sorted((e for e in cands if e.src in seeds or e.dst in seeds), key=lambda e: -score[e.id])
+        matched = sorted(cands, key=lambda e: -score[e.id])[: self.k_graph]
         out = list({e.id: e for e in around + matched}.values())
         return out[: self.k_graph]
 
     def retrieve(self, question: Question) -> str:
         edges = self.graph_edges(question.question)
         parts = []
-        if edges:
-            parts.append("Relations (current):\n" + "\n".join(f"- {e.text()} (since {e.created})" for e in edges))
+        valid = [e for e in edges if e.valid]
+        invalid = [e for e in edges if not e.valid]
+        if valid:
+            parts.append("Relations (current):\n" + "\n".join(f"- {e.line()}" for e in valid))
+        if invalid:
+            parts.append("Relations (no longer valid):\n" + "\n".join(f"- {e.line()}" for e in invalid))
         if self.use_facts:
             facts = self.fact_context(question)
             if facts:
                 parts.append("Facts:\n" + facts)
         return "\n\n".join(parts)
 
+    def graph_stats(self) -> tuple[int, int]:
+        """What the graph holds: every node (name and type) and every edge, invalidated ones included
+        (text and validity interval, as retrieval renders it): (items, tokens)."""
+        nodes: list[Node] = self.graph.nodes(self.hid)
+        edges = self.graph.edges(self.hid, valid_only=False)
+        toks = sum(self.llm.count_tokens(n.text()) for n in nodes) + sum(self.llm.count_tokens(e.line())
+                                                                          for e in edges)
+        return len(nodes) + len(edges), toks
+
     def memory_stats(self) -> tuple[int, int]:
         items, toks = super().memory_stats()
-        edges = self.graph.edges(self.hid)
-        return items + len(edges), toks + sum(self.llm.count_tokens(e.text()) for e in edges)
+        g_items, g_toks = self.graph_stats()
+        return items + g_items, toks + g_toks
 
     def ingest(self, history) -> None:
         if self.cfg.get("rebuild", False):

@@ -1,8 +1,11 @@
 """Mem0g prompts: entity extraction, relation triplets, conflict detection, each with its JSON Schema.
 
-The schemas bound every reply (entity names ≤ ``NAME_CHARS``, at most ``MAX_ENTITIES`` entities and
-``MAX_RELATIONS`` relations) and restrict names and ids to those shown: a relation's source and
-target are entities just extracted (or the speakers), an outdated id is one of the edges listed.
+The schemas bound every reply (entity names ≤ ``NAME_CHARS``, entity types ≤ ``TYPE_CHARS``, at
+most ``max_entities`` entities and ``max_relations`` relations) and restrict names and ids to those
+shown: a relation's source and target are entities just extracted, an outdated id is one of the
+edges listed. Entities come with their type, as mem0's ``extract_entities`` tool returns
+``{"entity", "entity_type"}`` pairs (mem0ai/mem0 v0.1.x ``mem0/graphs/tools.py``
+``EXTRACT_ENTITIES_STRUCT_TOOL``; ``mem0/memory/graph_memory.py`` ``_retrieve_nodes_from_data``).
 """
 from __future__ import annotations
 
@@ -13,18 +16,22 @@ from ctxbench.llm import schema as sch
 
 from . import scripting as S
 
-VERSION = "mem0g-v3"
+VERSION = "mem0g-v4"
 NAME_CHARS = 40
 RELATION_CHARS = 40
+TYPE_CHARS = 24
 
 ENTITY_SYSTEM = ("List the entities (people, places, organisations, objects, events, activities) mentioned "
-                 "in the messages. Use the speakers' names instead of I/me/you. Reply with JSON.")
+                 "in the messages, each with its type (e.g. person, place, organisation, pet, hobby, event). "
+                 "Use the speakers' names instead of I/me/you. Reply with JSON.")
 
 
 def entities_schema(max_entities: int) -> dict[str, Any]:
-    """Names: letters, digits, spaces, apostrophes, hyphens (no utterance copied with its colon)."""
+    """Names: letters, digits, spaces, apostrophes, hyphens (no utterance copied with its colon);
+    types: one lowercase snake_case word group of ≤ ``TYPE_CHARS`` characters."""
     name = {"type": "string", "pattern": f"^[A-Za-z][A-Za-z0-9 '\\-]{{1,{NAME_CHARS - 1}}}$"}
-    return sch.obj(entities=sch.items(name, max_entities))
+    etype = {"type": "string", "pattern": f"^[a-z][a-z_]{{1,{TYPE_CHARS - 1}}}$"}
+    return sch.obj(entities=sch.items(sch.obj(entity=name, entity_type=etype), max_entities))
 
 
 def entity_messages(date: str, text: str) -> list[dict[str, str]]:
@@ -84,5 +91,10 @@ def _relations(user: str) -> str:
                                      for a, b in zip(ents, ents[1:])][:4]})
 
 
-SCRIPTED = {ENTITY_SYSTEM: lambda u: json.dumps({"entities": S.entities(u) or ["conversation"]}),
+def _entities(user: str) -> str:
+    names = S.entities(user) or ["conversation"]
+    return json.dumps({"entities": [{"entity": n, "entity_type": "entity"} for n in names]})
+
+
+SCRIPTED = {ENTITY_SYSTEM: _entities,
             RELATION_SYSTEM: _relations, CONFLICT_SYSTEM: lambda u: json.dumps({"outdated": []})}

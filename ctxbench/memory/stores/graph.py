@@ -1,5 +1,10 @@
-"""Graph store for Mem0g: entities (nodes with an embedding) and relation edges that are never
-deleted — a contradicted edge is marked ``valid = false`` with the time it was invalidated.
+"""Graph store for Mem0g: entities (nodes with an embedding and a type) and relation edges that are
+never deleted — a contradicted edge is marked ``valid = false`` with the time it was invalidated.
+
+Times are conversation times (the session date of the message that taught or touched an item):
+a node has ``created`` / ``updated``, an edge ``created`` / ``updated`` / ``invalidated``; both count
+their ``mentions`` (mem0ai/mem0 v0.1.x ``mem0/memory/graph_memory.py`` ``_add_entities`` sets
+``created`` and ``mentions`` on nodes and relations, and labels each node with its entity type).
 
 Backends (``memory.graph.backend``):
 
@@ -27,6 +32,14 @@ class Node:
     id: int
     name: str
     emb: np.ndarray
+    type: str = ""  # the entity type extracted with it (mem0: the node label)
+    created: str = ""  # conversation time the node was first extracted
+    updated: str = ""  # conversation time it was last extracted again
+    mentions: int = 1
+
+    def text(self) -> str:
+        """What the graph holds for this node, as counted in the memory footprint."""
+        return f"{self.name} ({self.type})" if self.type else self.name
 
 
 @dataclass
@@ -41,9 +54,19 @@ class Edge:
     created: str  # conversation time the edge was learnt
     invalidated: str  # conversation time it was contradicted ("" while valid)
     emb: np.ndarray | None = None
+    updated: str = ""  # conversation time it was last stated again ("" = never restated)
+    mentions: int = 1
 
     def text(self) -> str:
         return f"{self.src_name} {self.relation} {self.dst_name}"
+
+    def interval(self) -> str:
+        """Its validity: ``since <created>`` while valid, ``valid <created> – <invalidated>`` once contradicted."""
+        return f"since {self.created}" if self.valid else f"valid {self.created} – {self.invalidated}"
+
+    def line(self) -> str:
+        """The edge with its validity interval, as retrieval shows it (and the footprint counts it)."""
+        return f"{self.text()} ({self.interval()})"
 
 
 class _CypherGraph:
@@ -72,26 +95,39 @@ class _CypherGraph:
         cur = rows[0][0] if rows and rows[0] and rows[0][0] is not None else 0
         return int(cur) + 1
 
-    def add_node(self, hid: str, name: str, emb: np.ndarray) -> int:
+    def add_node(self, hid: str, name: str, emb: np.ndarray, type_: str = "", created: str = "") -> int:
         nid = self._next_id("node")
-        self._run("CREATE (:Entity {id: $id, hid: $hid, name: $name, emb: $emb})",
-                  {"id": nid, "hid": hid, "name": name, "emb": json.dumps([float(x) for x in emb])})
+        self._run("CREATE (:Entity {id: $id, hid: $hid, name: $name, emb: $emb, type: $t, created: $c, "
+                  "updated: $c, mentions: 1})",
+                  {"id": nid, "hid": hid, "name": name, "emb": json.dumps([float(x) for x in emb]),
+                   "t": type_, "c": created})
         return nid
 
+    def touch_node(self, nid: int, at: str, type_: str = "") -> None:
+        """An entity extracted again: ``updated`` = ``at``, one more mention; an untyped node takes ``type_``."""
+        self._run("MATCH (n:Entity) WHERE n.id = $id SET n.updated = $at, n.mentions = n.mentions + 1, "
+                  "n.type = CASE WHEN n.type = '' THEN $t ELSE n.type END", {"id": nid, "at": at, "t": type_})
+
     def nodes(self, hid: str) -> list[Node]:
-        rows = self._run("MATCH (n:Entity) WHERE n.hid = $hid RETURN n.id, n.name, n.emb ORDER BY n.id",
-                         {"hid": hid})
-        return [Node(int(r[0]), r[1], self._vector(r[2], f"node {r[0]}")) for r in rows]
+        rows = self._run("MATCH (n:Entity) WHERE n.hid = $hid RETURN n.id, n.name, n.emb, n.type, n.created, "
+                         "n.updated, n.mentions ORDER BY n.id", {"hid": hid})
+        return [Node(int(r[0]), r[1], self._vector(r[2], f"node {r[0]}"), r[3] or "", r[4] or "", r[5] or "",
+                     int(r[6] or 0)) for r in rows]
 
     def add_edge(self, hid: str, src: int, relation: str, dst: int, created: str,
                  emb: np.ndarray | None = None) -> int:
         eid = self._next_id("edge")
         self._run("MATCH (a:Entity), (b:Entity) WHERE a.id = $s AND b.id = $d "
                   "CREATE (a)-[:Rel {id: $id, hid: $hid, relation: $rel, valid: true, created: $c, "
-                  "invalidated: '', emb: $emb}]->(b)",
+                  "invalidated: '', emb: $emb, updated: '', mentions: 1}]->(b)",
                   {"s": src, "d": dst, "id": eid, "hid": hid, "rel": relation, "c": created,
                    "emb": "" if emb is None else json.dumps([float(x) for x in emb])})
         return eid
+
+    def touch_edge(self, eid: int, at: str) -> None:
+        """A relation stated again while valid: ``updated`` = ``at``, one more mention."""
+        self._run("MATCH ()-[r:Rel]->() WHERE r.id = $id SET r.updated = $at, r.mentions = r.mentions + 1",
+                  {"id": eid, "at": at})
 
     def invalidate(self, eid: int, at: str) -> None:
         self._run("MATCH ()-[r:Rel]->() WHERE r.id = $id SET r.valid = false, r.invalidated = $at",
@@ -105,11 +141,13 @@ class _CypherGraph:
         if node_ids is not None:
             q += " AND (a.id IN $ids OR b.id IN $ids)"
             params["ids"] = [int(i) for i in node_ids]
-        q += " RETURN r.id, a.id, b.id, a.name, r.relation, b.name, r.valid, r.created, r.invalidated, r.emb ORDER BY r.id"
+        q += (" RETURN r.id, a.id, b.id, a.name, r.relation, b.name, r.valid, r.created, r.invalidated, r.emb, "
+              "r.updated, r.mentions ORDER BY r.id")
         out = []
         for r in self._run(q, params):
             emb = self._vector(r[9], f"edge {r[0]}") if r[9] else None
-            out.append(Edge(int(r[0]), int(r[1]), int(r[2]), r[3], r[4], r[5], bool(r[6]), r[7], r[8], emb))
+            out.append(Edge(int(r[0]), int(r[1]), int(r[2]), r[3], r[4], r[5], bool(r[6]), r[7], r[8], emb,
+                            r[10] or "", int(r[11] or 0)))
         return out
 
     def clear(self, hid: str) -> None:
@@ -128,9 +166,12 @@ class LadybugGraph(_CypherGraph):
             self.db = ladybug.Database(str(path))
             self.conn = ladybug.Connection(self.db)
             self.conn.execute("CREATE NODE TABLE IF NOT EXISTS Entity(id INT64, hid STRING, name STRING, "
-                              "emb STRING, PRIMARY KEY(id))")
+                              "emb STRING, type STRING, created STRING, updated STRING, mentions INT64, "
+                              "PRIMARY KEY(id))")
             self.conn.execute("CREATE REL TABLE IF NOT EXISTS Rel(FROM Entity TO Entity, id INT64, hid STRING, "
-                              "relation STRING, valid BOOLEAN, created STRING, invalidated STRING, emb STRING)")
+                              "relation STRING, valid BOOLEAN, created STRING, invalidated STRING, emb STRING, "
+                              "updated STRING, mentions INT64)")
+            old = self._missing_columns()
         except RuntimeError as e:  # a damaged file, or one another process has open
             from ctxbench.data.errors import first_line
 
@@ -138,6 +179,22 @@ class LadybugGraph(_CypherGraph):
 
             raise StoreError(path, f"cannot open the graph store ({first_line(e)}); if it is damaged, delete it "
                                    "or use a new hydra.run.dir") from None
+        if old:
+            from .records import StoreError
+
+            self.close()
+            raise StoreError(path, f"graph store written by an older ctxbench (no {', '.join(old)}); delete it "
+                                   "or use a new hydra.run.dir")
+
+    COLUMNS = {"Entity": ("type", "created", "updated", "mentions"), "Rel": ("updated", "mentions")}
+
+    def _missing_columns(self) -> list[str]:
+        """Columns this version writes that an existing file's tables lack ("Table.column")."""
+        out = []
+        for table, cols in self.COLUMNS.items():
+            have = {r[1] for r in self._run(f"CALL table_info('{table}') RETURN *")}
+            out += [f"{table}.{c}" for c in cols if c not in have]
+        return out
 
     def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         res = self.conn.execute(query, params or {})
