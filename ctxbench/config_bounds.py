@@ -123,6 +123,7 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     # -- memory systems -----------------------------------------------------------------------------------
     "memory.*_max_tokens": TOKENS, "*.max_new_tokens": TOKENS,
     "memory.k": POSITIVE, "memory.k_graph": POSITIVE, "memory.archival_k": POSITIVE,
+    "memory.k_by_category.*": POSITIVE, "memory.query_max_keywords": POSITIVE,
     "memory.recall_k": {"memorybank": ge(0, note="0 = no recall while ingesting"), "*": POSITIVE},
     "memory.expand": COUNT, "memory.k_neighbors": COUNT, "memory.m": COUNT, "memory.s": COUNT,
     "memory.max_facts": POSITIVE, "memory.max_entities": POSITIVE, "memory.max_relations": POSITIVE,
@@ -203,6 +204,7 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "memory.granularity": ("turns", "session_summary"),
     "memory.stores": ("per_speaker", "shared"),                     # memory.mem0.STORES
     "memory.graph.backend": ("ladybug", "neo4j"),
+    "memory.forgetting": ("sample", "threshold"),                  # memory.memorybank.FORGETTING
     "logger.mode": ("online", "offline", "disabled"),
     "dataset.answer_format": ("multi_choice", "open_ended"),
     "dataset.split": {"locomo_pwc": ("train", "test", "all"), "*": None},  # others: a hub split name

@@ -42,7 +42,7 @@ NULL_DEFAULTS: dict[str, str] = {
     "launcher.fsdp.transformer_cls_names_to_wrap": "list",
     "llm.cache_path": "str", "llm.dtype": "str", "llm.device": "str", "llm.tokenizer": "str",
     "memory.graph.database": "str", "memory.graph.path": "str",
-    "memory.max_sessions": "int", "memory.max_turns": "int",
+    "memory.max_sessions": "int", "memory.max_turns": "int", "memory.expand": "int",  # amem: null = k
     "memory.max_new_tokens": "int", "memory.answer_max_tokens": "int",  # null = the qa_prompt's cap
     "memory_systems.max_sessions": "int", "memory_systems.questions": "int",
     "method.max_context": "int", "method.max_examples": "int", "method.n_recent": "int",

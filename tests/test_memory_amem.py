@@ -39,7 +39,8 @@ def history() -> History:
 
 
 def test_links_and_evolution(tmp_path):
-    cfg = OmegaConf.create({"name": "amem", "k": 1, "k_neighbors": 3, "expand": 2, "progress": False})
+    cfg = OmegaConf.create({"name": "amem", "k": 1, "k_neighbors": 3, "expand": 2, "progress": False,
+                            "query_keywords": False})  # the question's keywords: test_memory_amem_retrieval.py
     mem = AMem(cfg, llm=ScriptedLLM(respond), embedder=BowEmbedder(), workdir=tmp_path)
     mem.ingest(history())
     notes = mem.store.records("h", "note")

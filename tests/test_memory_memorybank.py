@@ -1,5 +1,6 @@
 """MemoryBank: retention R = exp(-t/S) over the conversation's own dates, S += 1 and t reset on
-recall, forgetting below the threshold at a later day, summaries/portrait built per day."""
+recall, forgetting below the threshold at a later day (``forgetting=threshold``, the earlier rule kept as
+an option), summaries/portrait built per day. The reference's random forgetting: test_memory_memorybank_forgetting.py."""
 from __future__ import annotations
 
 import math
@@ -38,7 +39,7 @@ def test_retention_formula():
 
 
 def test_forgetting_and_strength_over_conversation_dates(tmp_path):
-    cfg = OmegaConf.create({"name": "memorybank", "k": 2, "forget_threshold": 0.04, "recall_k": 1,
+    cfg = OmegaConf.create({"name": "memorybank", "k": 2, "forgetting": "threshold", "forget_threshold": 0.04, "recall_k": 1,
                             "recall_threshold": 0.5, "progress": False})
     llm = ScriptedLLM(lambda m, p: "hiking answer" if p == "answer" else "summary text")
     mb = MemoryBank(cfg, llm=llm, embedder=BowEmbedder(), workdir=tmp_path)

@@ -4,13 +4,28 @@ Each turn becomes a note — content, time, LLM-generated keywords, context and 
 all of them, and links. On add, the top-``k_neighbors`` notes are shown to the LLM (ids remapped
 to small integers; invented ids rejected and counted), which chooses links for the new note and
 evolves neighbours (their context and tags are rewritten and re-embedded; the store keeps the old
-values in its change history). Retrieval takes the top-``k`` notes and expands along links (both
-directions) by up to ``expand`` more notes.
+values in its change history).
+
+Retrieval follows A-Mem's LoCoMo evaluation (WujiangXu/A-mem ``test_advanced.py``
+``advancedMemAgent.answer_question``): the question is first turned into search keywords by one LLM
+call (``generate_query_llm``; here a bounded JSON list, phase ``answer``, so it counts in the answer's
+calls and tokens), and the keywords, not the question, are embedded as the query
+(``query_keywords: false`` searches with the question itself, the earlier behaviour; a reply without
+usable keywords falls back to the question, counted as an invalid/truncated structured output). The
+top-``k`` notes are taken, ``k`` per LoCoMo category where ``k_by_category`` names one (the paper's
+Appendix A.5 Table 8: GPT-4o-mini 40/40/50/50/40 for multi-hop/temporal/open-domain/single-hop/
+adversarial), and expanded along links (both directions) by up to ``expand`` more notes
+(null = the question's ``k``, as ``memory_layer.py`` ``find_related_memories_raw`` stops at k).
+
+Footprint: a note holds its content and its LLM-generated keywords, context and tags; all of them
+count in :meth:`AMem.memory_stats` tokens.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from ctxbench.errors import ConfigError
+from ctxbench.metrics.base import LOCOMO_CATEGORIES, canonical_name, category_name
 from ctxbench.registry import register
 from ctxbench.types import History, Question
 
@@ -22,6 +37,24 @@ def note_text(content: str, meta: dict) -> str:
     """What is embedded: content plus the LLM-generated attributes (as A-Mem does)."""
     return (f"{content} context: {meta.get('context', '')} keywords: {', '.join(meta.get('keywords', []))} "
             f"tags: {', '.join(meta.get('tags', []))}")
+
+
+def note_attribute_text(meta: dict) -> list[str]:
+    """The LLM-generated attributes a note holds besides its content (counted in the footprint)."""
+    return [str(meta.get("context", "")), ", ".join(meta.get("keywords", [])), ", ".join(meta.get("tags", []))]
+
+
+def category_k(mapping: Any) -> dict[str, int]:
+    """``k_by_category`` as {category name: k}; keys are names (multi-hop) or LoCoMo ids (1..5)."""
+    out: dict[str, int] = {}
+    for key, value in dict(mapping or {}).items():
+        name = str(key).strip()
+        if name.lstrip("-").isdigit():
+            name = LOCOMO_CATEGORIES.get(int(name), name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"config key 'memory.k_by_category.{key}' must be an integer >= 1, got {value!r}")
+        out[canonical_name(name)] = int(value)
+    return out
 
 
 def show(r: Record) -> str:
@@ -36,7 +69,10 @@ class AMem(MemorySystem):
     def __init__(self, cfg: Any, **deps: Any) -> None:
         super().__init__(cfg, **deps)
         self.k_neighbors = int(cfg.get("k_neighbors", 5))
-        self.expand = int(cfg.get("expand", self.k))
+        expand = cfg.get("expand")
+        self.expand = None if expand is None else int(expand)  # None: the question's k
+        self.k_by_category = category_k(cfg.get("k_by_category"))
+        self.query_keywords = bool(cfg.get("query_keywords", True))
 
     def steps(self, history: History) -> list[tuple[int, int]]:
         self._sessions = self.limit(history)
@@ -86,11 +122,27 @@ class AMem(MemorySystem):
         self.index.add([rid], emb[None, :])
         self.counts["evolutions"] += 1
 
+    def k_for(self, question: Question) -> int:
+        """The notes retrieved for this question: its category's ``k_by_category``, else ``k``."""
+        return self.k_by_category.get(category_name(question), self.k)
+
+    def query_text(self, question: Question) -> str:
+        """What is embedded to search: the LLM's keywords for the question (A-Mem's
+        ``generate_query_llm``), or the question when ``query_keywords`` is off or no keywords came."""
+        if not self.query_keywords:
+            return question.question
+        got = self.call(P.query_messages(question.question), P.query_schema(int(self.cfg.get("query_max_keywords", 8))),
+                        kind="query", phase="answer", max_new_tokens=int(self.cfg.get("query_max_tokens", 128)))
+        words = [w.strip() for w in (got or {}).get("keywords", []) if w.strip()]
+        return ", ".join(dict.fromkeys(words)) if words else question.question
+
     def retrieve(self, question: Question) -> str:
-        hits = self.search(question.question, self.k)
+        k = self.k_for(question)
+        expand = k if self.expand is None else self.expand
+        hits = self.search(self.query_text(question), k)
         got = [r for r, _ in hits]
         seen = {r.id for r in got}
-        if self.expand > 0 and got:
+        if expand > 0 and got:
             notes = {r.id: r for r in self.store.records(self.hid, "note")}
             back: dict[int, list[int]] = {}
             for r in notes.values():
@@ -99,11 +151,18 @@ class AMem(MemorySystem):
             extra = []
             for r in got:
                 for l in list(r.meta.get("links", [])) + back.get(r.id, []):
-                    if l not in seen and l in notes and len(extra) < self.expand:
+                    if l not in seen and l in notes and len(extra) < expand:
                         seen.add(l)
                         extra.append(notes[l])
             got += extra
         return "\n".join(show(r) for r in got)
+
+    def memory_stats(self) -> tuple[int, int]:
+        """(notes, tokens): each note's content plus its keywords, context and tags."""
+        recs = self.store.records(self.hid)
+        count = self.llm.count_tokens
+        return len(recs), sum(count(r.text) + sum(count(a) for a in note_attribute_text(r.meta) if a)
+                              for r in recs)
 
     def prompt_version(self) -> str:
         return P.VERSION

@@ -8,17 +8,33 @@ recall, which also resets ``t``. (The reference code computes exp(−t/5·S), i.
 makes stronger memories fade *faster*; this follows the paper instead.)
 
 When a later day is ingested, the day's turns first recall their most similar stored turns
-(cosine ≥ ``recall_threshold``, top ``recall_k``), then turn memories with R < ``forget_threshold``
-are forgotten (soft-deleted, kept in the change history); summaries are never forgotten.
+(cosine ≥ ``recall_threshold``, top ``recall_k``), then turn memories are forgotten (soft-deleted,
+kept in the change history); summaries are never forgotten. How, by ``forgetting``:
+
+- ``sample`` (the reference, and the paper setting): each memory is kept with probability R and
+  forgotten otherwise, one draw per memory per conversation day, ``t`` in whole calendar days as
+  the reference counts them (``memory_bank/memory_retrieval/forget_memory.py``
+  ``initial_load_forget_and_save``: ``_get_date_difference`` on dates, then
+  ``random.random() > retention_probability`` forgets). The draw is seeded and keyed, not taken
+  from a generator's stream: u = hash(``seed``, history, memory id, day) in [0, 1), forgotten when
+  u > R, so a rerun or a resumed run makes the same draws (the paper experiments pass the run's
+  ``seed``);
+- ``threshold`` (the earlier ctxbench rule, kept as an option): forgotten when R <
+  ``forget_threshold``, ``t`` in fractional days.
+
 Answering retrieves top-``k`` turn and event memories — a recall, so their S grows and t resets at
-the time of the last session — and shows them with the global summary and the portrait.
+the time of the last session — and shows them with the global summary and the portrait. The
+portrait and the global summary are held in state, not records: they count in
+:meth:`MemoryBank.memory_stats` beside the records.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from datetime import datetime
 from typing import Any
 
+from ctxbench.errors import ConfigError
 from ctxbench.registry import register
 from ctxbench.types import History, Question, Session
 
@@ -32,6 +48,15 @@ def retention(days: float, strength: float) -> float:
     return math.exp(-max(days, 0.0) / strength)
 
 
+FORGETTING = ("sample", "threshold")
+
+
+def draw(seed: int, hid: str, rid: int, day: str) -> float:
+    """A uniform number in [0, 1) fixed by (seed, history, memory, day): the same on every rerun."""
+    digest = hashlib.sha256(f"{int(seed)}|{hid}|{int(rid)}|{day}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0 ** 64
+
+
 def render(session: Session) -> str:
     return "\n".join(f"{t.speaker}: {t.text}" for t in session.turns)
 
@@ -42,6 +67,11 @@ class MemoryBank(MemorySystem):
 
     def __init__(self, cfg: Any, **deps: Any) -> None:
         super().__init__(cfg, **deps)
+        self.forgetting = str(cfg.get("forgetting", "sample"))
+        if self.forgetting not in FORGETTING:
+            raise ConfigError(f"config key 'memory.forgetting' must be one of {' | '.join(FORGETTING)}, "
+                              f"got {self.forgetting!r}")
+        self.seed = int(cfg.get("seed", 0))
         self.forget_threshold = float(cfg.get("forget_threshold", 0.01))
         self.recall_k = int(cfg.get("recall_k", 3))
         self.recall_threshold = float(cfg.get("recall_threshold", 0.6))
@@ -125,12 +155,26 @@ class MemoryBank(MemorySystem):
     def retention_of(self, r: Record, now: datetime) -> float:
         return retention(days_between(datetime.fromisoformat(r.meta["last"]), now), float(r.meta.get("S", 1.0)))
 
+    def forgotten(self, r: Record, now: datetime) -> bool:
+        """Whether turn memory ``r`` is forgotten at ``now`` (module doc: ``sample`` | ``threshold``)."""
+        if self.forgetting == "threshold":
+            return self.retention_of(r, now) < self.forget_threshold
+        days = (now.date() - datetime.fromisoformat(r.meta["last"]).date()).days
+        keep = retention(float(days), float(r.meta.get("S", 1.0)))
+        return draw(self.seed, self.hid, r.id, now.date().isoformat()) > keep
+
     def forget(self, now: datetime) -> None:
         for r in self.store.records(self.hid, "turn"):
-            if self.retention_of(r, now) < self.forget_threshold:
+            if self.forgotten(r, now):
                 self.store.delete(self.hid, r.id, op="FORGET")
                 self.index.remove([r.id])
                 self.counts["forgotten"] += 1
+
+    def memory_stats(self) -> tuple[int, int]:
+        """(items, tokens): the live records plus the portrait and global summary held in state."""
+        items, tokens = super().memory_stats()
+        held = [t for t in (self.portrait, self.global_summary) if t]
+        return items + len(held), tokens + sum(self.llm.count_tokens(t) for t in held)
 
     # ---- answering -------------------------------------------------------------------------------
     def retrieve(self, question: Question) -> str:

@@ -15,6 +15,17 @@ Each class says which reference code it matches. Definitions:
   sentences are split on [.!?]+space and tokenised with nltk's data-free ``NLTKWordTokenizer``, the
   tokenizer ``word_tokenize`` applies after its punkt sentence split).
 - ``rouge1``/``rouge2``/``rougeL``: ``rouge_score`` F-measure with the Porter stemmer.
+
+Category 5 (adversarial) against which reference: ``f1`` follows LoCoMo (the "not mentioned" phrase
+rule); ``f1_set``, ``bleu1`` and ``rouge*`` compare with the correct option "Not mentioned in the
+conversation" (:func:`.base.reference_answer`). A-Mem's evaluation code scores category 5 against the
+question's ``adversarial_answer`` instead (WujiangXu/A-mem ``load_dataset.py`` ``QA.final_answer``
+returns ``adversarial_answer`` for category 5; ``test_advanced.py`` passes it to ``utils.py``
+``calculate_metrics``, all metrics 0 when it is empty): ``f1_adv_answer`` and ``bleu1_adv_answer``
+are ``f1_set`` and ``bleu1`` with that reference, identical to them on every other category. Which
+table uses which: A-Mem's Table 1 (F1, BLEU-1, all five categories) = ``f1_adv_answer`` /
+``bleu1_adv_answer``; Mem0's Table 1 (categories 1-4 only, category 5 excluded by its evaluation) =
+``f1_set`` / ``bleu1`` (the same numbers there); LoCoMo's own tables = ``f1``.
 """
 from __future__ import annotations
 
@@ -105,15 +116,7 @@ class SetF1:
     reference = "mem0ai/mem0 evaluation/metrics/utils.py calculate_metrics (from A-Mem utils.py)"
 
     def score(self, prediction: str, question: Question) -> float:
-        pred, ref = str(prediction).strip(), reference_answer(question).strip()
-        p, r = set(simple_tokenize(pred)), set(simple_tokenize(ref))
-        if not p or not r:
-            return 0.0
-        common = len(p & r)
-        if common == 0:
-            return 0.0
-        precision, recall = common / len(p), common / len(r)
-        return 2 * precision * recall / (precision + recall)
+        return set_f1(str(prediction).strip(), reference_answer(question).strip())
 
 
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+")
@@ -138,10 +141,13 @@ class Bleu1:
     version = "nltk-bleu1-method1-1"
     reference = "mem0ai/mem0 evaluation/metrics/utils.py calculate_bleu_scores (bleu1)"
 
+    def gold(self, question: Question) -> str:
+        return reference_answer(question)
+
     def score(self, prediction: str, question: Question) -> float:
         from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
-        pred, ref = word_tokens(str(prediction).strip()), word_tokens(reference_answer(question).strip())
+        pred, ref = word_tokens(str(prediction).strip()), word_tokens(self.gold(question).strip())
         if not pred or not ref:
             return 0.0
         return float(sentence_bleu([ref], pred, weights=(1, 0, 0, 0),
@@ -181,3 +187,48 @@ class Rouge2(_Rouge):
 @register("metric", "rougeL")
 class RougeL(_Rouge):
     kind = "rougeL"
+
+
+def amem_reference(question: Question) -> str:
+    """The gold text A-Mem's evaluation compares with (``QA.final_answer``): category 5's
+    ``adversarial_answer`` ('' when the item has none), the answer otherwise."""
+    if category_name(question) == "adversarial":
+        return answer_text(question.adversarial_answer)
+    return answer_text(question.answer)
+
+
+def set_f1(prediction: str, reference: str) -> float:
+    """Mem0/A-Mem's set token F1 (0 when either side is empty or nothing is shared)."""
+    p, r = set(simple_tokenize(prediction)), set(simple_tokenize(reference))
+    common = len(p & r)
+    if not p or not r or common == 0:
+        return 0.0
+    precision, recall = common / len(p), common / len(r)
+    return 2 * precision * recall / (precision + recall)
+
+
+@register("metric", "f1_adv_answer")
+class AdvAnswerSetF1:
+    """``f1_set`` with A-Mem's category-5 reference, ``adversarial_answer`` (A-Mem's Table 1 F1)."""
+
+    name = "f1_adv_answer"
+    version = "amem-set-adv-answer-1"
+    reference = ("WujiangXu/A-mem utils.py calculate_metrics f1 against load_dataset.py QA.final_answer "
+                 "(category 5: adversarial_answer)")
+
+    def score(self, prediction: str, question: Question) -> float:
+        pred, ref = str(prediction).strip(), amem_reference(question).strip()
+        return set_f1(pred, ref) if pred and ref else 0.0
+
+
+@register("metric", "bleu1_adv_answer")
+class AdvAnswerBleu1(Bleu1):
+    """``bleu1`` with A-Mem's category-5 reference, ``adversarial_answer`` (A-Mem's Table 1 BLEU-1)."""
+
+    name = "bleu1_adv_answer"
+    version = "nltk-bleu1-method1-adv-answer-1"
+    reference = ("WujiangXu/A-mem utils.py calculate_bleu_scores bleu1 against load_dataset.py QA.final_answer "
+                 "(category 5: adversarial_answer)")
+
+    def gold(self, question: Question) -> str:
+        return amem_reference(question)

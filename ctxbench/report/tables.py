@@ -2,8 +2,9 @@
 
 A table is data in ``ctxbench/report/papers/<NAME>.yaml``: its source (paper, arXiv id, table number,
 backbone), how its metric names map to ours, how its category labels map to the dataset's category
-ids and our names, and one entry per row ("cell") with the published values and the
-``conf/experiment/<cell experiment>.yaml`` that reproduces it. Our numbers are found in run folders
+ids and our names (a category may name its own metric for a label, ``ours: {F1: f1_adv_answer}``,
+where the paper scored it against another reference), and one entry per row ("cell") with the
+published values and the ``conf/experiment/<cell experiment>.yaml`` that reproduces it. Our numbers are found in run folders
 whose recorded config has ``experiment.name`` equal to that cell's experiment (the newest run wins).
 """
 from __future__ import annotations
@@ -105,7 +106,7 @@ def compare(table: dict[str, Any], runs: dict[str, Run]) -> list[dict[str, Any]]
         values = cell.get("values") or {}
         for cat in table["categories"]:
             for label, spec in table["metrics"].items():
-                ours_key = spec["ours"] if isinstance(spec, dict) else spec
+                ours_key = (cat.get("ours") or {}).get(label) or (spec["ours"] if isinstance(spec, dict) else spec)
                 paper = (values.get(cat["paper"]) or {}).get(label)
                 unit = 1.0 if ours_key in TRAIN_METRICS else scale
                 ours = None if run is None else our_value(run, cat, ours_key, unit)

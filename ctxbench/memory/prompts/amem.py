@@ -1,5 +1,6 @@
-"""A-Mem prompts: note construction (keywords, context, tags) and link generation + memory evolution,
-each with its JSON Schema (bounded lists and strings; links and evolved neighbours are ids shown)."""
+"""A-Mem prompts: note construction (keywords, context, tags), link generation + memory evolution, and
+the question's search keywords, each with its JSON Schema (bounded lists and strings; links and evolved
+neighbours are ids shown)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ from ctxbench.llm import schema as sch
 
 from . import scripting as S
 
-VERSION = "amem-v2"
+VERSION = "amem-v3"
 CONTEXT_CHARS = 160
 WORD_CHARS = 30
 
@@ -50,6 +51,24 @@ def evolve_messages(new: str, neighbours: list[tuple[str, str]]) -> list[dict[st
     return [{"role": "system", "content": EVOLVE_SYSTEM}, {"role": "user", "content": user}]
 
 
+QUERY_SYSTEM = ("Given a question about a conversation, generate several keywords to search the conversation's "
+                "memory notes with (names, key nouns, verbs, dates). Reply with JSON.")
+
+
+def query_schema(max_keywords: int = 8) -> dict[str, Any]:
+    """The question's search keywords: 1..``max_keywords`` short strings.
+
+    The reference (WujiangXu/A-mem ``test_advanced.py`` ``generate_query_llm``) asks for one string
+    ``{"keywords": "keyword1, keyword2, keyword3"}``; here a bounded list, joined with ", " into the
+    same query text."""
+    return sch.obj(keywords=sch.items(sch.text(WORD_CHARS, 2), max_keywords, 1))
+
+
+def query_messages(question: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": QUERY_SYSTEM},
+            {"role": "user", "content": f"Question: {question}\n\nJSON:"}]
+
+
 # ---- scripted replies (a zero-cost chat model for tests and bench; see prompts/scripting.py) ----
 def _note(user: str) -> str:
     body = S.after(user, "): ").split("\n\nJSON")[0]
@@ -62,4 +81,10 @@ def _evolve(user: str) -> str:
     return json.dumps({"links": ids[:1], "neighbors": []})
 
 
-SCRIPTED = {NOTE_SYSTEM: _note, EVOLVE_SYSTEM: _evolve}
+def _query(user: str) -> str:
+    body = S.after(user, "Question: ").split("\n\nJSON")[0]
+    kws = sorted(set(S.WORD.findall(body)), key=lambda w: (-len(w), w))[:4] or ["conversation"]
+    return json.dumps({"keywords": kws})
+
+
+SCRIPTED = {NOTE_SYSTEM: _note, EVOLVE_SYSTEM: _evolve, QUERY_SYSTEM: _query}
