@@ -134,6 +134,7 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     "memory.node_threshold": COSINE, "memory.recall_threshold": COSINE,
     "memory.forget_threshold": SHARE,
     "memory.fifo_tokens": TOKENS, "memory.evict_frac": between(0, 1, low_open=True),
+    "memory.warn_frac": between(0, 1, low_open=True), "memory.pressure_steps": ge(0, note="0 = no memory-pressure step"),
     "memory.summary_words": POSITIVE, "memory.max_steps": POSITIVE,
     "memory.max_page_tokens": TOKENS, "memory.min_page_tokens": TOKENS, "memory.tail_tokens": COUNT,
     "memory.preceding_tokens": ge(0, note="null = the whole previous page"),
