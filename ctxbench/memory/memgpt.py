@@ -41,6 +41,7 @@ state (:meth:`MemGPT.memory_stats`).
 from __future__ import annotations
 
 import json
+import logging
 import re
 from typing import Any
 
@@ -53,6 +54,7 @@ from .base import MemorySystem
 from .prompts import memgpt as P
 
 FTS_TABLE = "memgpt_recall"
+log = logging.getLogger(__name__)
 
 
 def fts_query(text: str) -> str:
@@ -89,7 +91,11 @@ class MemGPT(MemorySystem):
         self.result_max_tokens = int(cfg.get("result_max_tokens", 200))
         self.step_max_tokens = int(cfg.get("step_max_tokens", 128))
         self.summary_words = int(cfg.get("summary_words", 80))
-        self.fifo_tokens = min(self.fifo_tokens, self.window_fifo())
+        room = self.window_fifo()
+        if self.fifo_tokens > room:
+            log.info("memory=memgpt: fifo_tokens=%d capped at %d (llm.context_window=%d less the main context's "
+                     "fixed part)", self.fifo_tokens, room, self.llm.context_window)
+            self.fifo_tokens = room
         if self.fifo_tokens < 1:
             raise ConfigError(f"memory=memgpt: llm.context_window={self.llm.context_window} leaves no room for "
                               "the FIFO beside the main context (lower memory.working_max_tokens, "
