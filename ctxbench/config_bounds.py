@@ -135,6 +135,7 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     "memory.node_threshold": COSINE, "memory.search_threshold": COSINE, "memory.recall_threshold": COSINE,
     "memory.forget_threshold": SHARE,
     "memory.fifo_tokens": TOKENS, "memory.evict_frac": between(0, 1, low_open=True),
+    "memory.warn_frac": between(0, 1, low_open=True), "memory.pressure_steps": ge(0, note="0 = no memory-pressure step"),
     "memory.summary_words": POSITIVE, "memory.max_steps": POSITIVE,
     "memory.max_page_tokens": TOKENS, "memory.min_page_tokens": TOKENS, "memory.tail_tokens": COUNT,
     "memory.preceding_tokens": ge(0, note="null = the whole previous page"),
@@ -207,6 +208,7 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "memory.forgetting": ("sample", "threshold"),                  # memory.memorybank.FORGETTING
     "logger.mode": ("online", "offline", "disabled"),
     "dataset.answer_format": ("multi_choice", "open_ended"),
+    "dataset.question_time": ("session", "none"),                   # data.dialsim.QUESTION_TIMES
     "dataset.split": {"locomo_pwc": ("train", "test", "all"), "*": None},  # others: a hub split name
     "suite": ("all", "train_step", "kv_memory", "memory_systems", "retrieval", "eval_throughput", "structured", "gpu"),
     "gpu.size": ("7b", "tiny"),

@@ -21,8 +21,9 @@ FIXTURE = REPO / "data" / "samples" / "dialsim_sample.pickle"
 
 
 def load(**kw):
+    """The fixture as one history per show (``question_time: none``) unless ``kw`` says otherwise."""
     base = OmegaConf.load(REPO / "conf/dataset/dialsim_sample.yaml")
-    return registry.build("dataset", OmegaConf.merge(base, kw))
+    return registry.build("dataset", OmegaConf.merge(base, {"question_time": "none"}, kw))
 
 
 def test_fixture_is_what_the_script_writes(tmp_path):

@@ -187,7 +187,7 @@ def test_eval_cli_asks_only_the_kept_questions(tmp_path):
 
 def dialsim(**kw):
     base = OmegaConf.load(REPO / "ctxbench" / "conf" / "dataset" / "dialsim_sample.yaml")
-    return registry.build("dataset", OmegaConf.merge(base, kw))
+    return registry.build("dataset", OmegaConf.merge(base, {"question_time": "none"}, kw))  # one history per show
 
 
 def test_dialsim_keeps_the_questions_asked_in_the_first_sessions():

@@ -1,6 +1,8 @@
-"""MemGPT: FIFO overflow → eviction → recursive summary (previous summary + evicted messages) →
-archival; recall search over every message; paging with JSON function calls (archival search,
-invalid calls counted, send_message answers, best-effort answer when steps run out); resume."""
+"""MemGPT: FIFO overflow → eviction → recursive summary (previous summary + evicted messages); evicted
+messages stay in recall storage (conversation search over every message); a memory-pressure alert
+before each flush where the agent saves to archival/core memory (archival holds only its inserts);
+paging with JSON function calls (searches, invalid calls counted, send_message answers, best-effort
+answer when steps run out); the footprint counts each message once; resume."""
 from __future__ import annotations
 
 import json
@@ -45,11 +47,21 @@ def cfg(**kw):
     return OmegaConf.create({**base, **kw})
 
 
+DONE = json.dumps({"function": "done", "args": {}})
+
+
+def pressure(messages) -> bool:
+    return messages[0]["content"].startswith("You are the memory of")
+
+
 def summariser():
-    """Construction calls return SUM0, SUM1, ...; answer calls are scripted per test."""
+    """Summary calls return SUM0, SUM1, ...; memory-pressure calls stop at once; answer calls are
+    scripted per test."""
     n = {"k": 0}
 
     def respond(messages, phase, **kw):
+        if phase == "construction" and pressure(messages):
+            return DONE
         if phase == "construction":
             n["k"] += 1
             return f"SUM{n['k'] - 1}"
@@ -57,7 +69,11 @@ def summariser():
     return respond
 
 
-def test_eviction_recursive_summary_and_archive(tmp_path):
+def summary_calls(llm):
+    return [c for c in llm.calls if c["phase"] == "construction" and not pressure(c["messages"])]
+
+
+def test_eviction_recursive_summary_to_recall(tmp_path):
     llm = ScriptedLLM(summariser())
     m = MemGPT(cfg(), llm=llm, embedder=BowEmbedder(), workdir=tmp_path)
     sizes = []
@@ -70,7 +86,7 @@ def test_eviction_recursive_summary_and_archive(tmp_path):
     m.ingest(history())
     assert sizes and max(sizes) <= 24  # the FIFO never exceeds its token budget after a step
     assert m.fifo_size() == sum(llm.count_tokens(x["text"]) for x in m.fifo)
-    prompts = [c["messages"][-1]["content"] for c in llm.calls if c["phase"] == "construction"]
+    prompts = [c["messages"][-1]["content"] for c in summary_calls(llm)]
     assert len(prompts) == m.counts["flushes"] >= 3
     fifo_texts = {x["text"] for x in m.fifo}
     all_turns = [f"{t.speaker}: {t.text}" for s in history().sessions for t in s.turns]
@@ -82,12 +98,10 @@ def test_eviction_recursive_summary_and_archive(tmp_path):
     for t in evicted:  # every evicted message was summarised exactly once
         assert sum(t in p.split("EVICTED MESSAGES:")[1] for p in prompts) == 1
     assert m.summary == f"SUM{len(prompts) - 1}"
-    # evicted messages are in archival storage, with their session date, and searchable by meaning
-    arch = m.store.records("h", "archival")
-    assert sorted(r.text.split("] ", 1)[1] for r in arch) == sorted(evicted)
-    assert arch[0].text.startswith("[1:00 pm on 1 May, 2023] ")
-    assert m.archival_search("apple")[0].endswith("I like apple and more apple")
-    # recall storage holds every message (evicted or not), keyword-searchable
+    # evicted messages are not copied to archival storage (only the agent's inserts go there) ...
+    assert m.store.records("h", "archival") == [] and m.archival_search("apple") == []
+    # ... they stay in recall storage, which holds every message (evicted or not), keyword-searchable
+    assert "Alice: I like apple and more apple" in evicted
     assert len(m.store.records("h", "message")) == 22  # 20 turns + 2 session events
     assert m.conversation_search("what about the TULIP?")[0].endswith("Bob: I like tulip and more tulip")
     assert m.conversation_search("apple")[0] == "[1:00 pm on 1 May, 2023] Alice: I like apple and more apple"
@@ -99,20 +113,34 @@ def test_eviction_recursive_summary_and_archive(tmp_path):
     m2 = MemGPT(cfg(), llm=llm2, embedder=BowEmbedder(), workdir=tmp_path)
     m2.ingest(history())
     assert llm2.calls == [] and m2.summary == summary and [x["text"] for x in m2.fifo] == fifo
-    assert m2.archival_search("apple")[0].endswith("I like apple and more apple")  # index rebuilt
+    assert m2.warned == m.warned
     assert len(m2.conversation_search("apple")) == 1  # recall rows not duplicated
 
 
-def test_paging_archival_then_send_message(tmp_path):
+def test_archive_evicted_keeps_the_earlier_automatic_archive(tmp_path):
+    """archive_evicted=true (not MemGPT's): evicted turns are also embedded into archival storage."""
+    llm = ScriptedLLM(summariser())
+    m = MemGPT(cfg(archive_evicted=True, pressure_steps=0), llm=llm, embedder=BowEmbedder(), workdir=tmp_path)
+    m.ingest(history())
+    fifo_texts = {x["text"] for x in m.fifo}
+    evicted = [f"{t.speaker}: {t.text}" for s in history().sessions for t in s.turns
+               if f"{t.speaker}: {t.text}" not in fifo_texts]
+    arch = m.store.records("h", "archival")
+    assert sorted(r.text.split("] ", 1)[1] for r in arch) == sorted(evicted)
+    assert arch[0].text.startswith("[1:00 pm on 1 May, 2023] ")
+    assert m.archival_search("apple")[0] == "[1:00 pm on 1 May, 2023] Alice: I like apple and more apple"
+
+
+def test_paging_recall_then_send_message(tmp_path):
     answers = iter([
-        json.dumps({"function": "archival_memory_search", "args": {"query": "apple"}}),
+        json.dumps({"function": "conversation_search", "args": {"query": "apple"}}),
         "I think the answer is apple",  # no JSON: an invalid call
         json.dumps({"function": "fly_away", "args": {}}),  # unknown function: invalid
         json.dumps({"function": "send_message", "args": {"message": "apple"}}),
     ])
 
     def respond(messages, phase, **kw):
-        return "SUM" if phase == "construction" else next(answers)
+        return (DONE if pressure(messages) else "SUM") if phase == "construction" else next(answers)
     llm = ScriptedLLM(respond)
     m = MemGPT(cfg(max_steps=5), llm=llm, embedder=BowEmbedder(), workdir=tmp_path)
     m.ingest(history())
@@ -122,7 +150,7 @@ def test_paging_archival_then_send_message(tmp_path):
     assert pred.text == "apple"
     assert pred.usage.answer_calls == 4 == len(calls) and all(c["phase"] == "answer" for c in calls)
     assert pred.usage.extra["invalid_calls"] == 2 and pred.usage.extra["paging_steps"] == 4
-    assert pred.usage.extra["function_calls"] == {"archival_memory_search": 1, "send_message": 1}
+    assert pred.usage.extra["function_calls"] == {"conversation_search": 1, "send_message": 1}
     assert not pred.usage.extra["fallback_answer"]
     assert pred.usage.answer_prompt_tokens == sum(sum(len(x["content"].split()) for x in c["messages"])
                                                   for c in calls)
@@ -130,8 +158,8 @@ def test_paging_archival_then_send_message(tmp_path):
     assert "WORKING CONTEXT:" in first[0]["content"] and m.summary in first[0]["content"]
     assert all(x["text"] in first[1]["content"] for x in m.fifo)  # the whole FIFO is in view
     assert "apple" not in first[1]["content"]  # ... and the evicted turn is not
-    assert "RESULT of archival_memory_search" in calls[1]["messages"][-1]["content"]
-    assert "I like apple and more apple" in calls[1]["messages"][-1]["content"]
+    assert "RESULT of conversation_search" in calls[1]["messages"][-1]["content"]
+    assert "I like apple and more apple" in calls[1]["messages"][-1]["content"]  # an evicted turn, from recall
     assert calls[2]["messages"][-1]["content"].startswith("ERROR: no JSON")
     assert "'fly_away'" in calls[3]["messages"][-1]["content"]  # not one of the call shapes
     assert all(c["schema"] == call_schema() for c in calls)  # every step is decoded under the one schema
@@ -216,7 +244,7 @@ def test_locomo_through_evaluator(tmp_path):
 
     def respond(messages, phase, **kw):
         if phase == "construction":
-            return "Caroline and Melanie talked."
+            return DONE if pressure(messages) else "Caroline and Melanie talked."
         if "Short answer" in messages[-1]["content"]:
             return "Not mentioned in the conversation"
         return json.dumps({"function": "archival_memory_search", "args": {"query": "support group"}})
@@ -226,7 +254,8 @@ def test_locomo_through_evaluator(tmp_path):
     assert len(recs) == 2
     u = recs[0]["usage"]
     assert u["answer_calls"] == c.max_steps + 1 and u["construction_calls"] > 0
-    assert u["extra"]["flushes"] == u["construction_calls"] and u["memory_items"] > 0
+    assert u["extra"]["flushes"] + u["extra"]["pressure_warnings"] == u["construction_calls"] and u["memory_items"] > 0
+    assert u["extra"]["pressure_done"] == u["extra"]["pressure_warnings"] >= u["extra"]["flushes"] > 0
     assert recs[0]["construction"]["calls"] == llm.meter.get("construction").calls
 
 
@@ -253,7 +282,10 @@ def test_eval_cli_packaged_model(tmp_path):
         u = r["usage"]
         assert 1 <= u["extra"]["paging_steps"] <= 4 and u["answer_calls"] >= u["extra"]["paging_steps"]
         assert u["answer_calls"] == u["extra"]["paging_steps"] + int(u["extra"]["fallback_answer"])
-    assert preds[0]["construction"]["calls"] == preds[0]["usage"]["extra"]["flushes"] > 0
+    extra = preds[0]["usage"]["extra"]
+    pressure_calls = extra.get("structured|construction|pressure_call|calls", 0)
+    assert preds[0]["construction"]["calls"] == extra["flushes"] + pressure_calls and extra["flushes"] > 0
+    assert pressure_calls >= extra["pressure_warnings"] >= extra["flushes"]  # an alert before each flush
     assert (out / "results.json").exists() and (out / "memgpt.sqlite").exists()
     p2 = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p2.returncode == 0, p2.stderr[-3000:]

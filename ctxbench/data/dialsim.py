@@ -21,6 +21,23 @@ lines (Teleplay:/Story:) are skipped and stage directions ("[Scene: ...]") are n
 
 ``dataset.sessions=N`` keeps each sample's first N sessions (of the show, or of each episode with
 ``per_episode=true``) and the questions asked after one of them (``meta["session"]``), before ``limit``.
+
+**Question time** (``dataset.question_time``). The official simulator streams the show and asks each
+question during its own session, with only what was said so far stored (``simulator.py``: the
+history is saved utterance by utterance and the question is put after one of the session's chatbot
+utterances); that is what makes the "not happened yet" types (``before_event_unans``, the ``fu``
+temporal-KG types, ``dont_know_unans*``) answerable only with "I don't know". With
+``question_time: session`` (the default and the paper setting) :func:`up_to_question_time` splits
+each sample into one sample per session that has questions: its history holds the sessions up to
+and including that session (the pickle has no asking position inside a session, so the whole
+session is in view) and its id is ``<history id>@<session id>``. ``question_time: none`` keeps one
+history for the whole show (every question sees every session: cheaper, but the unanswerable-yet
+questions are then scored against a system that has seen the answer).
+
+Cost: each prefix is its own history, so a memory system ingests sessions 1..t once per question
+session t (the System contract builds a store per history id; prefixes are not shared). A show of
+S question sessions costs about S/2 times one full ingestion; bound it with ``max_episodes``,
+``sessions`` or ``per_episode``.
 """
 from __future__ import annotations
 
@@ -45,6 +62,7 @@ log = logging.getLogger(__name__)
 OPTION_LETTERS = ("(A)", "(B)", "(C)", "(D)", "(E)")
 UNKNOWN_ANSWER = "I don't know."
 FORMATS = ("multi_choice", "open_ended")
+QUESTION_TIMES = ("session", "none")
 CREDIT = re.compile(r"^(Teleplay|Story|Written by|Directed by)\s*:", re.I)
 SPEAKER = re.compile(r"^([^:\[\]()]{1,60}?):\s?(.*)$")
 NARRATOR = "Narrator"
@@ -203,10 +221,29 @@ def cut_sessions(samples: Samples, sessions: object) -> Samples:
     return samples.derive(out)
 
 
+def up_to_question_time(samples: Samples) -> Samples:
+    """One sample per session with questions: the history up to and including that session, and the
+    questions asked in it (in dataset order), id ``<history id>@<session id>``."""
+    out = []
+    for s in samples:
+        at = {x.id: i for i, x in enumerate(s.history.sessions)}
+        groups: dict[int, list[Question]] = {}
+        for q in s.questions:
+            groups.setdefault(at[q.meta["session"]], []).append(q)
+        for i in sorted(groups):
+            sessions = s.history.sessions[: i + 1]
+            out.append(Sample(replace(s.history, id=f"{s.history.id}@{sessions[-1].id}", sessions=sessions), groups[i]))
+    return samples.derive(out)
+
+
 @register("dataset", "dialsim", aliases=("dialsim_sample",))
 def load_dialsim(cfg: Any) -> Samples:
     raw = cfg.get("path") or str(downloads_dir() / "dialsim" / f"{cfg.get('show', 'friends')}_dialsim.pickle")
     path = locate(raw, "dialsim")
+    when = cfg.get("question_time", "session")
+    if when not in QUESTION_TIMES:
+        raise DataError(path, f"unknown question_time {when!r} (choose {', '.join(QUESTION_TIMES)})",
+                        field="dataset.question_time")
     samples = load_dialsim_file(
         path, fmt=cfg.get("answer_format", "multi_choice"), per_episode=bool(cfg.get("per_episode", False)),
         episodes=list(cfg.get("episodes") or []) or None, max_episodes=cfg.get("max_episodes"),
@@ -216,4 +253,6 @@ def load_dialsim(cfg: Any) -> Samples:
     limit = cfg.get("limit")
     if limit:
         samples = samples.derive(Sample(s.history, s.questions[: int(limit)]) for s in samples)
+    if when == "session":
+        samples = up_to_question_time(samples)
     return samples

@@ -1,13 +1,29 @@
 """MemGPT (Packer et al., 2023, arXiv 2310.08560; letta-ai/letta's original ``memgpt`` code):
 virtual context management for a model with a small window.
 
-Main context = system instructions + a *working context* the model edits itself + a FIFO queue of
-recent messages (sized in tokens with the llm's tokenizer), headed by a recursive summary. While the
-history is ingested, every message goes to *recall storage* (all messages, SQLite FTS5 keyword
-search) and into the FIFO; when the FIFO exceeds ``fifo_tokens`` the queue manager flushes it:
-the oldest messages are evicted until ``evict_frac`` of the budget is free, a new summary is
-written from the previous summary plus the evicted messages (one LLM call, construction phase),
-and the evicted messages are written to *archival storage* (embedded, faiss vector search).
+Main context = system instructions + a *working context* (core memory) the model edits itself + a
+FIFO queue of recent messages (sized in tokens with the llm's tokenizer), headed by a recursive
+summary. While the history is ingested, every message goes to *recall storage* (all messages,
+SQLite FTS5 keyword search: ``conversation_search``) and into the FIFO. The queue manager then
+follows the paper's §2.2 (letta ``memgpt/agent.py`` / ``memgpt/constants.py``):
+
+- **memory pressure**: when the FIFO first exceeds ``warn_frac`` of ``fifo_tokens`` (paper: 70% of
+  the context window; letta's ``MESSAGE_SUMMARY_WARNING_FRAC`` is 0.75) a system alert is put into
+  the main context (``MESSAGE_SUMMARY_WARNING_STR``: save what matters before the history is
+  trimmed) and the agent gets up to ``pressure_steps`` function calls (construction phase):
+  ``archival_memory_insert``, ``core_memory_append``, ``core_memory_replace`` or ``done``. *Archival
+  storage* (embedded, faiss vector search) holds only what the agent inserts this way.
+- **flush**: when the FIFO exceeds ``fifo_tokens`` (paper: 100% of the window) the oldest messages
+  are evicted until ``evict_frac`` of the budget is free and a new summary is written from the
+  previous summary plus the evicted messages (one LLM call). Evicted messages stay in recall
+  storage (they were written there on arrival), searchable by ``conversation_search``; they are
+  not copied anywhere else. ``archive_evicted: true`` keeps ctxbench's earlier behaviour (evicted
+  turns also embedded into archival storage automatically), which is not MemGPT's.
+
+``fifo_tokens`` is capped at what the window leaves beside the main context's fixed part (system
+prompt, working context, summary, one step's room: :meth:`MemGPT.window_fifo`), so the paper
+setting passes the model's context window (``${llm.context_window}``) and gets MemGPT's "flush at
+100% of the window".
 
 Answering pages: the model replies with one JSON function call per step —
 ``archival_memory_search``, ``conversation_search``, ``core_memory_append``,
@@ -17,10 +33,15 @@ it; a step without a usable call (cut at ``step_max_tokens``, or invalid where n
 schema) is counted and answered with an error; if no
 ``send_message`` comes, a best-effort answer is asked with the shared QA prompt over what the
 model saw (working context, summary, search results, FIFO). Every call is counted per phase.
+
+Footprint (``memory_items`` / ``memory_tokens``): every message once (recall storage; the FIFO is a
+view of it, not a second copy), the archival passages, and the working context and summary held in
+state (:meth:`MemGPT.memory_stats`).
 """
 from __future__ import annotations
 
 import json
+import logging
 import re
 from typing import Any
 
@@ -33,6 +54,7 @@ from .base import MemorySystem
 from .prompts import memgpt as P
 
 FTS_TABLE = "memgpt_recall"
+log = logging.getLogger(__name__)
 
 
 def fts_query(text: str) -> str:
@@ -53,6 +75,13 @@ class MemGPT(MemorySystem):
             raise ConfigError(f"memory.evict_frac={self.evict_frac}: need 0 < evict_frac <= 1")
         if self.fifo_tokens < 1:
             raise ConfigError(f"memory.fifo_tokens={self.fifo_tokens}: need >= 1")
+        self.warn_frac = float(cfg.get("warn_frac", 0.7))
+        if not 0.0 < self.warn_frac <= 1.0:
+            raise ConfigError(f"memory.warn_frac={self.warn_frac}: need 0 < warn_frac <= 1")
+        self.pressure_steps = int(cfg.get("pressure_steps", 3))
+        if self.pressure_steps < 0:
+            raise ConfigError(f"memory.pressure_steps={self.pressure_steps}: need >= 0 (0 = no warning step)")
+        self.archive_evicted = bool(cfg.get("archive_evicted", False))
         self.max_steps = int(cfg.get("max_steps", 4))
         if self.max_steps < 1:
             raise ConfigError(f"memory.max_steps={self.max_steps}: need >= 1")
@@ -62,17 +91,37 @@ class MemGPT(MemorySystem):
         self.result_max_tokens = int(cfg.get("result_max_tokens", 200))
         self.step_max_tokens = int(cfg.get("step_max_tokens", 128))
         self.summary_words = int(cfg.get("summary_words", 80))
+        room = self.window_fifo()
+        if self.fifo_tokens > room:
+            log.info("memory=memgpt: fifo_tokens=%d capped at %d (llm.context_window=%d less the main context's "
+                     "fixed part)", self.fifo_tokens, room, self.llm.context_window)
+            self.fifo_tokens = room
+        if self.fifo_tokens < 1:
+            raise ConfigError(f"memory=memgpt: llm.context_window={self.llm.context_window} leaves no room for "
+                              "the FIFO beside the main context (lower memory.working_max_tokens, "
+                              "summary_max_tokens, result_max_tokens or step_max_tokens)")
         self.fifo: list[dict[str, Any]] = []
         self.summary, self.working = "", ""
+        self.warned = False  # a memory-pressure alert was given since the last flush
         self._loaded = False
         self.store.conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING "
                                 "fts5(text, hid UNINDEXED, rid UNINDEXED, tokenize='porter unicode61')")
         self.store.commit()
 
+    def window_fifo(self) -> int:
+        """The FIFO room the window leaves beside the main context's fixed part: the system prompt
+        (the longer of the answer and memory-pressure ones), a full working context and summary,
+        and one step's call and results (the paper flushes when the whole prompt reaches the window)."""
+        fixed = max(sum(self.llm.count_tokens(m["content"]) for m in msgs) for msgs in (
+            P.agent_messages("", "", "", "", self.max_steps), P.pressure_messages("", "", "", self.pressure_steps)))
+        summary = int(self.cfg.get("summary_max_tokens", 128))
+        step = self.step_max_tokens + 2 * (self.result_max_tokens + 40) + 32
+        return self.llm.context_window - fixed - self.working_max_tokens - summary - step
+
     # ---- state -----------------------------------------------------------------------------------
     def reset(self) -> None:
         super().reset()
-        self.fifo, self.summary, self.working, self._loaded = [], "", "", False
+        self.fifo, self.summary, self.working, self.warned, self._loaded = [], "", "", False, False
 
     def load(self) -> None:
         super().load()
@@ -81,11 +130,12 @@ class MemGPT(MemorySystem):
         st = self.store.get_state(self.hid, "memgpt")
         if st:
             self.fifo, self.summary, self.working = st["fifo"], st["summary"], st["working"]
+            self.warned = bool(st.get("warned", False))
             self._loaded = True
 
     def save_state(self) -> None:
         self.store.set_state(self.hid, "memgpt", {"fifo": self.fifo, "summary": self.summary,
-                                                  "working": self.working})
+                                                  "working": self.working, "warned": self.warned})
 
     # ---- ingestion -------------------------------------------------------------------------------
     def steps(self, history: History) -> list[tuple[int, int | None]]:
@@ -120,11 +170,43 @@ class MemGPT(MemorySystem):
         self.store.conn.execute(f"INSERT INTO {FTS_TABLE}(text, hid, rid) VALUES (?,?,?)", (dated, self.hid, rid))
         self.fifo.append({"text": text, "date": s.date, "kind": kind, "rid": rid,
                           "tokens": self.llm.count_tokens(text)})
+        if not self.warned and self.fifo_size() > self.warn_frac * self.fifo_tokens:
+            self.warned = True
+            self.memory_pressure()
         if self.fifo_size() > self.fifo_tokens:
             self.flush()
 
+    def memory_pressure(self) -> None:
+        """The warning before a flush: the agent sees its main context and an alert, and may save
+        to archival or core memory with up to ``pressure_steps`` calls (construction phase)."""
+        if self.pressure_steps == 0:
+            return
+        msgs = P.pressure_messages(self.working, self.summary, self.render(self.fifo), self.pressure_steps)
+        self.counts["pressure_warnings"] += 1
+        for step in range(self.pressure_steps):
+            left = self.pressure_steps - step - 1
+            call = self.call(self.fit(msgs), P.pressure_schema(), kind="pressure_call", phase="construction",
+                             max_new_tokens=self.step_max_tokens, retries=0)
+            if call is None:
+                self.counts["invalid_pressure_calls"] += 1
+                msgs = msgs + [P.error_message(self.call.last_error, left)]
+                continue
+            name, args = call["function"], call["args"]
+            self.counts[f"pressure_{name}"] += 1
+            if name == "done":
+                break
+            result = self.archival_insert(args["content"]) if name == "archival_memory_insert" \
+                else self.execute(name, args, persist=False)
+            msgs = msgs + [{"role": "assistant", "content": json.dumps(call)}, P.result_message(name, result, left)]
+
+    def archival_insert(self, content: str) -> str:
+        """``archival_memory_insert``: the agent's own passage, dated with the newest message's session."""
+        date = next((m["date"] for m in reversed(self.fifo) if m["date"]), "")
+        self.add_record("archival", content.strip(), {"source": "agent"}, date)
+        return "OK. Saved to archival memory."
+
     def flush(self) -> None:
-        """Queue manager: evict the oldest messages, summarise recursively, archive them."""
+        """Queue manager: evict the oldest messages (they stay in recall storage), summarise recursively."""
         target = (1.0 - self.evict_frac) * self.fifo_tokens
         evicted: list[dict[str, Any]] = []
         while self.fifo and self.fifo_size() > target:
@@ -138,13 +220,14 @@ class MemGPT(MemorySystem):
             self.summary = r.text.strip()
         else:
             self.counts["empty_summaries"] += 1
-        turns = [m for m in evicted if m["kind"] == "turn"]
-        if turns:
+        turns = [m for m in evicted if m["kind"] == "turn"] if self.archive_evicted else []
+        if turns:  # archive_evicted: ctxbench's earlier automatic archive (not MemGPT's)
             texts = [f"[{m['date']}] {m['text']}" if m["date"] else m["text"] for m in turns]
             for m, text, e in zip(turns, texts, self.embed(texts)):
                 self.add_record("archival", text, {"message": m["rid"]}, m["date"], emb=e)
         self.counts["flushes"] += 1
         self.counts["evicted_messages"] += len(evicted)
+        self.warned = False
 
     @staticmethod
     def render(msgs: list[dict[str, Any]]) -> str:
@@ -154,10 +237,19 @@ class MemGPT(MemorySystem):
             lines.insert(0, f"[session: {msgs[0]['date']}]")
         return "\n".join(lines)
 
+    def memory_stats(self) -> tuple[int, int]:
+        """(items, tokens) kept: every message once (recall storage; the FIFO is a view of those
+        records, not a second copy), each archival passage, plus the working context and summary
+        held in state (counted in tokens, not as items)."""
+        recs = self.store.records(self.hid)
+        state = sum(self.llm.count_tokens(x) for x in (self.working, self.summary) if x)
+        return len(recs), sum(self.llm.count_tokens(r.text) for r in recs) + state
+
     # ---- recall and archival search ---------------------------------------------------------------
     def archival_search(self, query: str, page: int = 0) -> list[str]:
         hits = self.search(query, self.archival_k * (page + 1), {"archival"})
-        return [r.text for r, _ in hits[self.archival_k * page:]]
+        return [f"[{r.time}] {r.text}" if r.time and r.meta.get("source") == "agent" else r.text  # evicted: dated
+                for r, _ in hits[self.archival_k * page:]]
 
     def conversation_search(self, query: str, page: int = 0) -> list[str]:
         q = fts_query(query)
@@ -181,8 +273,9 @@ class MemGPT(MemorySystem):
             used += n
         return list(reversed(out)) if newest else out
 
-    def execute(self, name: str, args: dict[str, Any]) -> str:
-        """Run one function call; returns its result text (edits report failures as text)."""
+    def execute(self, name: str, args: dict[str, Any], persist: bool = True) -> str:
+        """Run one function call; returns its result text (edits report failures as text).
+        ``persist=False`` (ingestion): the step's commit saves the state."""
         if name in ("archival_memory_search", "conversation_search"):
             fn = self.archival_search if name == "archival_memory_search" else self.conversation_search
             hits = fn(args["query"], args.get("page", 0))
@@ -199,7 +292,7 @@ class MemGPT(MemorySystem):
             self.counts["failed_edits"] += 1
             return f"Edit failed: the working context would exceed {self.working_max_tokens} tokens."
         self.working = new
-        if self.cfg.get("persist_core_edits", True):
+        if persist and self.cfg.get("persist_core_edits", True):
             self.save_state()
         return "OK. Working context:\n" + self.working
 
