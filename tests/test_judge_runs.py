@@ -210,3 +210,14 @@ def test_hf_seeded_sampling_is_reproducible_and_leaves_the_global_rng(tmp_path):
     assert llm.chat(msgs, max_new_tokens=12, temperature=1.0, seed=1).text == a
     others = {llm.chat(msgs, max_new_tokens=12, temperature=1.0, seed=s).text for s in (2, 3, 4)}
     assert others - {a}  # another seed samples another reply
+
+
+def test_the_mem0_paper_setting_judges_ten_runs():
+    from hydra import compose, initialize_config_dir
+
+    from ctxbench.paths import conf_dir
+
+    with initialize_config_dir(version_base="1.3", config_dir=str(conf_dir())):
+        paper = compose(config_name="eval", overrides=["experiment=mem0_locomo_table1_mem0", "scale/mem0=paper"])
+        cpu = compose(config_name="eval", overrides=["experiment=mem0_locomo_table1_mem0"])
+    assert (paper.judge.runs, paper.judge.temperature) == (10, 0.0) and cpu.judge.runs == 1
