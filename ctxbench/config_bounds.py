@@ -82,6 +82,8 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     "limit": ge(0, note="0 or null = all"),  # evaluate.plan: limit in (None, 0) answers every question
     "seed": SEED, "*.seed": SEED,
     "max_failed_fraction": SHARE,
+    "judge.runs": POSITIVE,  # llm_judge runs per answer (Mem0's paper: 10)
+    "judge.temperature": between(0, 2, note="0 = greedy; the OpenAI API's range"),
     # -- datasets -----------------------------------------------------------------------------------------
     "dataset.limit": ge(0, note="0 or null = all"),
     "dataset.max_chars": ge(0, note="0 or null = no cut"),

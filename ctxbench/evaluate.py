@@ -139,7 +139,8 @@ def score_main(cfg: Any) -> dict[str, Any]:
     if not cfg.get("predictions"):
         raise DataError("score", "set predictions=FILE.jsonl", field="predictions")
     records = load_prediction_file(cfg.predictions)
-    metrics = build_metrics([str(m) for m in (cfg.get("metrics") or DEFAULT_METRICS)], llm=_judge_llm(cfg))
+    metrics = build_metrics([str(m) for m in (cfg.get("metrics") or DEFAULT_METRICS)], llm=_judge_llm(cfg),
+                            judge=cfg.get("judge"))
     out = run_dir(cfg)
     results = finalize(out, records, metrics, cfg, "score", with_cost=False,
                        extra={"predictions": str(cfg.predictions)}, progress=bool(cfg.get("progress", True)))
@@ -490,7 +491,8 @@ def main(cfg: Any) -> dict[str, Any]:
         raise DataError(f"dataset={cfg.dataset.name}", "has no questions to answer (eval needs a QA dataset)")
     system, llm, name = build_system(cfg, out)
     # metrics (and a judge LLM) are built before any question is answered, so a bad one fails now
-    metrics = build_metrics([str(m) for m in (cfg.get("metrics") or DEFAULT_METRICS)], llm=_judge_llm(cfg, llm))
+    metrics = build_metrics([str(m) for m in (cfg.get("metrics") or DEFAULT_METRICS)], llm=_judge_llm(cfg, llm),
+                            judge=cfg.get("judge"))
     progress = bool(cfg.get("progress", True))
     state = process_state()
     if state is None:

@@ -152,7 +152,7 @@ def test_every_paper_table_is_well_formed_and_cites_its_source():
         assert t["source"]["arxiv"] and t["source"]["paper"] and t["source"]["table"], name
         labels = [c["paper"] for c in t["categories"]]
         for cat in t["categories"]:
-            if t.get("dataset") == "locomo":  # papers relabel: the id decides our name
+            if t.get("dataset") == "locomo" and cat["name"] != "overall":  # papers relabel: the id decides our name
                 assert LOCOMO_NAMES[cat["id"]] == cat["name"], (name, cat)
         for cell in t["cells"]:
             assert set(cell.get("values") or {}) <= set(labels), (name, cell["cell"])

@@ -77,9 +77,10 @@ class ChatLLM(Protocol):
 
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
              phase: str = "answer", json_mode: bool = False,
-             schema: dict[str, Any] | None = None) -> ChatResult:
+             schema: dict[str, Any] | None = None, seed: int | None = None) -> ChatResult:
         """One reply. ``schema`` (a JSON Schema, :mod:`.schema`): the backend enforces it where it can
-        and says so in ``ChatResult.constrained``; ``json_mode`` without a schema: any JSON value."""
+        and says so in ``ChatResult.constrained``; ``json_mode`` without a schema: any JSON value.
+        ``seed`` (optional; callers pass it only when set): the sampling seed of this call."""
 
     def count_tokens(self, text: str) -> int: ...
 

@@ -138,20 +138,23 @@ class CachedLLM:
         preflight(self.inner)
 
     def _key(self, messages: list[Message], max_new_tokens: int, temperature: float, json_mode: bool,
-             schema: dict[str, Any] | None = None) -> str:
+             schema: dict[str, Any] | None = None, seed: int | None = None) -> str:
         model_id = getattr(self.inner, "cache_id", self.inner.model_name)
+        extra = {} if seed is None else {"seed": int(seed)}  # unseeded keys stay as they were
         return cache_key(self.backend, model_id, messages, max_new_tokens=max_new_tokens,
                          temperature=float(temperature), json_mode=bool(json_mode),
-                         context_window=int(self.inner.context_window), schema=schema)
+                         context_window=int(self.inner.context_window), schema=schema, **extra)
 
     @staticmethod
     def _params(max_new_tokens: int, temperature: float, phase: str, json_mode: bool,
-                schema: dict[str, Any] | None) -> dict[str, Any]:
-        """The inner call's keywords; ``schema`` only when given (not every backend takes it)."""
+                schema: dict[str, Any] | None, seed: int | None = None) -> dict[str, Any]:
+        """The inner call's keywords; ``schema`` and ``seed`` only when given (not every backend takes them)."""
         kw: dict[str, Any] = dict(max_new_tokens=max_new_tokens, temperature=temperature, phase=phase,
                                   json_mode=json_mode)
         if schema is not None:
             kw["schema"] = schema
+        if seed is not None:
+            kw["seed"] = int(seed)
         return kw
 
     def _hit(self, key: str, phase: str) -> ChatResult | None:
@@ -161,24 +164,25 @@ class CachedLLM:
         return r
 
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
-             phase: str = "answer", json_mode: bool = False, schema: dict[str, Any] | None = None) -> ChatResult:
-        key = self._key(messages, max_new_tokens, temperature, json_mode, schema)
+             phase: str = "answer", json_mode: bool = False, schema: dict[str, Any] | None = None,
+             seed: int | None = None) -> ChatResult:
+        key = self._key(messages, max_new_tokens, temperature, json_mode, schema, seed)
         hit = self._hit(key, phase)
         if hit is not None:
             return hit
-        r = self.inner.chat(messages, **self._params(max_new_tokens, temperature, phase, json_mode, schema))
+        r = self.inner.chat(messages, **self._params(max_new_tokens, temperature, phase, json_mode, schema, seed))
         if storable(r):
             self.cache.put(key, r)
         return r
 
     def chat_batch(self, batch: list[list[Message]], *, max_new_tokens: int = 64, temperature: float = 0.0,
                    phase: str = "answer", json_mode: bool = False,
-                   schema: dict[str, Any] | None = None) -> list[ChatResult]:
-        keys = [self._key(m, max_new_tokens, temperature, json_mode, schema) for m in batch]
+                   schema: dict[str, Any] | None = None, seed: int | None = None) -> list[ChatResult]:
+        keys = [self._key(m, max_new_tokens, temperature, json_mode, schema, seed) for m in batch]
         out: list[ChatResult | None] = [self._hit(k, phase) for k in keys]
         todo = [i for i, r in enumerate(out) if r is None]
         if todo:
-            kw = self._params(max_new_tokens, temperature, phase, json_mode, schema)
+            kw = self._params(max_new_tokens, temperature, phase, json_mode, schema, seed)
             if hasattr(self.inner, "chat_batch"):
                 fresh = self.inner.chat_batch([batch[i] for i in todo], **kw)
             else:

@@ -129,15 +129,17 @@ class HFChatLLM:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
-             phase: str = "answer", json_mode: bool = False, schema: dict[str, Any] | None = None) -> ChatResult:
+             phase: str = "answer", json_mode: bool = False, schema: dict[str, Any] | None = None,
+             seed: int | None = None) -> ChatResult:
         return self.chat_batch([messages], max_new_tokens=max_new_tokens, temperature=temperature,
-                               phase=phase, json_mode=json_mode, schema=schema)[0]
+                               phase=phase, json_mode=json_mode, schema=schema, seed=seed)[0]
 
     def chat_batch(self, batch: list[list[Message]], *, max_new_tokens: int = 64, temperature: float = 0.0,
                    phase: str = "answer", json_mode: bool = False,
-                   schema: dict[str, Any] | None = None) -> list[ChatResult]:
+                   schema: dict[str, Any] | None = None, seed: int | None = None) -> list[ChatResult]:
         """Generate for many conversations, ``batch_size`` at a time (longest first), all under
-        ``schema``'s grammar when one is given (or any JSON with ``json_mode``)."""
+        ``schema``'s grammar when one is given (or any JSON with ``json_mode``). With ``seed``, each
+        ``generate`` samples from a generator seeded with it (the global RNG is left as it was)."""
         structured = self.constrained and (schema is not None or json_mode)
         encoded = [self._fit(m, max_new_tokens) for m in batch]
         order = sorted(range(len(batch)), key=lambda i: -len(encoded[i]))
@@ -145,7 +147,8 @@ class HFChatLLM:
         for s in range(0, len(order), self.batch_size):
             idx = order[s:s + self.batch_size]
             grammar = self.grammar().processor(schema) if structured else None
-            for i, r in zip(idx, self._generate([encoded[i] for i in idx], max_new_tokens, temperature, grammar)):
+            for i, r in zip(idx, self._generate([encoded[i] for i in idx], max_new_tokens, temperature, grammar,
+                                                seed)):
                 r.constrained = structured and schema is not None
                 results[i] = r
                 self.meter.add(phase, r)
@@ -159,6 +162,23 @@ class HFChatLLM:
             self._grammar = GrammarConstraint(self.tokenizer, vocab, self.eos_ids)
         return self._grammar
 
+    def _seeded(self, seed: int | None) -> Any:
+        """A context in which sampling draws from ``seed`` (torch's RNG forked, restored after); no-op for None."""
+        import contextlib
+
+        if seed is None:
+            return contextlib.nullcontext()
+        torch = self._torch
+        device = torch.device(self.device)
+        devices = [device.index or 0] if device.type == "cuda" else []
+
+        @contextlib.contextmanager
+        def forked() -> Any:
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(int(seed))
+                yield
+        return forked()
+
     def _fit(self, messages: list[Message], max_new_tokens: int) -> list[int]:
         """The prompt's token ids within ``context_window - max_new_tokens`` (see the module doc)."""
         budget = max(1, self._window - max_new_tokens)
@@ -171,7 +191,7 @@ class HFChatLLM:
         return ids if len(ids) <= budget else ids[-budget:]
 
     def _generate(self, seqs: list[list[int]], max_new_tokens: int, temperature: float,
-                  grammar: Any = None) -> list[ChatResult]:
+                  grammar: Any = None, seed: int | None = None) -> list[ChatResult]:
         from transformers import GenerationConfig
 
         torch = self._torch
@@ -184,7 +204,7 @@ class HFChatLLM:
         gen = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=sample,
                                temperature=temperature if sample else None, top_p=None, top_k=None,
                                pad_token_id=pad, eos_token_id=self.eos_ids)
-        with self._lock, torch.no_grad():
+        with self._lock, torch.no_grad(), self._seeded(seed):
             out = self.model.generate(input_ids=ids, attention_mask=mask,
                                       generation_config=gen, logits_processor=[grammar] if grammar else None)
         results = []

@@ -332,9 +332,11 @@ class OpenAIChatLLM:
     # ---- calls ----------------------------------------------------------------------------
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
              phase: str = "answer", json_mode: bool = False,
-             schema: dict[str, Any] | None = None) -> ChatResult:
+             schema: dict[str, Any] | None = None, seed: int | None = None) -> ChatResult:
         messages = self._fit(messages, max_new_tokens)
         body = self._body(messages, max_new_tokens, temperature, json_mode, schema)
+        if seed is not None:  # OpenAI's (and vLLM's, llama.cpp's) sampling seed
+            body["seed"] = int(seed)
         constrained = schema is not None and self.response_format == "json_schema"
         error = ""
         for attempt in range(self.max_retries + 1):
@@ -405,9 +407,9 @@ class OpenAIChatLLM:
 
     def chat_batch(self, batch: list[list[Message]], *, max_new_tokens: int = 64, temperature: float = 0.0,
                    phase: str = "answer", json_mode: bool = False,
-                   schema: dict[str, Any] | None = None) -> list[ChatResult]:
+                   schema: dict[str, Any] | None = None, seed: int | None = None) -> list[ChatResult]:
         kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, phase=phase, json_mode=json_mode,
-                  schema=schema)
+                  schema=schema, seed=seed)
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             futures = [pool.submit(self.chat, m, **kw) for m in batch]
             try:

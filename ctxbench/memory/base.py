@@ -195,12 +195,15 @@ class MemorySystem(System):
         return self.answer_prompt.messages(question, context)
 
     def answer(self, question: Question) -> Prediction:
+        """Retrieve, then answer with the shared prompt. ``usage.extra["search_seconds"]`` is the time
+        :meth:`retrieve` took (Mem0's Table 2 "search" latency: fetching the memories, before the answer)."""
         t0, a0 = self.answer_start()
         context = self.retrieve(question)
+        search_s = time.perf_counter() - t0
         r = self.llm.chat(self.answer_messages(context, question),
                           max_new_tokens=self.answer_max_tokens(), temperature=0.0, phase="answer")
         self.store.commit()  # recall side effects (MemoryBank strength) persist
-        usage = self.answer_usage(t0, a0, context, dict(self.counts))
+        usage = self.answer_usage(t0, a0, context, {**self.counts, "search_seconds": round(search_s, 6)})
         return Prediction(text=r.text.strip(), usage=usage,
                           meta={"context": context, "prompt_version": self.prompt_version()})
 
@@ -212,7 +215,13 @@ class MemorySystem(System):
         return time.perf_counter(), (a.prompt_tokens, a.completion_tokens, a.calls)
 
     def answer_usage(self, t0: float, a0: tuple[int, int, int], context: str, extra: dict[str, Any]) -> Usage:
-        """One answer's Usage: construction so far, the answer phase since ``a0``, what was shown."""
+        """One answer's Usage: construction so far, the answer phase since ``a0``, what was shown.
+
+        ``context`` is the history/memory text the answering model was shown, and only that:
+        ``context_tokens`` counts it alone, never the answer prompt's instructions, the question or
+        the speakers' introduction around it (those are in ``answer_prompt_tokens``, which the
+        evaluator meters). ``memory_items`` / ``memory_tokens`` are the history's whole store
+        (:meth:`memory_stats`: every live record, e.g. ReadAgent's pages and their gists)."""
         a = self.llm.meter.get("answer")
         items, mtoks = getattr(self, "_memory_stats", None) or self.memory_stats()
         return Usage(

@@ -13,6 +13,14 @@ same stderr whatever order they were answered in. A group with fewer than two sc
 ``None`` (one question says nothing about spread; 0 would read as certainty). A metric that does not
 apply to some questions (``None`` scores, counted in ``<metric>_n``) is averaged over the questions of
 each resample it applies to.
+
+A metric judged in several runs (``llm_judge`` with ``judge.runs=N>1``: :mod:`.judge`) gives each record
+``<metric>_runs`` (one score per run) and ``<metric>`` (their mean, None unless every run scored it).
+Each group then also has ``<metric>_std``: the sample standard deviation (ddof=1) over the runs of the
+per-run means (the run's score averaged over the group's scored questions), the "± std over 10 judge
+runs" of the Mem0 paper; the per-run means themselves go to results.json ``metric_runs``
+(:func:`run_summary`). The group mean ``<metric>`` is exactly the mean of those per-run means, since
+every run scores the same questions.
 """
 from __future__ import annotations
 
@@ -42,10 +50,44 @@ def score_records(records: list[dict[str, Any]], metrics: list[Metric],
         scored = dict(rec)
         scored["category_name"] = category_name(q)
         for m in metrics:
-            v = m.score(pred, q)
+            runs = _run_scores(m, pred, q)
+            if runs is None:
+                v = m.score(pred, q)
+            else:
+                scored[m.name + RUNS_SUFFIX] = [None if x is None else round(float(x), 6) for x in runs]
+                v = None if any(x is None for x in runs) else sum(runs) / len(runs)
             scored[m.name] = None if v is None else round(float(v), 6)
         out.append(scored)
     return out
+
+
+RUNS_SUFFIX, STD_SUFFIX = "_runs", "_std"
+
+
+def _run_scores(metric: Metric, prediction: str, question: Question) -> list[float | None] | None:
+    """Per-run scores of a metric judged more than once (``runs > 1`` and ``score_runs``), else None."""
+    if int(getattr(metric, "runs", 1) or 1) > 1 and hasattr(metric, "score_runs"):
+        return list(metric.score_runs(prediction, question))
+    return None
+
+
+def run_means(rows: list[dict[str, Any]], name: str) -> list[float] | None:
+    """The per-run means of ``name`` over the rows scored in every run; None if no row has runs."""
+    runs = [r[name + RUNS_SUFFIX] for r in rows if r.get(name) is not None
+            and isinstance(r.get(name + RUNS_SUFFIX), list)]
+    if not any(isinstance(r.get(name + RUNS_SUFFIX), list) for r in rows):
+        return None
+    if not runs:
+        return []
+    width = min(len(x) for x in runs)
+    return [sum(float(x[i]) for x in runs) / len(runs) for i in range(width)]
+
+
+def run_std(means: list[float] | None) -> float | None:
+    """Sample standard deviation (ddof=1) of the per-run means; None for fewer than two runs."""
+    if not means or len(means) < 2:
+        return None
+    return float(np.std(np.asarray(means, dtype=np.float64), ddof=1))
 
 
 BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED = 1000, 1234
@@ -107,6 +149,10 @@ def _means(rows: list[dict[str, Any]], names: Iterable[str], resamples: int = BO
         agg[f"{name}_stderr"] = None if stderrs[j] is None else round(stderrs[j], 4)
         if len(vals) != len(rows):
             agg[f"{name}_n"] = len(vals)
+        means = run_means(rows, name)
+        if means is not None:
+            std = run_std(means)
+            agg[name + STD_SUFFIX] = None if std is None else round(std, 4)
     return agg
 
 
@@ -128,8 +174,32 @@ def aggregate(scored: list[dict[str, Any]], metric_names: list[str], resamples: 
     by_cat = {}
     for name in sorted(groups, key=lambda n: _cat_key(ids[n])):
         by_cat[name] = {"id": ids[name], **_means(groups[name], metric_names, resamples, seed)}
-    return {"overall": _means(scored, metric_names, resamples, seed), "by_category": by_cat,
-            "stderr": stderr_method(resamples, seed)}
+    out = {"overall": _means(scored, metric_names, resamples, seed), "by_category": by_cat,
+           "stderr": stderr_method(resamples, seed)}
+    runs = run_summary(scored, metric_names, groups)
+    if runs:
+        out["metric_runs"] = runs
+    return out
+
+
+def run_summary(scored: list[dict[str, Any]], metric_names: list[str],
+                groups: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """results.json ``metric_runs``: for each metric judged in several runs, the per-run means
+    (overall and per category), how the std is taken, and whether every run gave the same scores."""
+    out: dict[str, Any] = {}
+    for name in metric_names:
+        overall = run_means(scored, name)
+        if overall is None:
+            continue
+        lists = [r[name + RUNS_SUFFIX] for r in scored if isinstance(r.get(name + RUNS_SUFFIX), list)]
+        out[name] = {
+            "runs": max((len(x) for x in lists), default=0),
+            "overall": [round(v, 4) for v in overall],
+            "by_category": {cat: [round(v, 4) for v in (run_means(rows, name) or [])] for cat, rows in groups.items()},
+            "std": {"over": "runs", "of": "per-run mean", "ddof": 1, "min_runs": 2},
+            "identical_runs": all(len(set(x)) <= 1 for x in lists),
+        }
+    return out
 
 
 def stderr_method(resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
@@ -138,5 +208,11 @@ def stderr_method(resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SE
             "min_n": 2}
 
 
-def metric_versions(metrics: list[Metric]) -> dict[str, dict[str, str]]:
-    return {m.name: {"version": m.version, "reference": m.reference} for m in metrics}
+def metric_versions(metrics: list[Metric]) -> dict[str, dict[str, Any]]:
+    """results.json ``metrics``: each metric's version and reference, plus its settings when it has
+    any (``llm_judge``: runs, temperature, seeds)."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in metrics:
+        settings = getattr(m, "settings", None)
+        out[m.name] = {"version": m.version, "reference": m.reference, **(settings() if callable(settings) else {})}
+    return out

@@ -60,17 +60,22 @@ def answer_text(answer: Any) -> str:
     return str(answer)
 
 
-def build_metrics(names: list[str], llm: Any = None) -> list[Metric]:
-    """Instantiate metrics by registry name; metrics with ``needs_llm`` get the judge LLM."""
+JUDGE_KEYS = ("runs", "temperature", "seed")  # the ``judge:`` block of eval.yaml / score.yaml
+
+
+def build_metrics(names: list[str], llm: Any = None, judge: Any = None) -> list[Metric]:
+    """Instantiate metrics by registry name; metrics with ``needs_llm`` get the judge LLM and the
+    ``judge`` config block (``runs``, ``temperature``, ``seed``: :mod:`.judge`)."""
     from ..registry import get
 
+    opts = {k: judge[k] for k in JUDGE_KEYS if judge is not None and judge.get(k) is not None}
     out = []
     for name in names:
         cls = get("metric", str(name))
         if getattr(cls, "needs_llm", False):
             if llm is None:
                 raise ConfigError(f"metric {name!r} needs an LLM: set the llm config (llm=hf|openai)")
-            out.append(cls(llm=llm))
+            out.append(cls(llm=llm, **opts))
         else:
             out.append(cls())
     return out

@@ -5,6 +5,14 @@ the system), ``history_id``, ``answer_seconds`` and ``construction`` (what inges
 cost: tokens, calls, seconds, memory footprint; identical for the questions of one history).
 Construction is amortised per question: a history's construction cost is divided by the number of
 its questions answered.
+
+Accounting rules every system follows (tests/test_cost_context_tokens.py): ``context_tokens`` counts
+the history or memory text the answering model was shown and nothing else (no instructions, question
+or speaker introduction; ``no_context`` shows none: 0); the footprint (``memory_items`` /
+``memory_tokens``) counts everything the system holds for the history, state included (ReadAgent's
+gists beside its pages). ``latency_s.search`` is over the answers that time their retrieval apart
+(``usage.extra.search_seconds``: the memory systems' retrieve step, Mem0's Table 2 "search"); the
+``answer`` latency is the whole answer (retrieval and generation: Table 2's "total").
 """
 from __future__ import annotations
 
@@ -12,7 +20,7 @@ from typing import Any
 
 from .structured import merge_reports
 
-COST_VERSION = "ctxbench-cost-2"
+COST_VERSION = "ctxbench-cost-3"  # 3: latency_s.search
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -56,6 +64,8 @@ def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
     con_prompt, con_comp = csum("prompt_tokens") / n, csum("completion_tokens") / n
     con_calls = csum("calls") / n
     answer_lat = [float(r.get("answer_seconds", 0.0)) for r in records]
+    search_lat = [float(x) for x in (((r.get("usage") or {}).get("extra") or {}).get("search_seconds")
+                                     for r in records) if isinstance(x, (int, float)) and not isinstance(x, bool)]
     ingest_lat = [float(c.get("seconds", 0.0)) for c in histories.values()]
     nh = len(histories)
     return {
@@ -82,6 +92,8 @@ def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
                        "total": _r(sum(ingest_lat), 3), "n": nh},
             "answer": {"p50": _r(percentile(answer_lat, 50)), "p95": _r(percentile(answer_lat, 95)),
                        "mean": _r(sum(answer_lat) / n), "n": n},
+            "search": {"p50": _r(percentile(search_lat, 50)), "p95": _r(percentile(search_lat, 95)),
+                       "n": len(search_lat)},
         },
         "structured_output": merge_reports(list(structured.values())),
         "memory_per_history": {

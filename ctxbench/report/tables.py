@@ -6,6 +6,16 @@ ids and our names (a category may name its own metric for a label, ``ours: {F1: 
 where the paper scored it against another reference), and one entry per row ("cell") with the
 published values and the ``conf/experiment/<cell experiment>.yaml`` that reproduces it. Our numbers are found in run folders
 whose recorded config has ``experiment.name`` equal to that cell's experiment (the newest run wins).
+
+A metric maps to ours as ``ours: <results.json metric>`` (read per category) or, for the ``overall``
+category, as a dotted path into results.json (``ours: cost.latency_s.answer.p50``); ``units``
+(percent | seconds | tokens; default the table's) says whether ours is ×100, ``digits`` how it prints.
+``ours: null`` with ``not_comparable: <why>`` is a published number ctxbench does not measure; a cell
+with ``not_comparable: <why>`` is a row whose setting ctxbench cannot run as published. Both print
+"not comparable" where our number would be. A cell without an experiment prints ``no_experiment``
+(why there is none yet), else "not implemented in ctxbench". ``<metric>_std`` beside a published value is the paper's
+spread (J: std over 10 judge runs), printed as ``paper ± std``; ours prints with its bootstrap stderr
+and, for a metric judged in several runs, its std over the runs (results.json ``<metric>_std``).
 """
 from __future__ import annotations
 
@@ -78,11 +88,27 @@ def category_row(run: Run, category: dict[str, Any]) -> dict[str, Any] | None:
     return next((r for r in by_cat.values() if str(r.get("id")) == str(category.get("id"))), None)
 
 
+def results_path(run: Run, dotted: str) -> float | None:
+    """A number anywhere in results.json by dotted path (``cost.latency_s.answer.p50``); None if absent."""
+    node: Any = run.results
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
 def our_value(run: Run, category: dict[str, Any], metric: str, scale: float) -> float | None:
-    """Our number for one (category, metric): results.json ``by_category`` / ``overall``, or train losses."""
+    """Our number for one (category, metric): results.json ``by_category`` / ``overall``, a dotted
+    results.json path (overall only), or train losses."""
     if metric in TRAIN_METRICS:
         v = run.train.get(metric)
         return None if v is None else float(v)
+    if "." in metric:
+        if category.get("name", "overall") != "overall":
+            return None
+        v = results_path(run, metric)
+        return None if v is None else v * scale
     row = category_row(run, category)
     if not row or row.get(metric) is None:
         return None
@@ -91,34 +117,80 @@ def our_value(run: Run, category: dict[str, Any], metric: str, scale: float) -> 
 
 def our_stderr(run: Run, category: dict[str, Any], metric: str, scale: float) -> float | None:
     """The bootstrap stderr beside our number (results.json ``<metric>_stderr``); None when not recorded."""
-    if metric in TRAIN_METRICS:
+    if metric in TRAIN_METRICS or "." in metric:
         return None
     se = (category_row(run, category) or {}).get(f"{metric}_stderr")
     return None if se is None else float(se) * scale
 
 
+def our_run_std(run: Run, category: dict[str, Any], metric: str, scale: float) -> float | None:
+    """Our std over judge runs (results.json ``<metric>_std``); None when judged once or not recorded."""
+    if metric in TRAIN_METRICS or "." in metric:
+        return None
+    sd = (category_row(run, category) or {}).get(f"{metric}_std")
+    return None if not isinstance(sd, (int, float)) else float(sd) * scale
+
+
+def metric_spec(spec: Any) -> dict[str, Any]:
+    """A table's metric entry as a dict (``F1: f1_set`` is ``{"ours": "f1_set"}``)."""
+    return dict(spec) if isinstance(spec, dict) else {"ours": spec}
+
+
+def metric_scale(table: dict[str, Any], spec: dict[str, Any]) -> float:
+    """×100 for a percent metric (the table's units unless the metric says), 1 for anything else."""
+    if spec.get("ours") in TRAIN_METRICS:
+        return 1.0
+    return 100.0 if spec.get("units", table.get("units", "percent")) == "percent" else 1.0
+
+
+def not_comparable(cell: dict[str, Any], spec: dict[str, Any]) -> str | None:
+    """Why our number cannot stand beside the paper's (the cell's setting, or a metric we lack), else None."""
+    if cell.get("not_comparable"):
+        return str(cell["not_comparable"])
+    if spec.get("ours") is None:
+        return str(spec.get("not_comparable") or "ctxbench does not measure it")
+    return None
+
+
 def compare(table: dict[str, Any], runs: dict[str, Run]) -> list[dict[str, Any]]:
     """One record per (cell, category, metric): paper, ours, difference (ours − paper)."""
-    scale = 100.0 if table.get("units", "percent") == "percent" else 1.0
     out = []
     for cell in table["cells"]:
         run = runs.get(cell.get("experiment") or "")
         values = cell.get("values") or {}
         for cat in table["categories"]:
-            for label, spec in table["metrics"].items():
-                ours_key = (cat.get("ours") or {}).get(label) or (spec["ours"] if isinstance(spec, dict) else spec)
-                paper = (values.get(cat["paper"]) or {}).get(label)
-                unit = 1.0 if ours_key in TRAIN_METRICS else scale
-                ours = None if run is None else our_value(run, cat, ours_key, unit)
-                se = None if run is None or ours is None else our_stderr(run, cat, ours_key, unit)
+            for label, raw in table["metrics"].items():
+                spec = metric_spec(raw)
+                # a category may name its own metric for a label (scored against another reference)
+                ours_key = (cat.get("ours") or {}).get(label) or spec.get("ours")
+                unit, why = metric_scale(table, spec), not_comparable(cell, spec)
+                published = values.get(cat["paper"]) or {}
+                paper = published.get(label)
+                live = run is not None and why is None
+                ours = our_value(run, cat, ours_key, unit) if live else None
+                se = our_stderr(run, cat, ours_key, unit) if live and ours is not None else None
+                sd = our_run_std(run, cat, ours_key, unit) if live and ours is not None else None
                 n = None if run is None else (category_row(run, cat) or {}).get("n")
                 diff = None if ours is None or not isinstance(paper, (int, float)) else ours - float(paper)
                 out.append({"cell": cell["cell"], "label": cell.get("label", cell["cell"]),
                             "experiment": cell.get("experiment"), "run": None if run is None else str(run.path),
                             "scale": None if run is None else run.experiment().get("scale"),
                             "category": cat["paper"], "id": cat.get("id"), "name": cat.get("name"), "n": n,
-                            "metric": label, "paper": paper, "ours": ours, "ours_stderr": se, "diff": diff})
+                            "metric": label, "paper": paper, "paper_std": published.get(f"{label}_std"),
+                            "ours": ours, "ours_stderr": se, "ours_std": sd, "diff": diff,
+                            "comparable": why is None, "not_comparable": why})
     return out
+
+
+def cell_text(r: dict[str, Any], digits: int = 2) -> str:
+    """``paper [± std] / ours [± stderr] [(std s over runs)] / Δ``, or ``paper / not comparable``."""
+    paper = fmt(r["paper"], digits) + ("" if r.get("paper_std") is None else f" ± {r['paper_std']:.2f}")
+    if not r.get("comparable", True):
+        return f"{paper} / not comparable"
+    diff = MISSING if r["diff"] is None else f"{r['diff']:+.{digits}f}"
+    se = "" if r.get("ours_stderr") is None else f" ± {r['ours_stderr']:.{digits}f}"
+    sd = "" if r.get("ours_std") is None else f" (std {r['ours_std']:.2f} over runs)"
+    return f"{paper} / {fmt(r['ours'], digits)}{se}{sd} / {diff}"
 
 
 def render(table: dict[str, Any], records: list[dict[str, Any]]) -> str:
@@ -127,17 +199,18 @@ def render(table: dict[str, Any], records: list[dict[str, Any]]) -> str:
     lines = [f"# {table.get('title', table['name'])}", "",
              f"Source: {src.get('paper')} (arXiv {src.get('arxiv')}), {src.get('table')}; "
              f"backbone {src.get('backbone')}.",
-             f"Metrics: " + "; ".join(f"{k} = our `{(v['ours'] if isinstance(v, dict) else v)}`"
-                                     for k, v in table["metrics"].items())
+             f"Metrics: " + "; ".join(_metric_line(k, metric_spec(v), table) for k, v in table["metrics"].items())
              + (" (ours ×100)" if table.get("units", "percent") == "percent" else "") + ".",
-             "Each cell: paper / ours [± bootstrap stderr] / Δ (ours − paper); — = no number (no run, or not "
-             "published).", ""]
+             "Each cell: paper [± std] / ours [± bootstrap stderr] / Δ (ours − paper); — = no number (no run, or "
+             "not published); not comparable = a number ctxbench does not measure, or a setting it cannot run.", ""]
     for cell in table["cells"]:
         recs = [r for r in records if r["cell"] == cell["cell"]]
         run = next((r["run"] for r in recs if r["run"]), None)
         scale = next((r["scale"] for r in recs if r["scale"]), None)
         where = (f"run `{run}`" + (f" (scale={scale})" if scale else "")) if run else \
-            ("no run found" if cell.get("experiment") else "not implemented in ctxbench")
+            ("no run found" if cell.get("experiment") else str(cell.get("no_experiment") or "not implemented in ctxbench"))
+        if cell.get("not_comparable"):
+            where = f"not comparable: {cell['not_comparable']}"
         exp = f"`experiment={cell['experiment']}`" if cell.get("experiment") else "no experiment config"
         lines += [f"## {cell.get('label', cell['cell'])} — {exp}; {where}", ""]
         header = ["category", "id", "n"] + [f"{m} paper / ours / Δ" for m in metrics]
@@ -149,14 +222,19 @@ def render(table: dict[str, Any], records: list[dict[str, Any]]) -> str:
             for m in metrics:
                 r = next(x for x in recs if x["category"] == cat["paper"] and x["metric"] == m)
                 row[2] = r["n"] if r["n"] is not None else row[2]
-                diff = MISSING if r["diff"] is None else f"{r['diff']:+.2f}"
-                se = "" if r.get("ours_stderr") is None else f" ± {r['ours_stderr']:.2f}"
-                row.append(f"{fmt(r['paper'], 2)} / {fmt(r['ours'], 2)}{se} / {diff}")
+                row.append(cell_text(r, int(metric_spec(table["metrics"][m]).get("digits", 2))))
             rows.append(row)
         lines += [md_table(header, rows, digits=2), ""]
     if table.get("notes"):
         lines += ["Notes:", "", str(table["notes"]).strip(), ""]
     return "\n".join(lines)
+
+
+def _metric_line(label: str, spec: dict[str, Any], table: dict[str, Any]) -> str:
+    if spec.get("ours") is None:
+        return f"{label} = not measured by ctxbench"
+    unit = spec.get("units")
+    return f"{label} = our `{spec['ours']}`" + (f" ({unit})" if unit and unit != table.get("units") else "")
 
 
 def table_report(name: str, roots: list[Path], out: Path | None = None) -> dict[str, Any]:
