@@ -84,3 +84,12 @@ def test_full_context_paper_row_holds_every_whole_conversation(table, tmp_path):
         return out
     assert cut(cfg.llm.context_window) == [0] * 10  # the whole conversation, every conversation
     assert all(n > 0 for n in cut(cell(table, "locomo", "cpu").llm.context_window))  # the CPU window cuts
+
+
+@pytest.mark.parametrize("name", ["mem0", "mem0g"])
+def test_mem0_paper_searches_top_30_per_speaker_and_cpu_keeps_10(name):
+    """Mem0's evaluation/Makefile: run-mem0(-plus)-search ... --top_k 30, from each speaker's store."""
+    paper, cpu = cell("mem0", name, "paper"), cell("mem0", name, "cpu")
+    assert paper.memory.k == 30 and paper.memory.stores == "per_speaker"
+    assert cpu.memory.k == 10 and cpu.memory.stores == "per_speaker"
+    assert cell("mem0", name, "paper", "memory.k=5").memory.k == 5  # the command line still wins
