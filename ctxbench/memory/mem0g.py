@@ -74,7 +74,7 @@ class Mem0g(Mem0):
     def extract_entities(self, text: str, date: str) -> dict[str, str]:
         """Entity name → type (mem0 ``_retrieve_nodes_from_data``: its ``entity_type_map``)."""
         ents = self.call(P.entity_messages(date, text), P.entities_schema(int(self.cfg.get("max_entities", 6))),
-                         kind="entities", max_new_tokens=int(self.cfg.get("entity_max_tokens", 128)))
+                         kind="entities", max_new_tokens=int(self.cfg.get("entity_max_tokens", 256)))
         types: dict[str, str] = {}
         for e in (ents or {}).get("entities", []):
             n = norm_name(e["entity"])
