@@ -132,7 +132,7 @@ class AMem(MemorySystem):
         if not self.query_keywords:
             return question.question
         got = self.call(P.query_messages(question.question), P.query_schema(int(self.cfg.get("query_max_keywords", 8))),
-                        kind="query", phase="answer", max_new_tokens=int(self.cfg.get("query_max_tokens", 128)))
+                        kind="query", phase="answer", max_new_tokens=int(self.cfg.get("query_max_tokens", 256)))
         words = [w.strip() for w in (got or {}).get("keywords", []) if w.strip()]
         return ", ".join(dict.fromkeys(words)) if words else question.question
 
