@@ -79,7 +79,8 @@ COSINE = between(-1, 1)
 
 RANGES: dict[str, Range | dict[str, Range]] = {
     # -- top level ------------------------------------------------------------------------------------
-    "limit": ge(0, note="0 or null = all"),  # evaluate.plan: limit in (None, 0) answers every question
+    "limit": ge(0, note="0 or null = all"),
+    "concurrency": ge(1, note="or auto: the llm backend's concurrency / batch_size"),  # evaluate.plan: limit in (None, 0) answers every question
     "seed": SEED, "*.seed": SEED,
     "max_failed_fraction": SHARE,
     "judge.runs": POSITIVE,  # llm_judge runs per answer (Mem0's paper: 10)
@@ -202,6 +203,7 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "method.hidden_act": ("relu", "gelu", "silu", "none"),         # methods.lococo.ACTIVATIONS
     "method.slot_norm": ("none", "embed"),
     "method.add_bos": ("auto", True, False),
+    "concurrency": ("auto",),                                       # a string; numbers: RANGES
     "method.rope_scaling_factor": ("auto",),                        # a string; numbers: RANGES
     "memory.index": ("flat", "hnsw"),
     "memory.granularity": ("turns", "session_summary"),

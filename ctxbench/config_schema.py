@@ -51,6 +51,7 @@ NULL_DEFAULTS: dict[str, str] = {
 # keys the code accepts in more types than their YAML defaults show
 EXTRA_TYPES: dict[str, str] = {
     "train_step.methods": "list",    # auto | a list of method names
+    "concurrency": "int",            # auto | an integer >= 1 (eval workers)
     "launcher.deepspeed": "str",     # a DeepSpeed JSON file instead of the inline dict
 }
 # keys with a non-null default where null still means something (documented in the YAML comment)

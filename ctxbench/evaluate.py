@@ -150,17 +150,6 @@ def score_main(cfg: Any) -> dict[str, Any]:
 
 # ---- eval ----------------------------------------------------------------------------------------
 
-def _meter_phase(llm: Any, phase: str) -> tuple[int, int, int, int]:
-    if llm is None or not hasattr(llm, "meter"):
-        return (0, 0, 0, 0)
-    c = llm.meter.get(phase)
-    return (c.prompt_tokens, c.completion_tokens, c.calls, c.failures)
-
-
-def _delta(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(y - x for x, y in zip(a, b))
-
-
 def question_record(q: Question, history_id: str) -> dict[str, Any]:
     rec: dict[str, Any] = {"id": q.id, "history_id": history_id, "question": q.question,
                            "answer": answer_text(q.answer), "category": q.category,
@@ -240,65 +229,147 @@ def plan(samples: list[Sample], limit: int | None) -> list[tuple[Sample, list[Qu
     return work
 
 
-def run_system(system: System, samples: list[Sample], out_dir: str | Path, *, llm: Any = None,
-               limit: int | None = None, progress: bool = True,
-               shard: int | None = None) -> list[dict[str, Any]]:
+def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path, *, llm: Any = None,
+               limit: int | None = None, progress: bool = True, shard: int | None = None,
+               concurrency: int = 1, log_samples: bool = False) -> list[dict[str, Any]]:
     """Answer every question (the first ``limit``), resuming from what ``out_dir`` already holds.
 
-    Returns the records of this dataset's questions, in dataset order. A question whose answer
-    failed (its LLM calls failed) is written with ``failed: true`` and answered again on the next
-    run; it is never scored. With ``shard=rank`` the answers go to ``predictions.rank<rank>.jsonl``
-    (``samples`` being this rank's part: :func:`run_sharded`).
+    ``system`` is one :class:`System` that ingests every history in turn, or a :class:`HistorySystems`
+    (one instance per history, each in its own folder: what ``eval`` uses). With ``concurrency`` N > 1
+    the histories and questions run on N workers (:mod:`ctxbench.eval_pool`); one shared instance
+    opens one history at a time. Answers are appended to predictions.jsonl as they complete; the
+    records returned are this dataset's questions in dataset order, whatever order they completed in.
+    A question whose answer failed (its LLM calls failed) is written with ``failed: true`` and
+    answered again on the next run; it is never scored. With ``shard=rank`` the answers go to
+    ``predictions.rank<rank>.jsonl`` (``samples`` being this rank's part: :func:`run_sharded`).
+    ``log_samples``: every answer's and construction's calls to ``samples.jsonl`` /
+    ``construction_calls.jsonl`` (:mod:`ctxbench.sample_log`).
     """
-    if not isinstance(system, System):
-        raise ContractError(f"{type(system).__qualname__} is not a ctxbench.system.System; eval runs Systems only")
+    from .eval_pool import Gate, HistoryWork, run_tasks
+    from .llm.scope import call_scope
+    from .sample_log import SampleLog
+
+    systems = system if isinstance(system, HistorySystems) else HistorySystems.one(system)
+    proto = systems.prototype
+    if not isinstance(proto, System):
+        raise ContractError(f"{type(proto).__qualname__} is not a ctxbench.system.System; eval runs Systems only")
     out_dir = Path(out_dir)
     pred_path = out_dir / (PREDICTIONS if shard is None else f"predictions.rank{shard}.jsonl")
     done = _answered(out_dir)
-    qa = system.answer_prompt  # its post-processing is applied here, once per answer
+    qa = proto.answer_prompt  # its post-processing is applied here, once per answer
 
     work = plan(samples, limit)
     order = [q.id for _, qs in work for q in qs]
     pending_total = sum(1 for qid in order if _needs_answer(done, qid))
+    workers = max(1, int(concurrency))
+    gate = Gate() if workers > 1 else None
+    shared = llm if callable(getattr(llm, "serve", None)) else None
+    if shared is not None:
+        shared.serve(gate, batch=gate is not None and shared.batch_size() > 1)
 
     bar = tqdm(total=len(order), initial=len(order) - pending_total, desc="eval", unit="q",
                disable=not progress, dynamic_ncols=True)
-    with JsonlAppender(pred_path) as out:
-        for sample, qs in work:
+    with JsonlAppender(pred_path) as out, SampleLog(out_dir if log_samples else None, shard) as samples_log:
+        histories = []
+        for key, (sample, qs) in enumerate(work):
             pending = [q for q in qs if _needs_answer(done, q.id)]
-            if not pending:
-                continue
-            system.reset()
-            bar.set_postfix_str(f"ingest {sample.history.id}")
-            m0, t0 = _meter_phase(llm, "construction"), time.perf_counter()
-            system.ingest(sample.history)
-            ingest_s = time.perf_counter() - t0
-            meter_con = _delta(m0, _meter_phase(llm, "construction"))
-            construction: dict[str, Any] | None = None
-            bar.set_postfix_str(sample.history.id)
-            for q in pending:
-                a0, t1 = _meter_phase(llm, "answer"), time.perf_counter()
-                pred = system.answer(q)
-                answer_s = time.perf_counter() - t1
-                usage = account_answer(pred, llm, _delta(a0, _meter_phase(llm, "answer")))
-                if construction is None:
-                    construction = account_construction(system, usage, meter_con, ingest_s)
-                rec = question_record(q, sample.history.id)
-                rec.update(prediction=qa.postprocess(q, pred.text), raw_prediction=pred.text,
-                           usage=usage.to_dict(), answer_seconds=round(answer_s, 4), construction=construction,
-                           outputs=system.output_counts())
-                meta = {k: scrub_text(v) if isinstance(v, str) else v for k, v in (pred.meta or {}).items()
-                        if k != "context"}
-                if meta:
-                    rec["meta"] = meta
-                if _failed_answer(pred, usage):
-                    rec["failed"] = True
-                    rec["error"] = scrub_text(str(meta.get("error") or "the answer's LLM calls failed"))
-                out.append(rec)
-                done[q.id] = rec
-                bar.update(1)
+            if pending:
+                histories.append(_history_work(key, sample, pending, systems, llm, qa, out, done, bar,
+                                               samples_log, call_scope))
+        try:
+            run_tasks(histories, workers, gate, open_limit=workers if systems.per_history else 1)
+        finally:
+            if shared is not None:
+                shared.serve(None, batch=False)
     bar.close()
     return [done[qid] for qid in order]
+
+
+class HistorySystems:
+    """The systems ``eval`` answers with: a new one per history (``make(history_id)``), or one for all.
+
+    ``prototype`` describes the run (answer prompt, config, placement, ``answer_writes_state``);
+    with one system for all it is that system. A per-history instance is closed once its
+    history's last question is answered.
+    """
+
+    def __init__(self, make: Any, prototype: System, per_history: bool = True):
+        self.make, self.prototype, self.per_history = make, prototype, per_history
+
+    @classmethod
+    def one(cls, system: System) -> "HistorySystems":
+        return cls(lambda hid: system, system, per_history=False)
+
+    def get(self, history_id: str) -> System:
+        return self.make(history_id) if self.per_history else self.prototype
+
+    def release(self, system: System) -> None:
+        if self.per_history:
+            system.close()
+
+
+def _history_work(key: int, sample: Sample, pending: list[Question], systems: HistorySystems, llm: Any,
+                  qa: Any, out: Any, done: dict[str, dict[str, Any]], bar: Any, samples_log: Any,
+                  call_scope: Any) -> Any:
+    """One history's ingest and answer tasks for :func:`ctxbench.eval_pool.run_tasks`."""
+    from .eval_pool import HistoryWork
+
+    hid = sample.history.id
+    st: dict[str, Any] = {}
+
+    def ingest() -> None:
+        system = st["system"] = systems.get(hid)
+        system.reset()
+        bar.set_postfix_str(f"ingest {hid}")
+        t0 = time.perf_counter()
+        with call_scope(sink=samples_log.construction_sink(hid)) as scope:
+            system.ingest(sample.history)
+        st["ingest_s"] = time.perf_counter() - t0
+        st["meter_con"] = _scope_phase(scope, llm, "construction")
+        bar.set_postfix_str(hid)
+
+    def answer_task(q: Question) -> Any:
+        def run() -> None:
+            system = st["system"]
+            t1 = time.perf_counter()
+            with call_scope(keep_calls=samples_log.enabled) as scope:
+                pred = system.answer(q)
+            answer_s = time.perf_counter() - t1
+            usage = account_answer(pred, llm, _scope_phase(scope, llm, "answer"))
+            if "construction" not in st:  # the history's cost, from its first completed answer
+                st["construction"] = account_construction(system, usage, st["meter_con"], st["ingest_s"])
+            rec = question_record(q, hid)
+            rec.update(prediction=qa.postprocess(q, pred.text), raw_prediction=pred.text,
+                       usage=usage.to_dict(), answer_seconds=round(answer_s, 4), construction=st["construction"],
+                       outputs=system.output_counts())
+            meta = {k: scrub_text(v) if isinstance(v, str) else v for k, v in (pred.meta or {}).items()
+                    if k != "context"}
+            if meta:
+                rec["meta"] = meta
+            if _failed_answer(pred, usage):
+                rec["failed"] = True
+                rec["error"] = scrub_text(str(meta.get("error") or "the answer's LLM calls failed"))
+            out.append(rec)
+            samples_log.answer(rec, pred, scope.calls)
+            done[q.id] = rec
+            bar.update(1)
+        return run
+
+    def finish() -> None:
+        systems.release(st.pop("system"))
+
+    return HistoryWork(key=key, ingest=ingest, answers=[answer_task(q) for q in pending],
+                       in_order=bool(getattr(systems.prototype, "answer_writes_state", False)), finish=finish)
+
+
+def _scope_phase(scope: Any, llm: Any, phase: str) -> tuple[int, int, int, int]:
+    """(prompt tokens, completion tokens, calls, failures) of ``llm``'s calls in one task's scope."""
+    if llm is None or not hasattr(llm, "meter"):
+        return (0, 0, 0, 0)
+    from .llm.base import PhaseCount
+
+    c = scope.counts.get((id(llm.meter), phase), PhaseCount())
+    return (c.prompt_tokens, c.completion_tokens, c.calls, c.failures)
 
 
 def _needs_answer(done: dict[str, dict[str, Any]], qid: str) -> bool:
@@ -357,17 +428,62 @@ def _seed_everything(seed: int) -> None:
 
 
 def build_system(cfg: Any, out_dir: Path) -> tuple[System, Any, str]:
-    """(system, llm or None, display name) from ``method=`` or ``memory=``, answering with ``qa_prompt=``.
+    """(system, llm or None, display name) from ``method=`` or ``memory=``, answering with ``qa_prompt=``:
+    one system whose stores live in ``out_dir`` (``eval`` itself builds one per history:
+    :func:`build_history_systems`).
 
     The answer prompt (:func:`ctxbench.qa.get_prompt`) is looked up first (a bad name fails before
     anything loads) and handed to the system with :meth:`System.use_prompt`.
     """
+    make, llm, name, _ = _system_maker(cfg, out_dir)
+    return make(out_dir), llm, name
+
+
+def build_history_systems(cfg: Any, out_dir: Path) -> tuple[HistorySystems, Any, str]:
+    """``eval``'s systems: for ``memory=``, one instance per history with its stores in
+    ``out_dir/stores/<history id>/`` (so histories can be ingested side by side, and each resumes
+    from its own files); for ``method=``, the one model-backed instance for every history.
+
+    A memory system is built once at once, in a temporary folder, and closed: a bad config fails
+    before any question, and that instance describes the run (answer prompt, cap, placement)."""
+    import shutil
+    import tempfile
+
+    make, llm, name, per_history = _system_maker(cfg, out_dir)
+    if not per_history:
+        return HistorySystems.one(make(out_dir)), llm, name
+    probe_dir = Path(tempfile.mkdtemp(prefix="ctxbench-probe-"))
+    try:
+        probe = make(probe_dir)
+        probe.close()
+    finally:
+        shutil.rmtree(probe_dir, ignore_errors=True)
+    return HistorySystems(lambda hid: make(history_dir(out_dir, hid)), probe), llm, name
+
+
+def history_dir(out_dir: Path, history_id: str) -> Path:
+    """``out_dir/stores/<history id>``: the id made a safe folder name (a hash added when it had to change)."""
+    import hashlib
+    import re
+
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", str(history_id))[:80] or "_"
+    if safe != str(history_id) or safe in (".", ".."):
+        safe += "-" + hashlib.sha1(str(history_id).encode()).hexdigest()[:8]
+    return Path(out_dir) / "stores" / safe
+
+
+def _system_maker(cfg: Any, out_dir: Path) -> tuple[Any, Any, str, bool]:
+    """(make(workdir) → System answering with ``qa_prompt=``, llm, name, one per history?)."""
     from .qa import get_prompt
 
     prompt = get_prompt(cfg.get("qa_prompt"))
-    system, llm, name = _build_system(cfg, out_dir)
-    system.use_prompt(prompt)
-    return system, llm, name
+    build_one, llm, name, per_history = _build_system(cfg, out_dir)
+
+    def make(workdir: Path) -> System:
+        system = build_one(workdir)
+        system.use_prompt(prompt)
+        return system
+    return make, llm, name, per_history
 
 
 def qa_prompt_record(system: System) -> dict[str, Any]:
@@ -377,8 +493,12 @@ def qa_prompt_record(system: System) -> dict[str, Any]:
             "answer_cap_from": system.answer_cap_key if explicit else "qa_prompt"}
 
 
-def _build_system(cfg: Any, out_dir: Path) -> tuple[System, Any, str]:
-    """The system of ``method=`` or ``memory=``.
+def _build_system(cfg: Any, out_dir: Path) -> tuple[Any, Any, str, bool]:
+    """(build(workdir) → the system of ``method=`` or ``memory=``, llm, name, one per history?).
+
+    A method is built once (it loads its model): ``build`` returns that instance. A memory
+    system is built per workdir on the one shared LLM (:class:`ctxbench.llm.shared.SharedLLM`)
+    and embedder.
 
     The cheap checks run first: an OpenAI-compatible server is asked whether it is there, knows
     the key and the model (``preflight``) before the embedder loads.
@@ -408,12 +528,14 @@ def _build_system(cfg: Any, out_dir: Path) -> tuple[System, Any, str]:
         if isinstance(system, torch.nn.Module):  # what the method added on the CPU joins its model
             system.to(model_device(bundle.model))
         system.eval()
-        return system, None, f"method={cfg.method.name}"
+        return (lambda workdir: system), None, f"method={cfg.method.name}", False
     mem = cfg.get("memory")
     if not mem:
         raise DataError("eval", "choose a system: memory=NAME or method=NAME", field="memory")
-    llm = build("llm", cfg.llm)
-    preflight(llm)
+    from .llm.shared import SharedLLM
+
+    llm = SharedLLM(build("llm", cfg.llm))
+    preflight(llm.inner)
     embedder = None
     if mem.get("needs_embedder", False):
         if not cfg.get("embedder"):
@@ -423,7 +545,9 @@ def _build_system(cfg: Any, out_dir: Path) -> tuple[System, Any, str]:
     if "progress" in mem and not cfg.get("progress", True):  # progress=false silences every bar
         mem = OmegaConf.merge(mem, {"progress": False})
 
-    return build("memory", mem, llm=llm, embedder=embedder, workdir=out_dir), llm, f"memory={mem.name}"
+    def build_memory(workdir: Path) -> System:
+        return build("memory", mem, llm=llm, embedder=embedder, workdir=workdir)
+    return build_memory, llm, f"memory={mem.name}", True
 
 
 def process_state() -> Any:
@@ -446,8 +570,9 @@ def process_state() -> Any:
     return st
 
 
-def run_sharded(system: System, samples: list[Sample], out_dir: Path, state: Any, *, llm: Any = None,
-                limit: int | None = None, progress: bool = True) -> list[dict[str, Any]] | None:
+def run_sharded(system: Any, samples: list[Sample], out_dir: Path, state: Any, *, llm: Any = None,
+                limit: int | None = None, progress: bool = True, concurrency: int = 1,
+                log_samples: bool = False) -> list[dict[str, Any]] | None:
     """The histories split across the processes (``split_between_processes``: contiguous parts in
     dataset order), each rank answering its part into its shard file; every rank's records are
     gathered (``gather_object``) and rank 0 returns them all, merged into predictions.jsonl in
@@ -459,11 +584,25 @@ def run_sharded(system: System, samples: list[Sample], out_dir: Path, state: Any
     parts = [replace(s, questions=list(qs)) for s, qs in work]
     with state.split_between_processes(parts) as mine:
         records = run_system(system, list(mine), out_dir, llm=llm, progress=progress and state.is_main_process,
-                             shard=state.process_index)
+                             shard=state.process_index, concurrency=concurrency, log_samples=log_samples)
     gathered = gather_object(records)
     if not state.is_main_process:
         return None
     return merge_records(out_dir, gathered, order)
+
+
+def resolve_concurrency(value: Any, llm: Any) -> tuple[int, str]:
+    """(workers, where the number came from) for ``concurrency=``: ``auto`` takes the shared backend's
+    (``llm.concurrency`` of ``llm=openai``, ``llm.batch_size`` of ``llm=hf``); a method decoding with
+    its own model (no shared backend) answers one question at a time."""
+    if llm is None or not callable(getattr(llm, "concurrency", None)):
+        return 1, "method (its own model: one question at a time)"
+    if value is None or str(value) == "auto":
+        n = llm.concurrency()
+        return n, "llm.batch_size" if llm.batch_size() > 1 else "llm.concurrency"
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise DataError("eval", f"concurrency={value!r}: expected auto or an integer >= 1", field="concurrency")
+    return int(value), "concurrency"
 
 
 def placement_of(system: System, llm: Any, state: Any) -> dict[str, Any]:
@@ -489,23 +628,30 @@ def main(cfg: Any) -> dict[str, Any]:
     n_q = sum(len(s.questions) for s in samples)
     if n_q == 0:
         raise DataError(f"dataset={cfg.dataset.name}", "has no questions to answer (eval needs a QA dataset)")
-    system, llm, name = build_system(cfg, out)
+    systems, llm, name = build_history_systems(cfg, out)
+    system = systems.prototype
     # metrics (and a judge LLM) are built before any question is answered, so a bad one fails now
     metrics = build_metrics([str(m) for m in (cfg.get("metrics") or DEFAULT_METRICS)], llm=_judge_llm(cfg, llm),
                             judge=cfg.get("judge"))
     progress = bool(cfg.get("progress", True))
+    workers, workers_from = resolve_concurrency(cfg.get("concurrency", "auto"), llm)
+    run_kw = dict(llm=llm, limit=cfg.get("limit"), progress=progress, concurrency=workers,
+                  log_samples=bool(cfg.get("log_samples", False)))
     state = process_state()
     if state is None:
-        records = run_system(system, list(samples), out, llm=llm, limit=cfg.get("limit"), progress=progress)
+        records = run_system(systems, list(samples), out, **run_kw)
         if any(out.glob(SHARD_GLOB)):  # resumed from a killed multi-process run: its shard files are merged
             records = merge_records(out, records, [str(r["id"]) for r in records])
     else:  # `accelerate launch -m ctxbench eval ...`: histories split across processes
-        gathered = run_sharded(system, list(samples), out, state, llm=llm, limit=cfg.get("limit"), progress=progress)
+        gathered = run_sharded(systems, list(samples), out, state, **run_kw)
         if gathered is None:  # not rank 0: wait until rank 0 has written the results
             state.wait_for_everyone()
             return {}
         records = gathered
     extra = {"system": name, "dataset": str(cfg.dataset.name), "qa_prompt": qa_prompt_record(system),
+             "concurrency": {"workers": workers, "from": workers_from,
+                             "answers": "in dataset order" if system.answer_writes_state or workers == 1
+                             else "in parallel"},
              "llm": None if llm is None else {"backend": str(cfg.llm.name), "model": llm.model_name,
                                               "context_window": llm.context_window,
                                               "meter": llm.meter.snapshot(),

@@ -33,14 +33,15 @@ GUARD_DIR, LOCK_FILE, RUN_FILE = ".ctxbench", "lock", "run.json"
 #: Dotted config keys (fnmatch patterns, a match also drops everything below it) that cannot change
 #: a run's results, so a resume may change them freely:
 #: progress bars, Hydra's own settings, logging, resume/stop controls, data-loader workers, this
-#: guard's own switch; ``limit`` only selects how many questions (in dataset order) are answered, so
+#: guard's own switch; how many workers answer (``concurrency``, ``llm.concurrency``: answers do not
+#: depend on completion order) and whether samples are logged; ``limit`` only selects how many questions (in dataset order) are answered, so
 #: a larger limit on resume legitimately answers more; ``metrics`` / ``judge_llm`` / ``judge`` are re-scored
 #: over every prediction at the end of each run; the LLM call cache only replays identical calls.
 EXCLUDED_KEYS: tuple[str, ...] = (
     "progress", "*.progress", "hydra", "logger", "force_resume",
     "trainer.resume", "trainer.stop_after", "trainer.log_every", "trainer.save_every", "trainer.keep_checkpoints",
     "num_workers", "*.num_workers", "limit", "metrics", "judge_llm", "judge", "max_failed_fraction",
-    "llm.cache", "llm.cache_path",
+    "llm.cache", "llm.cache_path", "concurrency", "llm.concurrency", "log_samples",
 )
 
 _HELD: dict[str, int] = {}  # resolved run folder → open lock fd (kept for the process lifetime)

@@ -91,7 +91,7 @@ def test_kill9_during_memory_ingestion_then_rerun(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     killed = tmp_path / "killed"
     proc = _start([*args, f"hydra.run.dir={killed}"])
-    _kill_when(proc, lambda: _progress(killed / "memorybank.sqlite") >= 3)
+    _kill_when(proc, lambda: sum(_progress(db) for db in killed.glob("stores/*/memorybank.sqlite")) >= 3)
     assert not (killed / "results.json").exists()
     r = run_cli(*args, f"hydra.run.dir={killed}")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -99,6 +99,9 @@ def test_kill9_during_memory_ingestion_then_rerun(tmp_path):
     b = [json.loads(x) for x in (killed / "predictions.jsonl").read_text().splitlines()]
     assert [x["id"] for x in b] == [x["id"] for x in a]  # each question once
     assert [x["prediction"] for x in b] == [x["prediction"] for x in a]
-    assert len(_changes(killed / "memorybank.sqlite")) == len(_changes(full / "memorybank.sqlite"))
+    stores = sorted(p.relative_to(full) for p in full.glob("stores/*/memorybank.sqlite"))  # one per history
+    assert stores and stores == sorted(p.relative_to(killed) for p in killed.glob("stores/*/memorybank.sqlite"))
+    for rel in stores:
+        assert len(_changes(killed / rel)) == len(_changes(full / rel))
     ra, rb = (json.loads((d / "results.json").read_text()) for d in (full, killed))
     assert ra["overall"] == rb["overall"]

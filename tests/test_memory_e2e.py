@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from ctxbench.evaluate import history_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json"
 # the record kinds each system's memory is made of (memory/<name>.py add_record calls)
@@ -66,15 +68,16 @@ def test_eval_cli(name, tmp_path):
     assert outputs.get("invalid_outputs", 0) == 0, outputs
     if name != "rag":
         assert preds[0]["construction"]["calls"] > 0
-    assert (out / "results.json").exists() and (out / f"{name}.sqlite").exists()
+    store = history_dir(out, preds[0]["history_id"])  # each history's stores in a folder of its own
+    assert (out / "results.json").exists() and (store / f"{name}.sqlite").exists()
     # a rerun in the same folder repeats nothing: all answered, memory resumed
     p2 = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p2.returncode == 0, p2.stderr[-3000:]
     # the system stored its own memory (read from its store once both runs are done)
-    kinds = stored_kinds(out / f"{name}.sqlite")
+    kinds = stored_kinds(store / f"{name}.sqlite")
     for kind in OWN_KINDS[name]:
         assert kinds.get(kind, 0) > 0, f"memory={name} stored no {kind!r} records: {kinds}"
-    edges = graph_edges(out / "graph.lbdb", preds[0]["history_id"]) if name == "mem0g" else 0
+    edges = graph_edges(store / "graph.lbdb", preds[0]["history_id"]) if name == "mem0g" else 0
     if name == "mem0g":
         assert edges > 0, "memory=mem0g stored no relation edges"
     assert u["memory_items"] >= sum(kinds.get(k, 0) for k in OWN_KINDS[name]) + edges

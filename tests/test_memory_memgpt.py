@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from ctxbench.qa import get_prompt
 from ctxbench import registry
-from ctxbench.evaluate import run_system
+from ctxbench.evaluate import history_dir, run_system
 from ctxbench.llm.schema import SchemaError, parse_reply
 from ctxbench.memory.memgpt import MemGPT
 from ctxbench.memory.prompts.memgpt import call_schema
@@ -286,7 +286,7 @@ def test_eval_cli_packaged_model(tmp_path):
     pressure_calls = extra.get("structured|construction|pressure_call|calls", 0)
     assert preds[0]["construction"]["calls"] == extra["flushes"] + pressure_calls and extra["flushes"] > 0
     assert pressure_calls >= extra["pressure_warnings"] >= extra["flushes"]  # an alert before each flush
-    assert (out / "results.json").exists() and (out / "memgpt.sqlite").exists()
+    assert (out / "results.json").exists() and (history_dir(out, preds[0]["history_id"]) / "memgpt.sqlite").exists()
     p2 = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p2.returncode == 0, p2.stderr[-3000:]
     assert len((out / "predictions.jsonl").read_text().splitlines()) == 3

@@ -51,24 +51,51 @@ class PhaseCount:
 
 @dataclass
 class UsageMeter:
+    """Calls and tokens per phase: the backend's total, and each running task's share.
+
+    :meth:`add` counts a call in the total and in every :func:`~ctxbench.llm.scope.call_scope` of
+    the calling context; :meth:`get` is the innermost scope's count inside a scope (a task's own
+    calls, exact while other tasks run beside it), the total outside any; :meth:`snapshot` and
+    :meth:`total` are always the total (:mod:`.scope`).
+    """
+
     phases: dict[str, PhaseCount] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, phase: str, r: ChatResult) -> None:
         with self._lock:
-            c = self.phases.setdefault(phase, PhaseCount())
-            c.calls += 1
-            c.prompt_tokens += r.prompt_tokens
-            c.completion_tokens += r.completion_tokens
-            c.failures += int(r.failed)
-            c.cached += int(r.cached)
+            _count(self.phases.setdefault(phase, PhaseCount()), r)
+        self.count_in_scopes(phase, r)
+
+    def count_in_scopes(self, phase: str, r: ChatResult) -> None:
+        """Count ``r`` in the calling context's scopes only (its total was counted where it was made)."""
+        from .scope import active_scopes
+
+        for scope in active_scopes():
+            _count(scope.counts.setdefault((id(self), phase), PhaseCount()), r)
 
     def get(self, phase: str) -> PhaseCount:
+        from .scope import innermost
+
+        scope = innermost()
+        if scope is not None:
+            return scope.counts.get((id(self), phase), PhaseCount())
+        return self.total(phase)
+
+    def total(self, phase: str) -> PhaseCount:
         return self.phases.get(phase, PhaseCount())
 
     def snapshot(self) -> dict[str, dict[str, int]]:
         with self._lock:
             return {k: dict(vars(v)) for k, v in self.phases.items()}
+
+
+def _count(c: PhaseCount, r: ChatResult) -> None:
+    c.calls += 1
+    c.prompt_tokens += r.prompt_tokens
+    c.completion_tokens += r.completion_tokens
+    c.failures += int(r.failed)
+    c.cached += int(r.cached)
 
 
 class ChatLLM(Protocol):

@@ -40,7 +40,8 @@ class _LLMBaseline(System):
                       answer_calls=1, context_tokens=self.llm.count_tokens(context) if context else 0,
                       memory_items=items, memory_tokens=tokens,
                       extra=dict(extra, failed_calls=int(r.failed), cached_calls=int(r.cached)))
-        return Prediction(text=r.text, usage=usage, meta={"error": r.error} if r.failed else {})
+        meta = {"context": context, **({"error": r.error} if r.failed else {})}
+        return Prediction(text=r.text, usage=usage, meta=meta)
 
 
 @register("memory", "no_context")

@@ -313,6 +313,11 @@ class MemGPT(MemorySystem):
             msgs = msgs[:2] + msgs[4:]
         return msgs
 
+    @property
+    def answer_writes_state(self) -> bool:  # type: ignore[override]
+        """Working-context edits made while answering persist into the next answer (``persist_core_edits``)."""
+        return bool(self.cfg.get("persist_core_edits", True))
+
     def answer(self, question: Question) -> Prediction:
         t0, a0 = self.answer_start()
         msgs = self.main_context(question)

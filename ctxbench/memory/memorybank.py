@@ -64,6 +64,7 @@ def render(session: Session) -> str:
 @register("memory", "memorybank")
 class MemoryBank(MemorySystem):
     name = "memorybank"
+    answer_writes_state = True  # a recall strengthens the memory and restarts its forgetting clock
 
     def __init__(self, cfg: Any, **deps: Any) -> None:
         super().__init__(cfg, **deps)

@@ -38,6 +38,15 @@ def _r(x: float | None, nd: int = 4) -> float | None:
     return None if x is None else round(x, nd)
 
 
+def latest_outputs(r: dict[str, Any], held: dict[str, Any] | None) -> bool:
+    """Whether record ``r``'s ``outputs`` (a history's structured-reply counts so far, snapshotted when
+    it was answered) are at least as recent as ``held``. The counts only grow, so the snapshot with
+    the most structured calls is the latest, whatever order concurrent answers completed in."""
+    if held is None:
+        return True
+    return int((r.get("outputs") or {}).get("structured_calls", 0) or 0) >= int(held.get("structured_calls", 0) or 0)
+
+
 def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(records)
     if n == 0:
@@ -45,11 +54,14 @@ def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
     histories: dict[str, dict[str, Any]] = {}
     counts: dict[str, int] = {}
     structured: dict[str, dict[str, Any]] = {}
+    outputs_of: dict[str, dict[str, Any]] = {}
     for r in records:
         h = str(r.get("history_id", ""))
         counts[h] = counts.get(h, 0) + 1
         histories.setdefault(h, r.get("construction") or {})
-        structured[h] = (r.get("outputs") or {}).get("structured_output") or {}  # cumulative: the last record's
+        if latest_outputs(r, outputs_of.get(h)):  # cumulative per history: the latest snapshot
+            outputs_of[h] = r.get("outputs") or {}
+            structured[h] = outputs_of[h].get("structured_output") or {}
 
     def usage(r: dict[str, Any], key: str) -> float:
         return float((r.get("usage") or {}).get(key, 0) or 0)

@@ -14,6 +14,7 @@ that is always printed.
 from __future__ import annotations
 
 from typing import Any
+from .cost import latest_outputs
 
 DEFAULT_MAX_FAILED_FRACTION = 0.1
 
@@ -29,7 +30,8 @@ def run_health(records: list[dict[str, Any]], max_failed_fraction: float = DEFAU
         failed += int((u.get("extra") or {}).get("failed_calls", 0) or 0)
         h = str(r.get("history_id", ""))
         histories.setdefault(h, r.get("construction") or {})
-        outputs[h] = r.get("outputs") or {}  # cumulative per history: the last record's counts
+        if latest_outputs(r, outputs.get(h)):  # cumulative per history: the latest snapshot
+            outputs[h] = r.get("outputs") or {}
     for c in histories.values():
         calls += int(c.get("calls", 0) or 0)
         failed += int(c.get("failed_calls", 0) or 0)

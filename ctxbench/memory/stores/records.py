@@ -65,7 +65,8 @@ REMEDY = "delete it (or set memory.rebuild=true) or use a new hydra.run.dir"
 def open_sqlite(path: Path, schema: str, what: str) -> sqlite3.Connection:
     """Connect to ``path`` and apply ``schema``; a damaged file is a one-line :class:`StoreError`."""
     existed = path.exists() and path.stat().st_size > 0
-    conn = sqlite3.connect(str(path))
+    # the evaluator's workers use a history's store from several threads, one at a time (eval_pool.Gate)
+    conn = sqlite3.connect(str(path), check_same_thread=False)
     try:
         if existed:
             bad = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall() if r[0] != "ok"]

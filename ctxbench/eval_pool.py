@@ -1,0 +1,200 @@
+"""The evaluator's workers: histories and questions answered concurrently, system code one at a time.
+
+``eval`` runs its work as *tasks*: one ingestion per history, one answer per question. With
+``concurrency: 1`` they run in the calling thread in dataset order (ingest a history, answer its
+questions, then the next history). With ``N > 1`` they run on N worker threads under one lock,
+:class:`Gate`: a worker holds it while it runs system code (retrieval, memory updates, SQLite,
+the embedder), and the shared LLM backend (:class:`ctxbench.llm.shared.SharedLLM`) releases it
+for the length of each call. So system code never runs twice at once — no system needs to be
+thread-safe — while up to N LLM calls are in flight (``llm=openai``: N requests; ``llm=hf``: the
+calls waiting together are generated as one batch).
+
+Which task a free worker takes (:class:`Schedule`): a new history's ingestion while fewer than
+``open_limit`` histories are open (ingested or ingesting, with questions left), else the next
+question of an open history, in dataset order. A system whose answering changes its state
+(:attr:`ctxbench.system.System.answer_writes_state`: MemoryBank's recall) answers one question
+of a history at a time, in dataset order; the others answer a history's questions in parallel.
+
+The first task that raises stops the workers (no new task starts; calls in flight finish) and the
+exception is raised in the calling thread, as in a sequential run.
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+
+class Gate:
+    """The lock system code runs under, and how many workers are running system code now.
+
+    ``active`` counts the workers inside a task and not waiting in an LLM call; the call batcher
+    generates once it is 0 (no running worker can add a call) or its batch is full.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.work = threading.Condition(self.lock)  # task state changed (under ``lock``)
+        self.changed = threading.Condition(threading.Lock())  # ``active`` or the batcher changed
+        self.active = 0
+        self._mine = threading.local()
+
+    def holding(self) -> bool:
+        return bool(getattr(self._mine, "held", False))
+
+    @contextmanager
+    def task(self) -> Iterator[None]:
+        """Run a task's system code (the caller holds :attr:`lock`)."""
+        self._mine.held = True
+        self._add(1)
+        try:
+            yield
+        finally:
+            self._add(-1)
+            self._mine.held = False
+
+    @contextmanager
+    def released(self) -> Iterator[None]:
+        """Let other workers run while this one waits for an LLM call (a no-op off the workers)."""
+        if not self.holding():
+            yield
+            return
+        self._add(-1)
+        self._mine.held = False
+        self.lock.release()
+        try:
+            yield
+        finally:
+            self._add(1)  # running again as soon as it has the lock: a batch should wait for it
+            self.lock.acquire()
+            self._mine.held = True
+
+    def _add(self, n: int) -> None:
+        with self.changed:
+            self.active += n
+            self.changed.notify_all()
+
+
+@dataclass
+class HistoryWork:
+    """One history's tasks: ingest, then its questions (one at a time when ``in_order``)."""
+
+    key: int  # position in the dataset
+    ingest: Callable[[], None]
+    answers: list[Callable[[], None]]
+    in_order: bool = False
+    finish: Callable[[], None] | None = None  # after its last answer (close the history's system)
+    state: str = "waiting"  # waiting → ingesting → open → done
+    next_answer: int = 0
+    in_flight: int = 0
+    finished: int = 0
+
+
+@dataclass
+class Schedule:
+    """Which task runs next (see the module doc); every method is called under the gate's lock."""
+
+    histories: list[HistoryWork]
+    open_limit: int
+    running: int = 0
+    error: BaseException | None = None
+    _waiting: list[HistoryWork] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._waiting = list(self.histories)
+
+    def _open(self) -> list[HistoryWork]:
+        return [h for h in self.histories if h.state in ("ingesting", "open")]
+
+    def next(self) -> tuple[HistoryWork, Callable[[], None], str] | None:
+        if self.error is not None:
+            return None
+        if self._waiting and len(self._open()) < self.open_limit:
+            h = self._waiting.pop(0)
+            h.state = "ingesting"
+            return h, h.ingest, "ingest"
+        for h in self.histories:
+            if h.state == "open" and h.next_answer < len(h.answers) and not (h.in_order and h.in_flight):
+                task = h.answers[h.next_answer]
+                h.next_answer += 1
+                h.in_flight += 1
+                return h, task, "answer"
+        return None
+
+    def done(self, h: HistoryWork, kind: str) -> Callable[[], None] | None:
+        """Mark a task done; returns the history's ``finish`` when it was its last task."""
+        if kind == "ingest":
+            h.state = "open"
+        else:
+            h.in_flight -= 1
+            h.finished += 1
+        if h.state == "open" and h.finished == len(h.answers):
+            h.state = "done"
+            return h.finish
+        return None
+
+    def complete(self) -> bool:
+        return self.error is not None or all(h.state == "done" for h in self.histories)
+
+
+def run_tasks(histories: list[HistoryWork], workers: int, gate: Gate | None = None, open_limit: int | None = None
+              ) -> None:
+    """Run every history's tasks: in this thread when ``workers`` is 1, else on ``workers`` threads
+    under ``gate``, with at most ``open_limit`` histories open (default ``workers``; 1 when one
+    system instance serves every history). Raises the first task's exception."""
+    if workers <= 1 or gate is None:
+        for h in histories:
+            h.ingest()
+            for a in h.answers:
+                a()
+            if h.finish is not None:
+                h.finish()
+        return
+    schedule = Schedule(histories, open_limit=max(1, open_limit or workers))
+    threads = [threading.Thread(target=_worker, args=(schedule, gate), name=f"ctxbench-eval-{i}", daemon=True)
+               for i in range(workers)]
+    for t in threads:
+        t.start()
+    try:
+        with gate.lock:
+            while not (schedule.complete() and schedule.running == 0):
+                gate.work.wait(0.5)  # a timeout keeps Ctrl-C responsive
+    except BaseException as e:  # KeyboardInterrupt: no new task starts
+        with gate.lock:
+            if schedule.error is None:
+                schedule.error = e
+            gate.work.notify_all()
+        raise
+    for t in threads:
+        t.join()
+    if schedule.error is not None:
+        raise schedule.error
+
+
+def _worker(schedule: Schedule, gate: Gate) -> None:
+    import contextvars
+
+    with gate.lock:
+        while True:
+            picked = schedule.next()
+            if picked is None:
+                if schedule.complete() or (schedule.error is not None):
+                    gate.work.notify_all()
+                    return
+                gate.work.wait()
+                continue
+            h, task, kind = picked
+            schedule.running += 1
+            try:
+                with gate.task():
+                    contextvars.copy_context().run(task)  # each task its own call scopes
+                    finish = schedule.done(h, kind)
+                    if finish is not None:
+                        finish()
+            except BaseException as e:  # the first error stops every worker
+                if schedule.error is None:
+                    schedule.error = e
+            finally:
+                schedule.running -= 1
+                gate.work.notify_all()

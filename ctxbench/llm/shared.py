@@ -1,0 +1,176 @@
+"""The one LLM backend every system of an ``eval`` shares, as the evaluator hands it to them.
+
+:class:`SharedLLM` wraps the built backend (``llm=hf`` / ``llm=openai``, with its call cache) and
+is what memory systems hold as ``self.llm``. It adds three things and changes no reply:
+
+- while the evaluator's workers run (:mod:`ctxbench.eval_pool`), each call releases the workers'
+  lock for its length, so other histories and questions go on while it waits;
+- on a backend that generates in batches (``llm=hf``, ``batch_size > 1``), calls made by several
+  workers at once are generated together (:class:`CallBatcher`): they are sent as one
+  ``chat_batch`` once no running worker can add a call, or ``batch_size`` are waiting;
+- every call is handed to the calling task's ``log_samples`` scopes (:mod:`.scope`).
+
+Everything else (``meter``, ``count_tokens``, ``context_window``, ``tokenizer`` ...) is the
+backend's own.
+"""
+from __future__ import annotations
+
+import contextvars
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .base import ChatResult, Message
+from .scope import call_record, log_call
+
+DEFAULTS = {"max_new_tokens": 64, "temperature": 0.0, "phase": "answer", "json_mode": False, "schema": None,
+            "seed": None}
+
+
+def call_params(kw: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(kw) - set(DEFAULTS)
+    if unknown:
+        raise TypeError(f"chat() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    return {**DEFAULTS, **kw}
+
+
+def inner_kwargs(params: dict[str, Any]) -> dict[str, Any]:
+    """The backend call's keywords; ``schema`` and ``seed`` only when given (not every backend takes them)."""
+    return {k: v for k, v in params.items() if v is not None or k not in ("schema", "seed")}
+
+
+class SharedLLM:
+    """The evaluator's shared backend (see the module doc)."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self.gate: Any = None  # the workers' Gate while they run (eval_pool); None: calls run as they come
+        self.batcher: CallBatcher | None = None
+        self.batch_sizes: list[int] = []  # every batch the batcher generated, over all runs (bench, tests)
+
+    # ---- what the evaluator sets -------------------------------------------------------------
+    def serve(self, gate: Any, batch: bool) -> None:
+        """Run calls under the workers' ``gate`` (None: back to plain calls); ``batch``: gather them."""
+        self.gate = gate
+        self.batcher = CallBatcher(self.inner, gate, self.batch_sizes) if gate is not None and batch else None
+
+    def batch_size(self) -> int:
+        """How many calls this backend generates at once (``llm=hf``'s ``batch_size``; 1 for others)."""
+        return int(getattr(self.inner, "batch_size", 1) or 1) if hasattr(self.inner, "chat_batch") else 1
+
+    def concurrency(self) -> int:
+        """How many calls the backend serves at once: ``llm=openai``'s ``concurrency``, ``llm=hf``'s batch."""
+        c = getattr(self.inner, "concurrency", None)
+        return int(c) if isinstance(c, int) and c > 0 else self.batch_size()
+
+    # ---- the ChatLLM interface ---------------------------------------------------------------
+    @property
+    def meter(self) -> Any:
+        return self.inner.meter
+
+    @property
+    def model_name(self) -> str:
+        return self.inner.model_name
+
+    @property
+    def context_window(self) -> int:
+        return self.inner.context_window
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def __getattr__(self, name: str) -> Any:  # tokenizer, cache_id, truncated_calls, placement ...
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def chat(self, messages: list[Message], **kw: Any) -> ChatResult:
+        params = call_params(kw)
+        with self._released():
+            if self.batcher is not None:
+                r = self.batcher.submit(messages, params)
+            else:
+                r = self.inner.chat(messages, **inner_kwargs(params))
+        log_call(call_record(params["phase"], r, messages, params))
+        return r
+
+    def chat_batch(self, batch: list[list[Message]], **kw: Any) -> list[ChatResult]:
+        params = call_params(kw)
+        with self._released():
+            if hasattr(self.inner, "chat_batch"):
+                rs = self.inner.chat_batch(batch, **inner_kwargs(params))
+            else:
+                rs = [self.inner.chat(m, **inner_kwargs(params)) for m in batch]
+        for m, r in zip(batch, rs):
+            log_call(call_record(params["phase"], r, m, params))
+        return rs
+
+    def _released(self) -> Any:
+        import contextlib
+
+        return self.gate.released() if self.gate is not None else contextlib.nullcontext()
+
+
+@dataclass
+class _Call:
+    messages: list[Message]
+    params: dict[str, Any]
+    result: ChatResult | None = None
+    error: BaseException | None = None
+
+
+class CallBatcher:
+    """Calls from several workers generated as one ``chat_batch`` (see the module doc).
+
+    A waiting caller becomes the batch's leader when ``batch_size`` calls wait or no worker is
+    running system code (``gate.active == 0``: nobody can add one); it generates every waiting
+    call, grouped by generation parameters, in an empty context (the backend counts them in its
+    total), and each caller then counts its own reply in its task's scopes.
+    """
+
+    def __init__(self, inner: Any, gate: Any, sizes: list[int] | None = None):
+        self.inner = inner
+        self.gate = gate
+        self.size = max(1, int(getattr(inner, "batch_size", 1) or 1))
+        self.waiting: list[_Call] = []
+        self.leading = False
+        self.batches: list[int] = sizes if sizes is not None else []  # the size of each batch generated
+
+    def submit(self, messages: list[Message], params: dict[str, Any]) -> ChatResult:
+        call = _Call(messages, params)
+        changed = self.gate.changed
+        with changed:
+            self.waiting.append(call)
+            changed.notify_all()
+            while call.result is None and call.error is None:
+                if not self.leading and self.waiting and (len(self.waiting) >= self.size or self.gate.active <= 0):
+                    batch, self.waiting, self.leading = self.waiting, [], True
+                    changed.release()
+                    try:
+                        self._generate(batch)
+                    finally:
+                        changed.acquire()
+                        self.leading = False
+                        changed.notify_all()
+                    continue
+                changed.wait()
+        if call.error is not None:
+            raise call.error
+        assert call.result is not None
+        self.inner.meter.count_in_scopes(params["phase"], call.result)
+        return call.result
+
+    def _generate(self, batch: list[_Call]) -> None:
+        groups: dict[str, list[_Call]] = {}
+        for c in batch:
+            groups.setdefault(json.dumps(c.params, sort_keys=True, default=str), []).append(c)
+        for calls in sorted(groups.values(), key=len, reverse=True):
+            self.batches.append(len(calls))
+            try:
+                kw = inner_kwargs(calls[0].params)
+                rs = contextvars.Context().run(self.inner.chat_batch, [c.messages for c in calls], **kw)
+                for c, r in zip(calls, rs):
+                    c.result = r
+            except BaseException as e:  # every caller of the batch sees the error
+                for c in calls:
+                    c.error = e
