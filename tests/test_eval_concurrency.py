@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -59,13 +58,13 @@ class SlowLLM:
 def samples(n_hist: int = 3, n_q: int = 5) -> list[Sample]:
     out = []
     for h in range(n_hist):
-        turns = [Turn(f"D{s}:{t}", "Ann" if t % 2 else "Bob", f"history {h} session {s} turn {t} text")
+        turns = [Turn("Ann" if t % 2 else "Bob", f"history {h} session {s} turn {t} text", f"D{s}:{t}")
                  for s in range(2) for t in range(3)]
         sessions = [Session(f"s{s}", [t for t in turns if t.id.startswith(f"D{s}:")], f"{s + 1} May 2023")
                     for s in range(2)]
         qs = [Question(f"h{h}q{i}", f"what did person {i} of history {h} say", f"answer {i}", category=1)
               for i in range(n_q)]
-        out.append(Sample(History(f"h{h}", sessions), qs))
+        out.append(Sample(History(f"h{h}", sessions, speakers=["Bob", "Ann"]), qs))
     return out
 
 
@@ -240,3 +239,42 @@ def test_batcher_groups_calls_and_counts_each_in_its_callers_task(tmp_path):
     llm.serve(None, batch=False)
     assert sum(inner.batches) == 6 and max(inner.batches) > 1
     assert seen == {f"t{i}{j}": (1, 3) for i in range(2) for j in range(3)}  # each task counts only its call
+
+
+def test_log_samples_writes_each_answers_calls_context_and_construction_calls(tmp_path, monkeypatch):
+    from ctxbench.sample_log import CONSTRUCTION_CALLS, SAMPLES
+
+    secret = "s3cr3t-value-of-the-key-0042"
+    monkeypatch.setenv("MY_SERVICE_API_KEY", secret)
+    llm = SharedLLM(SlowLLM(delay=0.0))
+    data = samples(2, 2)
+    data[0].history.sessions[0].turns[0] = Turn("Bob", f"my key is {secret}", "D0:0")
+    records = run_system(full_context(llm), data, tmp_path, llm=llm, progress=False, log_samples=True)
+    lines = [json.loads(x) for x in (tmp_path / SAMPLES).read_text().splitlines()]
+    assert [x["id"] for x in lines] == [r["id"] for r in records]
+    first, rec = lines[0], records[0]
+    assert first["prediction"] == rec["prediction"] and first["raw_prediction"] == rec["raw_prediction"]
+    assert first["answer"] == rec["answer"] and first["question"] == rec["question"]
+    (call,) = first["calls"]  # full_context: one answer call, exactly as sent
+    assert call["phase"] == "answer" and call["reply"] == rec["raw_prediction"]
+    assert call["messages"][-1]["content"].endswith(data[0].questions[0].question + "\nAnswer:")
+    assert call["params"]["max_new_tokens"] == 48 and call["params"]["temperature"] == 0.0  # brief's cap
+    assert call["prompt_tokens"] == rec["usage"]["answer_prompt_tokens"]
+    assert "history 0 session 1 turn 2 text" in first["context"] and first["context"] in call["messages"][-1]["content"]
+    text = (tmp_path / SAMPLES).read_text()
+    assert secret not in text and "my key is" in text  # scrubbed, not dropped
+    # construction calls are streamed per history (the Probe system makes one per ingest)
+    Probe.log = []
+    out2 = tmp_path / "probe"
+    run_system(HistorySystems(lambda hid: Probe(llm, False), Probe(llm, False)), samples(2, 1), out2, llm=llm,
+               progress=False, log_samples=True, concurrency=2)
+    built = [json.loads(x) for x in (out2 / CONSTRUCTION_CALLS).read_text().splitlines()]
+    assert sorted((b["history_id"], b["messages"][0]["content"], b["phase"]) for b in built) == [
+        ("h0", "build h0", "construction"), ("h1", "build h1", "construction")]
+    assert all(len(json.loads(x)["calls"]) == 1 for x in (out2 / SAMPLES).read_text().splitlines())
+
+
+def test_log_samples_off_writes_no_sample_files(tmp_path):
+    llm = SharedLLM(SlowLLM(delay=0.0))
+    run_system(full_context(llm), samples(1, 1), tmp_path, llm=llm, progress=False)
+    assert not (tmp_path / "samples.jsonl").exists() and not (tmp_path / "construction_calls.jsonl").exists()
