@@ -96,3 +96,20 @@ def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="slots=0"):
         LoopbackServer(slots=0)
     assert default_reply({"messages": [{"role": "user", "content": ""}]}) == "ok"
+
+
+def test_no_hidden_latency_per_call_or_per_connection():
+    """The server adds nothing to ``delay_s``: no ~40 ms Nagle/delayed-ACK stall per reply (headers
+    and body are two writes), no 1 s SYN retransmit when a burst of new connections overflows a
+    small listen backlog. Bounds are loose (a shared machine); the stalls they catch are not."""
+    with serve(delay_s=0.0, slots=1) as s:
+        llm = client(s.base_url, concurrency=1)
+        t = time.perf_counter()
+        for i in range(40):
+            llm.chat(ask(f"q {i}"))
+        assert time.perf_counter() - t < 1.0  # 40 x 40 ms would be 1.6 s
+    with serve(delay_s=0.05, slots=16) as s:
+        llm = client(s.base_url, concurrency=16)
+        t = time.perf_counter()
+        llm.chat_batch([ask(f"q {i}") for i in range(16)])  # 16 new connections at once
+        assert time.perf_counter() - t < 0.9 and s.peak_in_flight == 16
