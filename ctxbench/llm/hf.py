@@ -131,6 +131,7 @@ class HFChatLLM:
         return TOKENIZER
 
     def tokenizer_label(self) -> str | None:
+        """The tokenizer's hub id or folder (results.json ``llm.token_counts.tokenizer``)."""
         return str(getattr(self.tokenizer, "name_or_path", "") or self.model_name)
 
     def encode_chat(self, messages: list[Message]) -> list[int]:

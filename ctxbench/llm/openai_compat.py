@@ -272,6 +272,8 @@ class OpenAIChatLLM:
         return self._counter.label
 
     def _warn_estimate(self) -> None:
+        if "estimate" in self._warned:  # printed already (count_tokens runs for every message)
+            return
         self._warn_once("estimate", f"no tokenizer for model {self.model_name!r} (llm.tokenizer is null and "
                                     f"{self._counter.why_estimate}): token counts made here are estimates, "
                                     "ceil(chars/4) — prompt fitting to llm.context_window, count_tokens (the "

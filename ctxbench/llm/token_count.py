@@ -47,6 +47,8 @@ class TokenCounter:
         self.why_estimate = ""  # why no tokenizer was found (for the warning)
 
     def _load(self) -> None:
+        if self._loaded:  # the common case, without the lock
+            return
         with self._lock:
             if self._loaded:
                 return
