@@ -459,6 +459,7 @@ def placement_of(system: System, llm: Any, state: Any) -> dict[str, Any]:
 
 def main(cfg: Any) -> dict[str, Any]:
     """``python -m ctxbench eval memory=NAME|method=NAME dataset=NAME [limit=N] [hydra.run.dir=DIR]``."""
+    from .llm.token_count import token_counts_record
     from .registry import build
 
     _seed_everything(int(cfg.get("seed", 0)))
@@ -496,6 +497,7 @@ def main(cfg: Any) -> dict[str, Any]:
              "llm": None if llm is None else {"backend": str(cfg.llm.name), "model": llm.model_name,
                                               "context_window": llm.context_window,
                                               "meter": llm.meter.snapshot(),
+                                              "token_counts": token_counts_record(llm),
                                               "truncated_calls": getattr(llm, "truncated_calls", None)}}
     results = finalize(out, records, metrics, cfg, "eval", with_cost=True, extra=extra, progress=progress,
                        max_failed_fraction=float(cfg.get("max_failed_fraction", DEFAULT_MAX_FAILED_FRACTION)),

@@ -148,8 +148,10 @@ def test_negative_or_bool_usage_counts_are_not_believed(raw, monkeypatch, capsys
     assert not r.failed and r.prompt_tokens > 0 and r.completion_tokens == 3  # ~4 characters a token
     llm.chat(MSGS)
     warned = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning:")]
-    assert warned == ['warning: llm=openai: the server reported usage {"prompt_tokens": -5, "completion_tokens": '
-                      'true}, not token counts; counting tokens with the tokenizer instead']  # once
+    assert r.token_source == "estimate"  # model 'm': no tokenizer is known for it
+    assert len(warned) == 2 and warned[0].startswith("warning: llm=openai: no tokenizer for model 'm'")  # once each
+    assert warned[1] == ('warning: llm=openai: the server reported usage {"prompt_tokens": -5, "completion_tokens": '
+                         'true}, not token counts; counting them here instead (ChatResult.token_source says how)')
 
 
 @pytest.mark.parametrize("status,body,what", [

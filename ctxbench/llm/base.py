@@ -3,7 +3,9 @@
 A backend (``llm=hf`` local transformers, ``llm=openai`` any OpenAI-compatible server) is built
 with ``registry.build("llm", cfg)`` and implements :meth:`ChatLLM.chat`. Every call is counted in
 the backend's :class:`UsageMeter` under a *phase* ("construction" while building memory,
-"answer" while answering), so a system reports what it really spent.
+"answer" while answering), so a system reports what it really spent. Each reply says where its
+token counts come from (``ChatResult.token_source``: the server's ``usage``, a real tokenizer of
+the model, or an estimate; :mod:`.token_count`), and the meter counts calls per source.
 
 A backend that cannot work at all (server unreachable, key refused, model unknown, too many
 failed calls in a row) raises :class:`LLMUnavailable`, which the CLI prints as one line. A
@@ -28,7 +30,10 @@ class LLMUnavailable(CtxbenchError, RuntimeError):
 @dataclass
 class ChatResult:
     """One reply. ``truncated``: generation stopped at ``max_new_tokens`` (the reply may be cut);
-    ``constrained``: the backend enforced the call's schema while decoding (a complete reply is valid)."""
+    ``constrained``: the backend enforced the call's schema while decoding (a complete reply is valid);
+    ``token_source``: how ``prompt_tokens``/``completion_tokens`` were made — ``"server"``,
+    ``"tokenizer"``, ``"estimate"`` or ``"cache"`` (:mod:`.token_count`); ``""`` from a backend
+    that does not say (counted as ``"unknown"``)."""
 
     text: str
     prompt_tokens: int
@@ -38,6 +43,7 @@ class ChatResult:
     error: str = ""
     truncated: bool = False
     constrained: bool = False
+    token_source: str = ""
 
 
 @dataclass
@@ -47,6 +53,7 @@ class PhaseCount:
     completion_tokens: int = 0
     failures: int = 0
     cached: int = 0
+    by_source: dict[str, int] = field(default_factory=dict)  # successful calls per ChatResult.token_source
 
 
 @dataclass
@@ -85,9 +92,10 @@ class UsageMeter:
     def total(self, phase: str) -> PhaseCount:
         return self.phases.get(phase, PhaseCount())
 
-    def snapshot(self) -> dict[str, dict[str, int]]:
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        """Per phase: calls, tokens, failures, cached (ints) and ``by_source`` (a copy): JSON-able."""
         with self._lock:
-            return {k: dict(vars(v)) for k, v in self.phases.items()}
+            return {k: {**vars(v), "by_source": dict(v.by_source)} for k, v in self.phases.items()}
 
 
 def _count(c: PhaseCount, r: ChatResult) -> None:
@@ -96,6 +104,9 @@ def _count(c: PhaseCount, r: ChatResult) -> None:
     c.completion_tokens += r.completion_tokens
     c.failures += int(r.failed)
     c.cached += int(r.cached)
+    if not r.failed:  # a failed call has no counts to source
+        src = r.token_source or "unknown"
+        c.by_source[src] = c.by_source.get(src, 0) + 1
 
 
 class ChatLLM(Protocol):

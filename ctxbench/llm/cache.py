@@ -6,9 +6,10 @@ and extra_body), the context window, the messages, max_new_tokens, temperature, 
 schema. Only successful, non-empty replies are stored: a failed or empty reply is asked again on
 the next run. A cache hit returns the stored text and token counts (so the
 cost a system reports does not depend on the cache) with ``cached=True``, and is counted in the
-meter like any call. The file is ``llm.cache_path`` if set, else
-``$CTXBENCH_CACHE/llm_cache.sqlite`` (default ``~/.cache/ctxbench/llm_cache.sqlite``), shared by
-runs; ``llm.cache=false`` turns caching off. Safe across threads and processes (WAL, busy timeout).
+meter like any call. The counts keep the ``token_source`` of the call that made them (two bits of
+the ``flags`` column); a row written before sources were stored says ``"cache"``. The file is
+``llm.cache_path`` if set, else ``$CTXBENCH_CACHE/llm_cache.sqlite`` (default
+``~/.cache/ctxbench/llm_cache.sqlite``), shared by runs; ``llm.cache=false`` turns caching off. Safe across threads and processes (WAL, busy timeout).
 A damaged file is a one-line :class:`~ctxbench.data.errors.DataError` naming it (delete it); a row
 that is not what :meth:`CallCache.put` writes (text not a string, counts not integers) is a miss:
 the call is asked again and its row rewritten.
@@ -26,6 +27,7 @@ from typing import Any, Iterator
 
 from ..data.errors import DataError
 from .base import ChatResult, Message, preflight
+from .token_count import CACHE, ESTIMATE, SERVER, TOKENIZER
 
 
 def default_cache_path() -> Path:
@@ -45,18 +47,34 @@ def storable(r: ChatResult) -> bool:
     return not r.failed and bool(r.text.strip())
 
 
+TRUNCATED, CONSTRAINED = 1, 2  # bits of the ``flags`` column
+SOURCE_SHIFT = 2  # bits 2-3 of ``flags``: the token_source of the counts (0: not stored, an older row)
+SOURCE_CODES = {SERVER: 1, TOKENIZER: 2, ESTIMATE: 3}
+SOURCE_OF_CODE = {v: k for k, v in SOURCE_CODES.items()}
+
+
 def stored_row(row: Any) -> bool:
     """A ``(text, prompt_tokens, completion_tokens, flags)`` row as :meth:`CallCache.put` writes it."""
     return (row is not None and isinstance(row[0], str) and bool(row[0].strip())
             and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in row[1:3])
-            and row[3] in (None, 0, 1, 2, 3))
+            and (row[3] is None or (isinstance(row[3], int) and not isinstance(row[3], bool)
+                                    and 0 <= row[3] < 4 << SOURCE_SHIFT)))
 
 
-TRUNCATED, CONSTRAINED = 1, 2  # bits of the ``flags`` column
+def pack_flags(r: ChatResult) -> int:
+    """truncated, constrained and the token source of ``r`` as the ``flags`` integer."""
+    code = SOURCE_CODES.get(r.token_source, 0)
+    return TRUNCATED * int(r.truncated) + CONSTRAINED * int(r.constrained) + (code << SOURCE_SHIFT)
+
+
+def flags_source(flags: int) -> str:
+    """The token source stored in ``flags``; ``"cache"`` for a row that did not store one."""
+    return SOURCE_OF_CODE.get(flags >> SOURCE_SHIFT, CACHE)
 
 
 class CallCache:
-    """key → (text, prompt_tokens, completion_tokens, flags) in one SQLite table (flags: truncated, constrained)."""
+    """key → (text, prompt_tokens, completion_tokens, flags) in one SQLite table (flags: truncated,
+    constrained, token source: :func:`pack_flags`)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path).expanduser()
@@ -97,10 +115,11 @@ class CallCache:
             return None
         flags = row[3] or 0
         return ChatResult(text=row[0], prompt_tokens=row[1], completion_tokens=row[2], cached=True,
-                          truncated=bool(flags & TRUNCATED), constrained=bool(flags & CONSTRAINED))
+                          truncated=bool(flags & TRUNCATED), constrained=bool(flags & CONSTRAINED),
+                          token_source=flags_source(flags))
 
     def put(self, key: str, r: ChatResult) -> None:
-        flags = TRUNCATED * int(r.truncated) + CONSTRAINED * int(r.constrained)
+        flags = pack_flags(r)
         with self._guard(), self._conn() as c:
             c.execute("INSERT OR REPLACE INTO calls (key, text, prompt_tokens, completion_tokens, created, flags) "
                       "VALUES (?, ?, ?, ?, ?, ?)", (key, r.text, r.prompt_tokens, r.completion_tokens, time.time(), flags))

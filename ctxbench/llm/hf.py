@@ -3,7 +3,8 @@
 ``llm.model`` names a model config (``conf/model/<name>.yaml``, e.g. ``smollm2_135m``, ``tiny``),
 or is a hub id / local folder loaded as ``model=hf``. Prompts go through the tokenizer's chat
 template; generation is greedy (``temperature=0``) or sampled, batched with left padding in
-``chat_batch``. Prompt and completion tokens are counted with the model's tokenizer.
+``chat_batch``. Prompt and completion tokens are counted with the model's tokenizer
+(``token_source="tokenizer"``, :mod:`.token_count`).
 
 A call with a ``schema`` (or ``json_mode``) is decoded under that grammar (:mod:`.grammar`,
 xgrammar; ``llm.constrained=false`` turns it off), batched like any other call. A reply that hit
@@ -29,6 +30,7 @@ from ..registry import register
 from .base import ChatResult, Message, UsageMeter
 from .cache import maybe_cached
 from .fit import fit_messages
+from .token_count import TOKENIZER
 
 CONF_MODEL_DIR = conf_dir() / "model"
 
@@ -124,6 +126,14 @@ class HFChatLLM:
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    def token_count_source(self) -> str:
+        """Always ``"tokenizer"``: the model's own tokenizer counts everything."""
+        return TOKENIZER
+
+    def tokenizer_label(self) -> str | None:
+        """The tokenizer's hub id or folder (results.json ``llm.token_counts.tokenizer``)."""
+        return str(getattr(self.tokenizer, "name_or_path", "") or self.model_name)
+
     def encode_chat(self, messages: list[Message]) -> list[int]:
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -216,7 +226,7 @@ class HFChatLLM:
                     break
             text = self.tokenizer.decode(row[:n], skip_special_tokens=True)
             results.append(ChatResult(text=text.strip(), prompt_tokens=len(s), completion_tokens=n,
-                                      truncated=not stopped and n >= max_new_tokens))
+                                      truncated=not stopped and n >= max_new_tokens, token_source=TOKENIZER))
         return results
 
 

@@ -38,15 +38,20 @@ schema checked afterwards); ``none`` sends neither, for servers that reject both
 ``finish_reason: "length"`` is marked ``truncated``. A prompt over ``context_window -
 max_tokens`` keeps its system message and loses the middle of its longest message (:mod:`.fit`).
 
-Token counts come from the server's ``usage`` (its own tokenizer); when absent, and for
-``count_tokens``: ``llm.tokenizer`` (an HF tokenizer id/folder) if set, else tiktoken if
-installed, else ~4 characters per token.
+Token counts come from the server's ``usage`` (its own tokenizer: ``token_source="server"``).
+A count the server leaves out, ``count_tokens`` (the context tokens systems report) and prompt
+fitting use one :class:`~ctxbench.llm.token_count.TokenCounter`: ``llm.tokenizer`` (an HF
+tokenizer id/folder of the served model) if set, else tiktoken's encoding for a model name
+tiktoken knows (``"tokenizer"``), else ``ceil(chars / 4)`` (``"estimate"``) — never another
+model's tokenizer as a guess. The first estimate prints one warning naming the fix
+(``llm.tokenizer=...``); :func:`~ctxbench.llm.token_count.token_counts_record` counts the calls
+per source for results.json.
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
-import math
 import os
 import random
 import socket
@@ -63,6 +68,7 @@ from ..secrets import check_env_name, scrub_text
 from .base import ChatResult, LLMUnavailable, Message, UsageMeter
 from .cache import maybe_cached
 from .fit import fit_messages
+from .token_count import ESTIMATE, FIX, SERVER, TokenCounter
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 AUTH_STATUS = {401: "Unauthorized", 403: "Forbidden"}
@@ -203,8 +209,7 @@ class OpenAIChatLLM:
         self.preflight_timeout_s = float(cfg.get("preflight_timeout_s", 5))
         self.cache_id = self._cache_id()
         self._window = int(cfg.get("context_window") or 128000)
-        self._tokenizer_name = cfg.get("tokenizer")
-        self._tok: Any = None
+        self._counter = TokenCounter(cfg.get("tokenizer"), self.model_name)
         self.meter = UsageMeter()
         self.truncated_calls = 0  # prompts cut to fit context_window
         self._lock = threading.Lock()
@@ -253,36 +258,40 @@ class OpenAIChatLLM:
 
     # ---- token counting -------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
-        if self._tok is None:
-            self._tok = self._load_tokenizer()
-        if self._tok == "chars":
-            return math.ceil(len(text) / 4)
-        if hasattr(self._tok, "encode") and not hasattr(self._tok, "convert_tokens_to_ids"):
-            return len(self._tok.encode(text))  # tiktoken
-        return len(self._tok(text, add_special_tokens=False)["input_ids"])
+        """Tokens of ``text`` as :meth:`token_count_source` says (the estimate warns once)."""
+        if self._counter.source == ESTIMATE:
+            self._warn_estimate()
+        return self._counter.count(text)
 
-    def _load_tokenizer(self) -> Any:
-        if self._tokenizer_name:
-            from transformers import AutoTokenizer
+    def token_count_source(self) -> str:
+        """``"tokenizer"`` or ``"estimate"``: how :meth:`count_tokens` (and a count missing from a
+        reply's ``usage``) is made."""
+        return self._counter.source
 
-            return AutoTokenizer.from_pretrained(str(self._tokenizer_name))
-        try:
-            import tiktoken
+    def tokenizer_label(self) -> str | None:
+        """The tokenizer that counts (``llm.tokenizer`` or ``tiktoken:<encoding>``); None for estimates."""
+        return self._counter.label
 
-            try:
-                return tiktoken.encoding_for_model(self.model_name)
-            except KeyError:
-                return tiktoken.get_encoding("cl100k_base")
-        except ImportError:
-            return "chars"
+    def _warn_estimate(self) -> None:
+        if "estimate" in self._warned:  # printed already (count_tokens runs for every message)
+            return
+        self._warn_once("estimate", f"no tokenizer for model {self.model_name!r} (llm.tokenizer is null and "
+                                    f"{self._counter.why_estimate}): token counts made here are estimates, "
+                                    "ceil(chars/4) — prompt fitting to llm.context_window, count_tokens (the "
+                                    "context tokens systems report) and every call whose reply has no `usage` "
+                                    "(results.json llm.token_counts.calls_by_source.estimate counts them); "
+                                    f"{FIX}")
 
     # ---- preflight ------------------------------------------------------------------------
     def preflight(self) -> None:
         """``GET {base_url}/models``: unreachable, key refused, or model not listed → LLMUnavailable.
 
-        A 404 (servers without the endpoint) or any other answer passes: the calls will tell.
+        A 404 (servers without the endpoint) or any other answer passes: the calls will tell. A
+        ``llm.tokenizer`` that cannot load fails here too (ModelLoadError naming the key).
         """
         import httpx
+
+        self._counter.source  # loads llm.tokenizer (or finds tiktoken's encoding) now, not mid-run
 
         url = self.base_url + "/models"
         deadline = time.monotonic() + self.preflight_timeout_s
@@ -411,7 +420,8 @@ class OpenAIChatLLM:
         kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, phase=phase, json_mode=json_mode,
                   schema=schema, seed=seed)
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            futures = [pool.submit(self.chat, m, **kw) for m in batch]
+            # each call in a copy of the caller's context: it is counted in the calling task's scopes (llm.scope)
+            futures = [pool.submit(contextvars.copy_context().run, self.chat, m, **kw) for m in batch]
             try:
                 return [f.result() for f in futures]
             except BaseException:  # LLMUnavailable: do not send the calls still queued
@@ -487,13 +497,15 @@ class OpenAIChatLLM:
         ct = usage.get("completion_tokens")
         if (pt is not None and not _count(pt)) or (ct is not None and not _count(ct)):
             self._warn_once("usage", f"the server reported usage {short_usage(usage)}, not token counts; "
-                                     "counting tokens with the tokenizer instead")
+                                     "counting them here instead (ChatResult.token_source says how)")
+        source = SERVER if _count(pt) and _count(ct) else self.token_count_source()
         if not _count(pt):
             pt = sum(self.count_tokens(m.get("content", "")) for m in messages)
         if not _count(ct):
             ct = self.count_tokens(text)
         truncated = data["choices"][0].get("finish_reason") == "length"
-        return ChatResult(text=text.strip(), prompt_tokens=pt, completion_tokens=ct, truncated=truncated)
+        return ChatResult(text=text.strip(), prompt_tokens=pt, completion_tokens=ct, truncated=truncated,
+                          token_source=source)
 
     def _parse(self, raw: bytes, content_type: str = "") -> dict[str, Any]:
         """The reply as a dict holding a first choice; anything else is a malformed (retried) reply."""
