@@ -53,6 +53,13 @@ class _HTTPServer(ThreadingHTTPServer):
     request_queue_size = 256  # listen backlog: the default 5 drops the SYNs of a burst of new connections
                               # (each dropped one costs a 1 s retransmit)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client gone before its reply (killed, timed out) is not an error worth a traceback."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
 
 class LoopbackServer:
     """The running server: ``base_url``, ``requests`` (answered), ``in_flight``, ``peak_in_flight``."""
