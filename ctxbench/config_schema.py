@@ -45,6 +45,7 @@ NULL_DEFAULTS: dict[str, str] = {
     "memory.max_sessions": "int", "memory.max_turns": "int", "memory.expand": "int",  # amem: null = k
     "memory.max_new_tokens": "int", "memory.answer_max_tokens": "int",  # null = the qa_prompt's cap
     "memory_systems.max_sessions": "int", "memory_systems.questions": "int",
+    "eval_throughput.concurrency.questions": "int",
     "method.max_context": "int", "method.max_examples": "int", "method.n_recent": "int",
     "retrieval.faiss_threads": "int", "retrieval.ivf_nlist": "int",
 }

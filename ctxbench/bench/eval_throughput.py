@@ -1,80 +1,152 @@
-"""``suite=eval_throughput``: questions/s of the evaluator with the local model, and the call cache.
+"""``suite=eval_throughput``: how fast the one evaluator drives its backend, as ratios measured in one run.
 
-The real ``eval`` config (``dataset``, ``memory``, ``llm=hf`` with a short ``max_new_tokens``) is
-composed and its system built once (model load timed apart). The evaluator's own loop
-(:func:`ctxbench.evaluate.run_system` + scoring) then answers the first ``questions`` questions
-twice into two fresh folders, with one fresh LLM call cache in the bench run folder: the first run
-is cold (every call generates), the second repeats the same calls and must hit the cache. Reported:
-questions/s of both and the speed-up (cold seconds ÷ cached seconds), with the cache hits counted
-by the backend's meter.
+Every check composes the real ``eval`` config, builds its systems with
+:func:`ctxbench.evaluate.build_history_systems` and answers through the evaluator's own loop
+(:func:`ctxbench.evaluate.run_system`), into fresh folders in the bench run folder:
+
+- ``concurrency``: questions/s answered one at a time vs ``concurrency = slots`` workers, against
+  the loopback OpenAI-compatible server (:mod:`.loopback_server`) answering each call after a fixed
+  ``delay_s`` with ``slots`` parallel slots. Goal: a speed-up of at least 0.8 × slots.
+- ``hf_batch``: questions/s on the packaged SmolLM2 (``llm=hf``) answered one by one vs with
+  ``llm.batch_size`` workers whose calls the evaluator generates as batches
+  (:class:`ctxbench.llm.shared.CallBatcher`). Goal: at least 2× (issue 21, on 2 CPU cores).
+- ``prefix_reuse``: full_context answer latency on one LoCoMo-format conversation with
+  ``llm.prefix_cache`` on vs off (the shared history's KV computed once: :mod:`ctxbench.llm.prefix_cache`).
+  Goal: at most 0.2× the latency without reuse.
+- ``call_cache``: the same questions twice with one fresh LLM call cache: cold vs every call a hit.
+
+Each row says what was compared, both sides' seconds and questions/s, the ratio (speed-up, or
+latency ratio for ``prefix_reuse``), the goal and whether it was met. Answers of both sides are
+compared: a row whose sides answered differently says so (``same_answers``).
 """
 from __future__ import annotations
 
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from ..registry import register
-from .common import compose, is_registered, rnd
+from .common import Skip, compose, rnd
+
+CHECKS = ("concurrency", "hf_batch", "prefix_reuse", "call_cache")
+
+
+def _answer(cfg: Any, out: Path, concurrency: int = 1, samples: list | None = None, limit: int | None = None
+            ) -> tuple[float, list[dict[str, Any]], Any]:
+    """(seconds, records, llm): one evaluator run of ``cfg`` into ``out`` (systems built first, not timed)."""
+    from ..evaluate import build_history_systems, run_system
+    from ..registry import build
+
+    data = samples if samples is not None else list(build("dataset", cfg.dataset))
+    systems, llm, _ = build_history_systems(cfg, out)
+    t0 = time.perf_counter()
+    records = run_system(systems, data, out, llm=llm, limit=limit, progress=False, concurrency=concurrency)
+    return time.perf_counter() - t0, records, llm
+
+
+def _row(check: str, setting: str, base: tuple[float, list], new: tuple[float, list], goal: str, met: bool,
+         ratio: float | None, **extra: Any) -> dict[str, Any]:
+    (t0, r0), (t1, r1) = base, new
+    same = [r["raw_prediction"] for r in r0] == [r["raw_prediction"] for r in r1]
+    return {"check": check, "setting": setting, "questions": len(r1),
+            "base_s": rnd(t0), "new_s": rnd(t1), "base_qps": rnd(len(r0) / t0) if t0 else None,
+            "new_qps": rnd(len(r1) / t1) if t1 else None, "ratio": rnd(ratio) if ratio is not None else None,
+            "goal": goal, "met": met, "same_answers": same, **extra}
+
+
+def check_concurrency(cfg: Any, base: Path) -> dict[str, Any]:
+    from .loopback_server import serve
+
+    delay, slots = float(cfg.get("delay_s", 0.2)), int(cfg.get("slots", 4))
+    memory, n = str(cfg.get("memory", "full_context")), cfg.get("questions")
+    from ..models.loading import smollm2_dir
+
+    with serve(delay_s=delay, slots=slots) as server:  # counted with SmolLM2's tokenizer (no estimate)
+        ecfg = compose("eval", [f"llm.tokenizer={smollm2_dir()}", f"dataset={cfg.get('dataset', 'locomo_sample')}", f"memory={memory}", "llm=openai",
+                                "llm.model=loopback", f"llm.base_url={server.base_url}", "llm.api_key_env=null",
+                                "llm.cache=false", f"llm.concurrency={slots}", "progress=false"])
+        seq = _answer(ecfg, base / "concurrency_1", 1, limit=n)[:2]
+        par = _answer(ecfg, base / f"concurrency_{slots}", slots, limit=n)[:2]
+        peak = server.peak_in_flight
+    ratio = seq[0] / par[0] if par[0] else None
+    return _row("concurrency", f"memory={memory}, llm=openai loopback server: {delay:g} s per call, {slots} slots; "
+                f"1 vs {slots} workers", seq, par, f">= {0.8 * slots:g}x (0.8 x slots)",
+                ratio is not None and ratio >= 0.8 * slots, ratio, peak_in_flight=peak)
+
+
+def check_hf_batch(cfg: Any, base: Path) -> dict[str, Any]:
+    bs, memory, n = int(cfg.get("batch_size", 4)), str(cfg.get("memory", "no_context")), cfg.get("questions")
+    ecfg = compose("eval", [f"dataset={cfg.get('dataset', 'locomo_sample')}", f"memory={memory}", "llm=hf",
+                            f"llm.model={cfg.get('llm_model', 'smollm2_135m')}", "llm.cache=false",
+                            f"llm.batch_size={bs}", f"llm.context_window={int(cfg.get('context_window', 1024))}",
+                            "progress=false"])
+    _answer(ecfg, base / "hf_warmup", 1, limit=1)  # load and warm the model outside the timings
+    one = _answer(ecfg, base / "hf_one_by_one", 1, limit=n)
+    batched = _answer(ecfg, base / f"hf_batch_{bs}", bs, limit=n)
+    ratio = one[0] / batched[0] if batched[0] else None
+    sizes = batched[2].batch_sizes
+    return _row("hf_batch", f"memory={memory}, llm=hf {cfg.get('llm_model', 'smollm2_135m')}: one by one vs "
+                f"{bs} workers, calls generated in batches (mean batch {sum(sizes) / max(len(sizes), 1):.1f})",
+                one[:2], batched[:2], ">= 2x", ratio is not None and ratio >= 2.0, ratio)
+
+
+def check_prefix_reuse(cfg: Any, base: Path) -> dict[str, Any]:
+    try:
+        from .prefix_reuse import measure_full_context_prefix
+    except ImportError as e:  # pragma: no cover - the prefix cache ships with the hf backend
+        raise Skip(f"prefix reuse is not available: {e}") from None
+    m = measure_full_context_prefix(questions=int(cfg.get("questions", 6)),
+                                    context_window=int(cfg.get("context_window", 2048)),
+                                    max_new_tokens=int(cfg.get("max_new_tokens", 8)))
+    ratio = m.get("ratio")
+    return {"check": "prefix_reuse", "setting": f"memory=full_context, llm=hf, one LoCoMo conversation "
+            f"(~{m.get('prompt_tokens_mean')} prompt tokens): answer latency with vs without prefix reuse",
+            "questions": m.get("questions"), "base_s": m.get("latency_off_s"), "new_s": m.get("latency_on_s"),
+            "ratio": rnd(ratio) if ratio is not None else None, "goal": "<= 0.2x latency",
+            "met": ratio is not None and ratio <= 0.2, "same_answers": m.get("same_answers"),
+            "prefix_hits": m.get("prefix_hits")}
+
+
+def check_call_cache(cfg: Any, base: Path) -> dict[str, Any]:
+    cache = base / "llm_cache.sqlite"
+    for p in (cache, cache.with_name(cache.name + "-wal"), cache.with_name(cache.name + "-shm")):
+        p.unlink(missing_ok=True)
+    memory, n = str(cfg.get("memory", "full_context")), cfg.get("questions", 4)
+    ecfg = compose("eval", [f"dataset={cfg.get('dataset', 'locomo_sample')}", f"memory={memory}", "llm=hf",
+                            f"llm.model={cfg.get('llm_model', 'smollm2_135m')}", "llm.cache=true",
+                            f"llm.cache_path={cache}", f"llm.context_window={int(cfg.get('context_window', 1024))}",
+                            f"++memory.max_new_tokens={int(cfg.get('max_new_tokens', 8))}", "progress=false"])
+    cold = _answer(ecfg, base / "cache_cold", 1, limit=n)
+    warm = _answer(ecfg, base / "cache_warm", 1, limit=n)
+    hits = warm[2].meter.total("answer").cached
+    ratio = cold[0] / warm[0] if warm[0] else None
+    return _row("call_cache", f"memory={memory}, llm=hf: cold vs the same calls from the call cache "
+                f"({hits} hits)", cold[:2], warm[:2], "every call a hit", hits >= len(warm[1]), ratio)
 
 
 @register("bench", "eval_throughput")
 def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
-    from ..evaluate import build_system, finalize, run_system
-    from ..metrics.base import build_metrics
-    from ..registry import build
-    from .common import Skip
-
-    memory, llm_kind = str(cfg.get("memory", "full_context")), str(cfg.get("llm", "hf"))
-    if not is_registered("memory", memory):
-        raise Skip(f"memory={memory} is not registered")
-    if not is_registered("llm", llm_kind):
-        raise Skip(f"llm={llm_kind} is not registered")
-    base = ctx["run_dir"] / "eval_throughput"
-    cache_path = base / "llm_cache.sqlite"
-    for p in (cache_path, cache_path.with_name(cache_path.name + "-wal"), cache_path.with_name(cache_path.name + "-shm")):
-        p.unlink(missing_ok=True)
-    n = int(cfg.get("questions", 6))
-    overrides = [f"dataset={cfg.get('dataset', 'locomo_sample')}", f"memory={memory}", f"llm={llm_kind}",
-                 f"llm.cache=true", f"llm.cache_path={cache_path}", f"limit={n}", "progress=false",
-                 f"++memory.max_new_tokens={int(cfg.get('max_new_tokens', 8))}"]
-    if llm_kind == "hf":
-        overrides += [f"llm.model={cfg.get('llm_model', 'smollm2_135m')}",
-                      f"llm.context_window={int(cfg.get('context_window', 1024))}"]
-    ecfg = compose("eval", overrides)
-    samples = list(build("dataset", ecfg.dataset))
-    t0 = time.perf_counter()
-    system, llm, name = build_system(ecfg, base / "cold")
-    load_s = time.perf_counter() - t0
-    metrics = build_metrics([str(m) for m in (cfg.get("metrics") or ["f1"])], llm=None)
-    runs = []
-    for label in ("cold", "cached"):
-        out = base / label
-        m0 = llm.meter.get("answer") if llm is not None else None
-        before = (m0.calls, m0.cached) if m0 else (0, 0)
-        t1 = time.perf_counter()
-        records = run_system(system, samples, out, llm=llm, limit=n, progress=False)
-        t_answer = time.perf_counter() - t1
-        finalize(out, records, metrics, ecfg, "eval", with_cost=True, extra={"system": name}, progress=False)
-        t_total = time.perf_counter() - t1
-        m1 = llm.meter.get("answer") if llm is not None else None
-        calls, hits = ((m1.calls - before[0], m1.cached - before[1]) if m1 else (0, 0))
-        runs.append({"run": label, "questions": len(records), "seconds": rnd(t_total), "answer_seconds": rnd(t_answer),
-                     "questions_per_s": rnd(len(records) / t_total) if t_total else None,
-                     "llm_calls": calls, "cache_hits": hits})
-    cold, warm = runs
-    speedup = rnd(cold["seconds"] / warm["seconds"]) if warm["seconds"] else None
-    for r in runs:
-        r["speedup"] = 1.0 if r is cold else speedup
-        r["system"] = name
-    model = llm.model_name if llm is not None else "-"
-    return {"description": f"Evaluator throughput: {name} on {ecfg.dataset.name}, llm={llm_kind} ({model}), "
-                           f"first {n} questions, max_new_tokens={cfg.get('max_new_tokens', 8)}; "
-                           f"model load {load_s:.1f}s (not counted).",
-            "params": {"memory": memory, "llm": llm_kind, "model": model, "questions": n,
-                       "context_window": ecfg.llm.get("context_window"), "load_s": rnd(load_s)},
-            "columns": [["run", "run"], ["questions", "questions"], ["seconds", "seconds"],
-                        ["questions_per_s", "questions/s"], ["llm_calls", "LLM calls"], ["cache_hits", "cache hits"],
-                        ["speedup", "speed-up vs cold"]],
-            "rows": runs, "speedup": speedup,
-            "notes": ["seconds = the evaluator's loop (ingest + answer every question, appending predictions.jsonl) "
-                      "+ scoring and writing results; the cached run reuses the call cache the cold run filled."]}
+    checks = [str(c) for c in (cfg.get("checks") or CHECKS)]
+    for c in checks:
+        if c not in CHECKS:
+            raise ValueError(f"eval_throughput.checks: unknown check {c!r} (one of {', '.join(CHECKS)})")
+    base = Path(ctx.get("run_dir") or tempfile.mkdtemp()) / "eval_throughput"
+    rows = []
+    for c in checks:
+        try:
+            rows.append(globals()[f"check_{c}"](cfg.get(c) or {}, base))
+        except Skip as e:
+            rows.append({"check": c, "status": "skipped", "reason": str(e)})
+    return {"description": "The evaluator's throughput: concurrency against a server with parallel slots, batched "
+                           "local generation, shared-prefix reuse, the call cache; ratios from one run.",
+            "params": {c: dict(cfg.get(c) or {}) for c in checks},
+            "columns": [["check", "check"], ["setting", "compared"], ["questions", "questions"],
+                        ["base_s", "before s"], ["new_s", "after s"], ["base_qps", "before q/s"],
+                        ["new_qps", "after q/s"], ["ratio", "ratio"], ["goal", "goal"], ["met", "met"],
+                        ["same_answers", "same answers"]],
+            "rows": rows,
+            "notes": ["ratio: before seconds / after seconds (a speed-up), except prefix_reuse: latency with reuse "
+                      "/ latency without (lower is better).",
+                      "seconds: the evaluator's loop (ingest + answer, appending predictions.jsonl), systems and "
+                      "models built before the clock starts."]}

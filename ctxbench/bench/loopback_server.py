@@ -65,7 +65,7 @@ class LoopbackServer:
     """The running server: ``base_url``, ``requests`` (answered), ``in_flight``, ``peak_in_flight``."""
 
     def __init__(self, delay_s: float = 0.05, slots: int = 4,
-                 reply: Callable[[dict[str, Any]], str] | None = None):
+                 reply: Callable[[dict[str, Any]], str] | None = None, port: int = 0):
         if slots < 1:
             raise ValueError(f"slots={slots}: a server needs at least one slot")
         if delay_s < 0:
@@ -74,7 +74,7 @@ class LoopbackServer:
         self.requests = self.in_flight = self.peak_in_flight = 0
         self._slots = threading.Semaphore(self.slots)
         self._lock = threading.Lock()
-        self._httpd = _HTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd = _HTTPServer(("127.0.0.1", int(port)), self._handler())
         self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="loopback-server", daemon=True)
@@ -156,11 +156,37 @@ class LoopbackServer:
 
 
 @contextmanager
-def serve(delay_s: float = 0.05, slots: int = 4,
-          reply: Callable[[dict[str, Any]], str] | None = None) -> Iterator[LoopbackServer]:
-    """A :class:`LoopbackServer` running for the ``with`` block (its ``base_url`` is the ``llm.base_url``)."""
-    server = LoopbackServer(delay_s=delay_s, slots=slots, reply=reply).start()
+def serve(delay_s: float = 0.05, slots: int = 4, reply: Callable[[dict[str, Any]], str] | None = None,
+          port: int = 0) -> Iterator[LoopbackServer]:
+    """A :class:`LoopbackServer` running for the ``with`` block (its ``base_url`` is the ``llm.base_url``);
+    ``port`` 0 = an ephemeral one."""
+    server = LoopbackServer(delay_s=delay_s, slots=slots, reply=reply, port=port).start()
     try:
         yield server
     finally:
         server.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m ctxbench.bench.loopback_server [--delay 0.2] [--slots 8] [--port 8090]``: serve until Ctrl-C
+    (to time a whole ``eval`` against it: ``llm=openai llm.model=loopback llm.base_url=<printed url>
+    llm.api_key_env=null``)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m ctxbench.bench.loopback_server", description=main.__doc__)
+    ap.add_argument("--delay", type=float, default=0.2, help="seconds per call (default 0.2)")
+    ap.add_argument("--slots", type=int, default=8, help="calls served at once (default 8)")
+    ap.add_argument("--port", type=int, default=8090, help="port on 127.0.0.1 (default 8090; 0 = any free one)")
+    args = ap.parse_args(argv)
+    with serve(delay_s=args.delay, slots=args.slots, port=args.port) as server:
+        print(f"loopback server: {server.base_url} ({args.delay:g} s per call, {args.slots} slots); Ctrl-C stops it",
+              flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            print(f"loopback server: {server.requests} requests answered, at most {server.peak_in_flight} at once")
+
+
+if __name__ == "__main__":
+    main()
