@@ -14,12 +14,21 @@ counted in ``truncated_calls``: systems should fit their prompts, this is the la
 The call cache key (``cache_id``) names the model, its path, its revision and its dtype, so a
 different checkpoint or precision never reuses another's replies.
 
+With ``llm.prefix_cache`` (default true) a single-conversation call whose prompt starts with the
+same ``llm.prefix_cache_min_tokens`` tokens as one of the last ``llm.prefix_cache_entries`` prompts
+reuses their KV cache and computes only the rest (:mod:`.prefix_cache`; ``eval memory=full_context``
+sends every question of a conversation after the same history). Greedy replies are the same as
+without it (tests/test_llm_prefix_cache.py); ``prompt_tokens`` still counts the whole prompt.
+Counted in ``prefix_hits`` / ``prefix_tokens_reused``. Calls of several conversations batched
+together take the plain path.
+
 The model loads on ``llm.device`` in ``llm.dtype`` (null: the model config's ``device`` / ``dtype``;
 ``auto``: accelerate's device for this process, bfloat16 there if it is a GPU, float32 on the CPU;
 :mod:`ctxbench.models.loading`), and every input tensor is made on the model's device.
 """
 from __future__ import annotations
 
+import inspect
 import threading
 from pathlib import Path
 from typing import Any
@@ -29,6 +38,7 @@ from ..registry import register
 from .base import ChatResult, Message, UsageMeter
 from .cache import maybe_cached
 from .fit import fit_messages
+from .prefix_cache import PrefixCache
 
 CONF_MODEL_DIR = conf_dir() / "model"
 
@@ -107,6 +117,26 @@ class HFChatLLM:
         self._grammar: Any = None  # GrammarConstraint, built on the first structured call
         if self.constrained:
             self.cache_id += " constrained"
+        # a model whose generation config asks for its own cache class (static, sliding) keeps generate's
+        own_cache = getattr(getattr(self.model, "generation_config", None), "cache_implementation", None)
+        self.prefix_cache: PrefixCache | None = None
+        if bool(cfg.get("prefix_cache", True)) and own_cache in (None, "dynamic"):
+            self.prefix_cache = PrefixCache(int(cfg.get("prefix_cache_min_tokens", 256)),
+                                            int(cfg.get("prefix_cache_entries", 2)))
+        # generate's keyword for a given cache, as the model's forward names it: ``cache`` in newer
+        # transformers 5 (``past_key_values`` is deprecated there), ``past_key_values`` in older ones
+        params = inspect.signature(self.model.forward).parameters
+        self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
+
+    @property
+    def prefix_hits(self) -> int:
+        """Calls that reused a stored prompt prefix's KV cache."""
+        return self.prefix_cache.hits if self.prefix_cache is not None else 0
+
+    @property
+    def prefix_tokens_reused(self) -> int:
+        """Prompt tokens taken from the prefix cache instead of recomputed, over all hits."""
+        return self.prefix_cache.tokens_reused if self.prefix_cache is not None else 0
 
     @property
     def context_window(self) -> int:
@@ -204,9 +234,13 @@ class HFChatLLM:
         gen = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=sample,
                                temperature=temperature if sample else None, top_p=None, top_k=None,
                                pad_token_id=pad, eos_token_id=self.eos_ids)
+        processors = [grammar] if grammar else None
         with self._lock, torch.no_grad(), self._seeded(seed):
-            out = self.model.generate(input_ids=ids, attention_mask=mask,
-                                      generation_config=gen, logits_processor=[grammar] if grammar else None)
+            if len(seqs) == 1 and self.prefix_cache is not None:
+                out = self._generate_reusing(seqs[0], ids, mask, gen, processors)
+            else:
+                out = self.model.generate(input_ids=ids, attention_mask=mask,
+                                          generation_config=gen, logits_processor=processors)
         results = []
         for row, s in zip(out[:, width:].tolist(), seqs):
             n, stopped = len(row), False
@@ -218,6 +252,20 @@ class HFChatLLM:
             results.append(ChatResult(text=text.strip(), prompt_tokens=len(s), completion_tokens=n,
                                       truncated=not stopped and n >= max_new_tokens))
         return results
+
+    def _generate_reusing(self, seq: list[int], ids: Any, mask: Any, gen: Any, processors: Any) -> Any:
+        """``generate`` for one prompt from the prefix cache's copy of its longest stored prefix (a
+        fresh empty cache on a miss); the filled cache is stored as this prompt's KV afterwards.
+        ``generate`` gets the full ``input_ids`` and mask and skips the cached positions."""
+        from transformers import DynamicCache
+
+        cache, _ = self.prefix_cache.lookup(seq)
+        if cache is None:
+            cache = DynamicCache(config=self.model.config)
+        out = self.model.generate(input_ids=ids, attention_mask=mask, **{self._cache_kwarg: cache},
+                                  generation_config=gen, logits_processor=processors)
+        self.prefix_cache.store(seq, cache)
+        return out
 
 
 @register("llm", "hf")
