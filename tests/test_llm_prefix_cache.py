@@ -235,3 +235,18 @@ def test_smollm2_full_context_replies_equal(shared_data):
     assert min(lengths) > 1200 and [r.prompt_tokens for r in replies] == lengths
     assert on.prefix_hits == 2 and on.prefix_tokens_reused > 2 * 1200
     assert all(r.text for r in replies) and len({r.text for r in replies}) > 1
+
+
+def test_the_measurement_reports_hits_and_equal_replies():
+    """bench.prefix_reuse on the tiny model and the shipped LoCoMo sample (fast; the SmolLM2 run is
+    the issue's measurement): every question after the first reuses the shared history."""
+    from ctxbench.bench.prefix_reuse import measure_full_context_prefix
+    from ctxbench.paths import samples_dir
+
+    r = measure_full_context_prefix(questions=3, context_window=4096, max_new_tokens=4, model="tiny",
+                                    path=samples_dir() / "locomo_sample.json", threads=1)
+    assert r["prefix_hits"] == 2 and r["hit"] == [False, True, True]
+    assert r["replies_equal"] and r["prompt_tokens_equal"] and r["prompt_tokens_mean"] > 1000
+    assert r["tokens_reused_mean"] > 1000 and r["model"] == "tiny" and r["threads"] == 1
+    assert r["ratio"] == pytest.approx(r["latency_on_s"] / r["latency_off_s"], rel=1e-2)
+    assert r["latency_off_s"] == pytest.approx(sum(r["latencies_off_s"][1:]) / 2, abs=2e-3)
