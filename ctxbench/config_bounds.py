@@ -115,6 +115,8 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     "launcher.fsdp.min_num_params": COUNT,
     # -- llm ----------------------------------------------------------------------------------------------
     "llm.context_window": TOKENS,
+    "llm.prefix_cache_min_tokens": TOKENS,  # llm=hf: the shortest shared prompt prefix whose KV is reused
+    "llm.prefix_cache_entries": POSITIVE,   # llm=hf: prompts whose KV cache is kept
     "llm.max_retries": COUNT,
     "llm.max_consecutive_failures": ge(0, note="0 = never stop"),
     "llm.concurrency": POSITIVE,

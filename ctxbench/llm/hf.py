@@ -15,12 +15,22 @@ counted in ``truncated_calls``: systems should fit their prompts, this is the la
 The call cache key (``cache_id``) names the model, its path, its revision and its dtype, so a
 different checkpoint or precision never reuses another's replies.
 
+With ``llm.prefix_cache`` (default true) a single-conversation call whose prompt starts with the
+same ``llm.prefix_cache_min_tokens`` tokens as one of the last ``llm.prefix_cache_entries`` prompts
+reuses their KV cache and computes only the rest (:mod:`.prefix_cache`; ``eval memory=full_context``
+sends every question of a conversation after the same history). Greedy replies are the same as
+without it (tests/test_llm_prefix_cache.py); ``prompt_tokens`` still counts the whole prompt.
+Counted in ``prefix_hits`` / ``prefix_tokens_reused``. In a batch (``chat_batch``, or the
+evaluator's batched calls) the prompts that share such a prefix, with a stored prompt or with each
+other, are generated one at a time from the cache; the others are batched with left padding.
+
 The model loads on ``llm.device`` in ``llm.dtype`` (null: the model config's ``device`` / ``dtype``;
 ``auto``: accelerate's device for this process, bfloat16 there if it is a GPU, float32 on the CPU;
 :mod:`ctxbench.models.loading`), and every input tensor is made on the model's device.
 """
 from __future__ import annotations
 
+import inspect
 import threading
 from pathlib import Path
 from typing import Any
@@ -30,6 +40,7 @@ from ..registry import register
 from .base import ChatResult, Message, UsageMeter
 from .cache import maybe_cached
 from .fit import fit_messages
+from .prefix_cache import PrefixCache
 from .token_count import TOKENIZER
 
 CONF_MODEL_DIR = conf_dir() / "model"
@@ -109,6 +120,26 @@ class HFChatLLM:
         self._grammar: Any = None  # GrammarConstraint, built on the first structured call
         if self.constrained:
             self.cache_id += " constrained"
+        # a model whose generation config asks for its own cache class (static, sliding) keeps generate's
+        own_cache = getattr(getattr(self.model, "generation_config", None), "cache_implementation", None)
+        self.prefix_cache: PrefixCache | None = None
+        if bool(cfg.get("prefix_cache", True)) and own_cache in (None, "dynamic"):
+            self.prefix_cache = PrefixCache(int(cfg.get("prefix_cache_min_tokens", 256)),
+                                            int(cfg.get("prefix_cache_entries", 2)))
+        # generate's keyword for a given cache, as the model's forward names it: ``cache`` in newer
+        # transformers 5 (``past_key_values`` is deprecated there), ``past_key_values`` in older ones
+        params = inspect.signature(self.model.forward).parameters
+        self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
+
+    @property
+    def prefix_hits(self) -> int:
+        """Calls that reused a stored prompt prefix's KV cache."""
+        return self.prefix_cache.hits if self.prefix_cache is not None else 0
+
+    @property
+    def prefix_tokens_reused(self) -> int:
+        """Prompt tokens taken from the prefix cache instead of recomputed, over all hits."""
+        return self.prefix_cache.tokens_reused if self.prefix_cache is not None else 0
 
     @property
     def context_window(self) -> int:
@@ -152,17 +183,40 @@ class HFChatLLM:
         ``generate`` samples from a generator seeded with it (the global RNG is left as it was)."""
         structured = self.constrained and (schema is not None or json_mode)
         encoded = [self._fit(m, max_new_tokens) for m in batch]
-        order = sorted(range(len(batch)), key=lambda i: -len(encoded[i]))
         results: list[ChatResult | None] = [None] * len(batch)
-        for s in range(0, len(order), self.batch_size):
-            idx = order[s:s + self.batch_size]
+
+        def run(idx: list[int]) -> None:
             grammar = self.grammar().processor(schema) if structured else None
             for i, r in zip(idx, self._generate([encoded[i] for i in idx], max_new_tokens, temperature, grammar,
                                                 seed)):
                 r.constrained = structured and schema is not None
                 results[i] = r
                 self.meter.add(phase, r)
+
+        for i in self._prefix_first(encoded):  # a shared history: computed once, then reused one by one
+            run([i])
+        rest = [i for i in range(len(batch)) if results[i] is None]
+        order = sorted(rest, key=lambda i: -len(encoded[i]))
+        for s in range(0, len(order), self.batch_size):
+            run(order[s:s + self.batch_size])
         return [r for r in results if r is not None]
+
+    def _prefix_first(self, encoded: list[list[int]]) -> list[int]:
+        """The prompts of a batch to generate one at a time from the prefix cache: those sharing a
+        stored prefix, and those sharing ``prefix_cache_min_tokens`` with another prompt of the batch
+        (the first of them computes and stores it, the others reuse it). Reusing a ~2k-token history
+        costs a few tokens' compute; batching it recomputes it for every row."""
+        pc = self.prefix_cache
+        if pc is None or len(encoded) < 2:
+            return []
+        from .prefix_cache import common_prefix
+
+        alone = []
+        for i, ids in enumerate(encoded):
+            if pc.shared(ids) or any(common_prefix(ids, other) >= pc.min_tokens and len(ids) > pc.min_tokens
+                                     for j, other in enumerate(encoded) if j != i):
+                alone.append(i)
+        return alone
 
     def grammar(self) -> Any:
         if self._grammar is None:
@@ -214,9 +268,13 @@ class HFChatLLM:
         gen = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=sample,
                                temperature=temperature if sample else None, top_p=None, top_k=None,
                                pad_token_id=pad, eos_token_id=self.eos_ids)
+        processors = [grammar] if grammar else None
         with self._lock, torch.no_grad(), self._seeded(seed):
-            out = self.model.generate(input_ids=ids, attention_mask=mask,
-                                      generation_config=gen, logits_processor=[grammar] if grammar else None)
+            if len(seqs) == 1 and self.prefix_cache is not None:
+                out = self._generate_reusing(seqs[0], ids, mask, gen, processors)
+            else:
+                out = self.model.generate(input_ids=ids, attention_mask=mask,
+                                          generation_config=gen, logits_processor=processors)
         results = []
         for row, s in zip(out[:, width:].tolist(), seqs):
             n, stopped = len(row), False
@@ -228,6 +286,20 @@ class HFChatLLM:
             results.append(ChatResult(text=text.strip(), prompt_tokens=len(s), completion_tokens=n,
                                       truncated=not stopped and n >= max_new_tokens, token_source=TOKENIZER))
         return results
+
+    def _generate_reusing(self, seq: list[int], ids: Any, mask: Any, gen: Any, processors: Any) -> Any:
+        """``generate`` for one prompt from the prefix cache's copy of its longest stored prefix (a
+        fresh empty cache on a miss); the filled cache is stored as this prompt's KV afterwards.
+        ``generate`` gets the full ``input_ids`` and mask and skips the cached positions."""
+        from transformers import DynamicCache
+
+        cache, _ = self.prefix_cache.lookup(seq)
+        if cache is None:
+            cache = DynamicCache(config=self.model.config)
+        out = self.model.generate(input_ids=ids, attention_mask=mask, **{self._cache_kwarg: cache},
+                                  generation_config=gen, logits_processor=processors)
+        self.prefix_cache.store(seq, cache)
+        return out
 
 
 @register("llm", "hf")
