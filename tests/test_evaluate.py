@@ -1,6 +1,8 @@
 """The evaluator with a scripted LLM on in-code samples: prompts, baselines, results, resume."""
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from pathlib import Path
 
@@ -81,8 +83,10 @@ def test_plain_and_choice_styles_for_other_datasets():
 # ---- baselines ---------------------------------------------------------------------------------
 
 def test_full_context_cuts_oldest_turns_to_fit():
+    from ctxbench.memory.baselines import QUESTION_ALLOWANCE
+
     h = history("h1", n_sessions=3, turns=4)  # 12 turns of 6 whitespace tokens
-    llm = ScriptedLLM("ok", context_window=120)
+    llm = ScriptedLLM("ok", context_window=170)
     sys_ = FullContext(OmegaConf.create({"reserve": 10, "max_new_tokens": 8}), llm=llm)
     sys_.use_prompt(get_prompt("locomo"))  # one user message: its tokens are the whole prompt's
     sys_.ingest(h)
@@ -94,8 +98,13 @@ def test_full_context_cuts_oldest_turns_to_fit():
     assert "h1 s3 t4 words" in prompt and "h1 s1 t1 words" not in prompt  # newest kept, oldest cut
     budget = llm.context_window - sys_.reserve
     assert llm.count_tokens(prompt) <= budget
-    one_more = qa_prompt(q, sys_._render(cut - 1), h.speakers)  # maximal: one more turn would not fit
-    assert llm.count_tokens(one_more) > budget
+    # maximal: one more turn would not fit beside a question of QUESTION_ALLOWANCE tokens
+    blank = dataclasses.replace(q, question="")
+    own = llm.count_tokens(qa_prompt(q, "x", h.speakers)) - llm.count_tokens(qa_prompt(blank, "x", h.speakers))
+    one_more = qa_prompt(q, sys_._render(cut - 1), h.speakers)
+    assert llm.count_tokens(one_more) + QUESTION_ALLOWANCE - own > budget
+    longer = Question(id="q2", question="Where does h1 live and work and sleep and eat?", answer="x", category=4)
+    assert sys_.answer(longer).usage.extra["truncated_turns"] == cut  # one cut per history, not per question
     assert pred.usage.extra["truncated_tokens"] == 6 * cut
     assert pred.usage.answer_calls == 1 and pred.usage.answer_prompt_tokens == llm.count_tokens(prompt)
     assert pred.usage.context_tokens == llm.count_tokens(sys_._render(cut))

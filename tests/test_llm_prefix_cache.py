@@ -142,9 +142,17 @@ def test_seeded_sampling_reuses_with_equal_replies(tiny_pair):
     assert on.prefix_hits == 2
 
 
-def test_batches_of_several_keep_the_plain_path(tiny_pair):
+def test_a_batch_sharing_a_history_computes_it_once_and_reuses_it(tiny_pair):
     on, off = tiny_pair
-    batch = [msgs(q) for q in QUESTIONS[:2]]
+    batch = [msgs(q) for q in QUESTIONS]
+    rs, want = on.chat_batch(batch, max_new_tokens=5), off.chat_batch(batch, max_new_tokens=5)
+    assert all(same(a, b) for a, b in zip(rs, want))  # the replies of the batched path, row by row
+    assert on.prefix_hits == 3 and on.prefix_cache.misses == 1  # the first computes, three reuse
+
+
+def test_unrelated_prompts_in_a_batch_keep_the_batched_path(tiny_pair):
+    on, off = tiny_pair
+    batch = [msgs(QUESTIONS[0]), msgs(QUESTIONS[1], history=HISTORY.replace("Alice", "Bob"), system="Be brief.")]
     rs, want = on.chat_batch(batch, max_new_tokens=5), off.chat_batch(batch, max_new_tokens=5)
     assert all(same(a, b) for a, b in zip(rs, want))
     assert on.prefix_hits == 0 and len(on.prefix_cache) == 0 and on.prefix_cache.misses == 0

@@ -9,6 +9,7 @@ Memory systems are built as ``cls(cfg, *, llm, embedder, workdir)``; these two n
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..qa import prompt_text
@@ -55,6 +56,9 @@ class NoContext(_LLMBaseline):
         return self._ask(question, "", [], {})
 
 
+QUESTION_ALLOWANCE = 64  # tokens of a question's own text the history cut leaves room for (FullContext.budget)
+
+
 @register("memory", "full_context")
 class FullContext(_LLMBaseline):
     """The whole history in the prompt, cut from the oldest turns to fit the window."""
@@ -85,10 +89,18 @@ class FullContext(_LLMBaseline):
         return len(self._turns), sum(n for _, _, n in self._turns)
 
     def budget(self, question: Question) -> int:
+        """History tokens that fit beside ``question``'s prompt. The question's share is at least
+        :data:`QUESTION_ALLOWANCE` tokens, so every question of a history up to that length sees the same
+        history text (one cut per history, not per question): fairer to compare, and the prompts share
+        their whole history prefix (``llm=hf`` prefix reuse, a server's prefix caching)."""
         speakers = self.history.speakers if self.history else []
-        frame = prompt_text(self.answer_prompt.messages(question, "x"))
-        overhead = self.llm.count_tokens(conversation_intro(speakers) + frame) - 1
-        return self.llm.context_window - self.reserve - overhead
+
+        def overhead(q: Question) -> int:
+            frame = prompt_text(self.answer_prompt.messages(q, "x"))
+            return self.llm.count_tokens(conversation_intro(speakers) + frame) - 1
+
+        floor = overhead(replace(question, question="")) + QUESTION_ALLOWANCE  # the same frame, no question text
+        return self.llm.context_window - self.reserve - max(overhead(question), floor)
 
     def answer(self, question: Question) -> Prediction:
         assert self.history is not None, "ingest() a history before answer()"
