@@ -87,3 +87,12 @@ def servers(cls):
     finally:
         for s in made:
             s.close()
+
+
+def send_json_bytes(handler: BaseHTTPRequestHandler, payload: bytes, status: int = 200) -> None:
+    """Answer ``handler``'s request with ``payload`` as an application/json body."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(payload)))
+    handler.end_headers()
+    handler.wfile.write(payload)

@@ -5,7 +5,7 @@ from http.server import BaseHTTPRequestHandler
 
 from tests.test_llm_failures import MSGS, make_llm, reply
 
-from local_http import LocalServer
+from local_http import LocalServer, send_json_bytes
 
 
 class KeepAliveServer(LocalServer):
@@ -30,11 +30,7 @@ class KeepAliveServer(LocalServer):
                     self.close_connection = True
                     return
                 payload = reply("In France")
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                send_json_bytes(self, payload)
 
         self.serve(Handler)
 

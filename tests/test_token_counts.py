@@ -17,7 +17,7 @@ from ctxbench.llm.openai_compat import OpenAIChatLLM
 from ctxbench.llm.token_count import token_counts_record
 from ctxbench.models.loading import ModelLoadError, smollm2_dir
 
-from local_http import LocalServer, servers
+from local_http import LocalServer, send_json_bytes, servers
 
 MSGS = [{"role": "system", "content": "Answer briefly."},
         {"role": "user", "content": "Where is the Eiffel Tower, and how tall is it?"}]
@@ -39,11 +39,7 @@ class UsageServer(LocalServer):
                 if usage is not None:
                     body["usage"] = usage
                 payload = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                send_json_bytes(self, payload)
 
         self.serve(Handler)
 

@@ -126,6 +126,29 @@ class ChatLLM(Protocol):
     def context_window(self) -> int: ...
 
 
+class BackendWrapper:
+    """A backend around another one, ``inner`` (the call cache, the evaluator's shared backend): its
+    model name, context window, token counting and every other attribute are the inner backend's."""
+
+    inner: Any
+
+    @property
+    def model_name(self) -> str:
+        return self.inner.model_name
+
+    @property
+    def context_window(self) -> int:
+        return self.inner.context_window
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def __getattr__(self, name: str) -> Any:  # tokenizer, cache_id, truncated_calls, placement ...
+        if name == "inner":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
 def as_messages(prompt: str, system: str | None = None) -> list[Message]:
     msgs: list[Message] = []
     if system:

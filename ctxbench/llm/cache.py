@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..data.errors import DataError
-from .base import ChatResult, Message, preflight
+from .base import BackendWrapper, ChatResult, Message, preflight
 from .token_count import CACHE, ESTIMATE, SERVER, TOKENIZER
 
 
@@ -129,7 +129,7 @@ class CallCache:
             return int(self._conn().execute("SELECT COUNT(*) FROM calls").fetchone()[0])
 
 
-class CachedLLM:
+class CachedLLM(BackendWrapper):
     """Wraps a backend (``inner``); shares its meter, window and token counting."""
 
     def __init__(self, inner: Any, path: str | Path, backend: str):
@@ -137,20 +137,6 @@ class CachedLLM:
         self.cache = CallCache(path)
         self.backend = backend
         self.meter = inner.meter
-
-    @property
-    def model_name(self) -> str:
-        return self.inner.model_name
-
-    @property
-    def context_window(self) -> int:
-        return self.inner.context_window
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
-
-    def __getattr__(self, name: str) -> Any:  # tokenizer, model, ... of the inner backend
-        return getattr(self.inner, name)
 
     def preflight(self) -> None:
         """The inner backend's cheap availability check, if it has one."""

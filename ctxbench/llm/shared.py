@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .base import ChatResult, Message
+from .base import BackendWrapper, ChatResult, Message
 from .scope import call_record, log_call
 
 DEFAULTS = {"max_new_tokens": 64, "temperature": 0.0, "phase": "answer", "json_mode": False, "schema": None,
@@ -39,7 +39,7 @@ def inner_kwargs(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None or k not in ("schema", "seed")}
 
 
-class SharedLLM:
+class SharedLLM(BackendWrapper):
     """The evaluator's shared backend (see the module doc)."""
 
     def __init__(self, inner: Any):
@@ -63,26 +63,10 @@ class SharedLLM:
         c = getattr(self.inner, "concurrency", None)
         return int(c) if isinstance(c, int) and c > 0 else self.batch_size()
 
-    # ---- the ChatLLM interface ---------------------------------------------------------------
+    # ---- the ChatLLM interface (model_name, context_window, count_tokens: the backend's) --------
     @property
     def meter(self) -> Any:
         return self.inner.meter
-
-    @property
-    def model_name(self) -> str:
-        return self.inner.model_name
-
-    @property
-    def context_window(self) -> int:
-        return self.inner.context_window
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
-
-    def __getattr__(self, name: str) -> Any:  # tokenizer, cache_id, truncated_calls, placement ...
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
     def chat(self, messages: list[Message], **kw: Any) -> ChatResult:
         params = call_params(kw)
