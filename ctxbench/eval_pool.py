@@ -21,6 +21,7 @@ exception is raised in the calling thread, as in a sequential run.
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -42,6 +43,10 @@ class Gate:
 
     def holding(self) -> bool:
         return bool(getattr(self._mine, "held", False))
+
+    def waited_s(self) -> float:
+        """Seconds this thread has waited to get the lock back after its LLM calls (so far)."""
+        return float(getattr(self._mine, "waited", 0.0))
 
     @contextmanager
     def task(self) -> Iterator[None]:
@@ -67,7 +72,9 @@ class Gate:
             yield
         finally:
             self._add(1)  # running again as soon as it has the lock: a batch should wait for it
+            t0 = time.perf_counter()
             self.lock.acquire()
+            self._mine.waited = self.waited_s() + time.perf_counter() - t0
             self._mine.held = True
 
     def _add(self, n: int) -> None:

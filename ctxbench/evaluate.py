@@ -33,6 +33,7 @@ from .errors import CtxbenchError
 from .eval_systems import (HistorySystems, build_history_systems, build_system, history_dir,  # noqa: F401
                            qa_prompt_record, resolve_concurrency)
 from .llm.base import preflight
+from .llm.scope import call_scope
 from .metrics.aggregate import aggregate, metric_versions, score_records
 from .metrics.base import Metric, answer_text, build_metrics
 from .metrics.cost import aggregate_cost
@@ -247,7 +248,6 @@ def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path,
     ``construction_calls.jsonl`` (:mod:`ctxbench.sample_log`).
     """
     from .eval_pool import Gate, run_tasks
-    from .llm.scope import call_scope
     from .sample_log import SampleLog
 
     systems = system if isinstance(system, HistorySystems) else HistorySystems.one(system)
@@ -276,7 +276,7 @@ def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path,
             pending = [q for q in qs if _needs_answer(done, q.id)]
             if pending:
                 histories.append(_history_work(key, sample, pending, systems, llm, qa, out, done, bar,
-                                               samples_log, call_scope))
+                                               samples_log, gate))
         try:
             run_tasks(histories, workers, gate, open_limit=workers if systems.per_history else 1)
         finally:
@@ -288,8 +288,16 @@ def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path,
 
 def _history_work(key: int, sample: Sample, pending: list[Question], systems: HistorySystems, llm: Any,
                   qa: Any, out: Any, done: dict[str, dict[str, Any]], bar: Any, samples_log: Any,
-                  call_scope: Any) -> Any:
-    """One history's ingest and answer tasks for :func:`ctxbench.eval_pool.run_tasks`."""
+                  gate: Any = None) -> Any:
+    """One history's ingest and answer tasks for :func:`ctxbench.eval_pool.run_tasks`.
+
+    Under N workers the seconds recorded (``answer_seconds``, ``construction.seconds``) leave out
+    the task's waits for the workers' lock (recorded apart as ``lock_wait_seconds``); waits for the
+    backend's own slots or a batch stay in, as a user of that backend would see them.
+    """
+    def waited() -> float:
+        return gate.waited_s() if gate is not None else 0.0
+
     from .eval_pool import HistoryWork
 
     hid = sample.history.id
@@ -299,20 +307,21 @@ def _history_work(key: int, sample: Sample, pending: list[Question], systems: Hi
         system = st["system"] = systems.get(hid)
         system.reset()
         bar.set_postfix_str(f"ingest {hid}")
-        t0 = time.perf_counter()
+        t0, w0 = time.perf_counter(), waited()
         with call_scope(sink=samples_log.construction_sink(hid)) as scope:
             system.ingest(sample.history)
-        st["ingest_s"] = time.perf_counter() - t0
+        st["ingest_s"] = time.perf_counter() - t0 - (waited() - w0)
         st["meter_con"] = _scope_phase(scope, llm, "construction")
         bar.set_postfix_str(hid)
 
     def answer_task(q: Question) -> Any:
         def run() -> None:
             system = st["system"]
-            t1 = time.perf_counter()
+            t1, w1 = time.perf_counter(), waited()
             with call_scope(keep_calls=samples_log.enabled) as scope:
                 pred = system.answer(q)
-            answer_s = time.perf_counter() - t1
+            lock_wait = waited() - w1
+            answer_s = time.perf_counter() - t1 - lock_wait
             usage = account_answer(pred, llm, _scope_phase(scope, llm, "answer"))
             if "construction" not in st:  # the history's cost, from its first completed answer
                 st["construction"] = account_construction(system, usage, st["meter_con"], st["ingest_s"])
@@ -324,6 +333,8 @@ def _history_work(key: int, sample: Sample, pending: list[Question], systems: Hi
                     if k != "context"}
             if meta:
                 rec["meta"] = meta
+            if lock_wait > 0:
+                rec["lock_wait_seconds"] = round(lock_wait, 4)
             if _failed_answer(pred, usage):
                 rec["failed"] = True
                 rec["error"] = scrub_text(str(meta.get("error") or "the answer's LLM calls failed"))

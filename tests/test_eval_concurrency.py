@@ -79,6 +79,7 @@ def comparable(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in records:
         r = json.loads(json.dumps(r))
         r.pop("answer_seconds", None)
+        r.pop("lock_wait_seconds", None)
         r["usage"].pop("answer_seconds", None)
         r["usage"].pop("ingest_seconds", None)
         r["construction"].pop("seconds", None)
@@ -193,7 +194,7 @@ def test_hf_calls_from_several_workers_are_generated_as_one_batch(tmp_path):
     from ctxbench.llm.hf import HFChatLLM
 
     def tiny(batch_size: int) -> SharedLLM:
-        return SharedLLM(HFChatLLM(OmegaConf.create({"name": "hf", "model": "tiny", "context_window": 256,
+        return SharedLLM(HFChatLLM(OmegaConf.create({"name": "hf", "model": "tiny", "context_window": 1024, "prefix_cache": False,
                                                      "batch_size": batch_size})))
 
     one = tiny(1)
@@ -203,6 +204,7 @@ def test_hf_calls_from_several_workers_are_generated_as_one_batch(tmp_path):
     assert many.batcher is None  # served only while the run lasts
     assert max(many.batch_sizes) > 1 and sum(many.batch_sizes) == 8  # the 8 answers, in batches
     assert [r["raw_prediction"] for r in par] == [r["raw_prediction"] for r in seq]  # greedy: the same replies
+    assert all(r["usage"]["context_tokens"] > 0 for r in par)  # the history was shown
     assert comparable(par) == comparable(seq)
 
 
