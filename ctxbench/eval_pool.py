@@ -30,8 +30,9 @@ from typing import Callable, Iterator
 class Gate:
     """The lock system code runs under, and how many workers are running system code now.
 
-    ``active`` counts the workers inside a task and not waiting in an LLM call; the call batcher
-    generates once it is 0 (no running worker can add a call) or its batch is full.
+    ``active`` counts the workers that are neither idle (no task to take) nor waiting in an LLM
+    call: running a task, taking one, or waiting for the lock to do so. The call batcher generates
+    once it is 0 (no worker can add a call) or its batch is full.
     """
 
     def __init__(self) -> None:
@@ -52,11 +53,9 @@ class Gate:
     def task(self) -> Iterator[None]:
         """Run a task's system code (the caller holds :attr:`lock`)."""
         self._mine.held = True
-        self._add(1)
         try:
             yield
         finally:
-            self._add(-1)
             self._mine.held = False
 
     @contextmanager
@@ -76,6 +75,10 @@ class Gate:
             self.lock.acquire()
             self._mine.waited = self.waited_s() + time.perf_counter() - t0
             self._mine.held = True
+
+    def add(self, n: int) -> None:
+        """``n`` more (or fewer) workers running: started, gone idle, woken, finished."""
+        self._add(n)
 
     def _add(self, n: int) -> None:
         with self.changed:
@@ -161,6 +164,7 @@ def run_tasks(histories: list[HistoryWork], workers: int, gate: Gate | None = No
     schedule = Schedule(histories, open_limit=max(1, open_limit or workers))
     threads = [threading.Thread(target=_worker, args=(schedule, gate), name=f"ctxbench-eval-{i}", daemon=True)
                for i in range(workers)]
+    gate.add(workers)  # each counts as running until it finds no task to take
     for t in threads:
         t.start()
     try:
@@ -187,9 +191,12 @@ def _worker(schedule: Schedule, gate: Gate) -> None:
             picked = schedule.next()
             if picked is None:
                 if schedule.complete() or (schedule.error is not None):
+                    gate.add(-1)
                     gate.work.notify_all()
                     return
+                gate.add(-1)  # idle: a batch need not wait for this worker
                 gate.work.wait()
+                gate.add(1)
                 continue
             h, task, kind = picked
             schedule.running += 1
