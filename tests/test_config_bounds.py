@@ -66,6 +66,8 @@ def test_issue_cases_fail_in_one_line(monkeypatch, capsys, tmp_path, argv, line)
     (("eval", "memory=memgpt", "memory.evict_frac=0"), "'memory.evict_frac' must be in (0, 1]"),
     (("eval", "memory=rag", "memory.index=ivf"), "'memory.index' must be one of flat | hnsw"),
     (("eval", "max_failed_fraction=1.5"), "'max_failed_fraction' must be in [0, 1]"),
+    (("eval", "concurrency=0"), "'concurrency' must be >= 1"),
+    (("eval", "concurrency=many"), "'concurrency' must be one of auto"),
     (("eval", "judge_llm={name:openai,max_retries:-2}"), "'judge_llm.max_retries' must be >= 0"),
     (("bench", "suite=everything"), "'suite' must be one of all | train_step"),
     (("train", "trainer.scheduler=1"), "'trainer.scheduler' must be one of cosine"),  # Hydra reads 1 as an int
