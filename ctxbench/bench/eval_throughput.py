@@ -76,12 +76,13 @@ def check_concurrency(cfg: Any, base: Path) -> dict[str, Any]:
 
 
 def check_hf_batch(cfg: Any, base: Path) -> dict[str, Any]:
-    bs, memory, n = int(cfg.get("batch_size", 4)), str(cfg.get("memory", "no_context")), cfg.get("questions")
+    bs, memory, n = int(cfg.get("batch_size", 16)), str(cfg.get("memory", "no_context")), cfg.get("questions")
     ecfg = compose("eval", [f"dataset={cfg.get('dataset', 'locomo_sample')}", f"memory={memory}", "llm=hf",
                             f"llm.model={cfg.get('llm_model', 'smollm2_135m')}", "llm.cache=false",
                             f"llm.batch_size={bs}", f"llm.context_window={int(cfg.get('context_window', 1024))}",
                             "progress=false"])
-    _answer(ecfg, base / "hf_warmup", 1, limit=1)  # load and warm the model outside the timings
+    _answer(ecfg, base / "hf_warmup_1", 1, limit=bs)  # load the model, warm both paths alike, outside the timings
+    _answer(ecfg, base / f"hf_warmup_{bs}", bs, limit=bs)
     one = _answer(ecfg, base / "hf_one_by_one", 1, limit=n)
     batched = _answer(ecfg, base / f"hf_batch_{bs}", bs, limit=n)
     ratio = one[0] / batched[0] if batched[0] else None
