@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from ctxbench.bench.loopback_server import serve
 from tests.conftest import REPO, run_cli
 
@@ -83,6 +85,7 @@ def test_concurrent_eval_killed_midway_resumes_without_answering_twice(tmp_path)
     assert answers(out) == answers(tmp_path / "clean")
 
 
+@pytest.mark.slow  # a bench subprocess (~20-40 s): `make test-slow`
 def test_bench_eval_throughput_measures_concurrency_as_a_ratio(tmp_path):
     out = tmp_path / "bench"
     r = run_cli("bench", "suite=eval_throughput", "eval_throughput.checks=[concurrency]",
