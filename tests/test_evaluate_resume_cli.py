@@ -25,7 +25,8 @@ def test_eval_cli_killed_midway_resumes(tmp_path):
     """A real kill (SIGKILL) in the middle of an eval run, then a rerun in the same folder."""
     out = tmp_path / "run"
     args = ["eval", "memory=full_context", "dataset=locomo_sample", "llm.model=tiny", "llm.cache=false",
-            "llm.context_window=384", "memory.max_new_tokens=24", "limit=16", "progress=false", f"hydra.run.dir={out}"]
+            "llm.context_window=384", "memory.max_new_tokens=24", "limit=16", "progress=false", f"hydra.run.dir={out}",
+            "concurrency=1"]  # one answer at a time, so a kill lands between two (4 workers: test_eval_concurrency_cli)
     proc = subprocess.Popen([sys.executable, "-m", "ctxbench", *args], cwd=REPO, env={**os.environ, **ENV},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     pred = out / "predictions.jsonl"
