@@ -64,23 +64,20 @@ class Gate:
         if not self.holding():
             yield
             return
-        self._add(-1)
+        self.add(-1)
         self._mine.held = False
         self.lock.release()
         try:
             yield
         finally:
-            self._add(1)  # running again as soon as it has the lock: a batch should wait for it
+            self.add(1)  # running again as soon as it has the lock: a batch should wait for it
             t0 = time.perf_counter()
             self.lock.acquire()
             self._mine.waited = self.waited_s() + time.perf_counter() - t0
             self._mine.held = True
 
     def add(self, n: int) -> None:
-        """``n`` more (or fewer) workers running: started, gone idle, woken, finished."""
-        self._add(n)
-
-    def _add(self, n: int) -> None:
+        """``n`` more (or fewer) workers running: started, gone idle, woken, in or out of a call, finished."""
         with self.changed:
             self.active += n
             self.changed.notify_all()
@@ -90,7 +87,6 @@ class Gate:
 class HistoryWork:
     """One history's tasks: ingest, then its questions (one at a time when ``in_order``)."""
 
-    key: int  # position in the dataset
     ingest: Callable[[], None]
     answers: list[Callable[[], None]]
     in_order: bool = False

@@ -248,6 +248,7 @@ def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path,
     ``construction_calls.jsonl`` (:mod:`ctxbench.sample_log`).
     """
     from .eval_pool import Gate, run_tasks
+    from .llm.shared import SharedLLM
     from .sample_log import SampleLog
 
     systems = system if isinstance(system, HistorySystems) else HistorySystems.one(system)
@@ -264,7 +265,7 @@ def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path,
     pending_total = sum(1 for qid in order if _needs_answer(done, qid))
     workers = max(1, int(concurrency))
     gate = Gate() if workers > 1 else None
-    shared = llm if callable(getattr(llm, "serve", None)) else None
+    shared = llm if isinstance(llm, SharedLLM) else None
     if shared is not None:
         shared.serve(gate, batch=gate is not None and shared.batch_size() > 1)
 
@@ -272,10 +273,10 @@ def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path,
                disable=not progress, dynamic_ncols=True)
     with JsonlAppender(pred_path) as out, SampleLog(out_dir if log_samples else None, shard) as samples_log:
         histories = []
-        for key, (sample, qs) in enumerate(work):
+        for sample, qs in work:
             pending = [q for q in qs if _needs_answer(done, q.id)]
             if pending:
-                histories.append(_history_work(key, sample, pending, systems, llm, qa, out, done, bar,
+                histories.append(_history_work(sample, pending, systems, llm, qa, out, done, bar,
                                                samples_log, gate))
         try:
             run_tasks(histories, workers, gate, open_limit=workers if systems.per_history else 1)
@@ -286,7 +287,7 @@ def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path,
     return [done[qid] for qid in order]
 
 
-def _history_work(key: int, sample: Sample, pending: list[Question], systems: HistorySystems, llm: Any,
+def _history_work(sample: Sample, pending: list[Question], systems: HistorySystems, llm: Any,
                   qa: Any, out: Any, done: dict[str, dict[str, Any]], bar: Any, samples_log: Any,
                   gate: Any = None) -> Any:
     """One history's ingest and answer tasks for :func:`ctxbench.eval_pool.run_tasks`.
@@ -347,7 +348,7 @@ def _history_work(key: int, sample: Sample, pending: list[Question], systems: Hi
     def finish() -> None:
         systems.release(st.pop("system"))
 
-    return HistoryWork(key=key, ingest=ingest, answers=[answer_task(q) for q in pending],
+    return HistoryWork(ingest=ingest, answers=[answer_task(q) for q in pending],
                        in_order=bool(getattr(systems.prototype, "answer_writes_state", False)), finish=finish)
 
 
@@ -355,9 +356,7 @@ def _scope_phase(scope: Any, llm: Any, phase: str) -> tuple[int, int, int, int]:
     """(prompt tokens, completion tokens, calls, failures) of ``llm``'s calls in one task's scope."""
     if llm is None or not hasattr(llm, "meter"):
         return (0, 0, 0, 0)
-    from .llm.base import PhaseCount
-
-    c = scope.counts.get((id(llm.meter), phase), PhaseCount())
+    c = scope.count(llm.meter, phase)
     return (c.prompt_tokens, c.completion_tokens, c.calls, c.failures)
 
 

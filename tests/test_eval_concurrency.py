@@ -235,7 +235,7 @@ def test_batcher_groups_calls_and_counts_each_in_its_callers_task(tmp_path):
                 seen[name] = (c.calls, c.prompt_tokens)
         return run
 
-    histories = [HistoryWork(key=i, ingest=lambda: None, answers=[task(f"t{i}{j}") for j in range(3)])
+    histories = [HistoryWork(ingest=lambda: None, answers=[task(f"t{i}{j}") for j in range(3)])
                  for i in range(2)]
     run_tasks(histories, workers=3, gate=gate)
     llm.serve(None, batch=False)

@@ -86,7 +86,7 @@ class UsageMeter:
 
         scope = innermost()
         if scope is not None:
-            return scope.counts.get((id(self), phase), PhaseCount())
+            return scope.count(self, phase)
         return self.total(phase)
 
     def total(self, phase: str) -> PhaseCount:
@@ -147,6 +147,17 @@ class BackendWrapper:
         if name == "inner":  # not set yet (copy, unpickling): no recursion
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+
+def backend_kwargs(params: dict[str, Any]) -> dict[str, Any]:
+    """A backend call's keywords from ``params``; ``schema`` and ``seed`` only when given (not every
+    backend takes them)."""
+    kw = {k: v for k, v in params.items() if k not in ("schema", "seed")}
+    if params.get("schema") is not None:
+        kw["schema"] = params["schema"]
+    if params.get("seed") is not None:
+        kw["seed"] = int(params["seed"])
+    return kw
 
 
 def as_messages(prompt: str, system: str | None = None) -> list[Message]:

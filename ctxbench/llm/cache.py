@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..data.errors import DataError
-from .base import BackendWrapper, ChatResult, Message, preflight
+from .base import BackendWrapper, ChatResult, Message, backend_kwargs, preflight
 from .token_count import CACHE, ESTIMATE, SERVER, TOKENIZER
 
 
@@ -153,14 +153,9 @@ class CachedLLM(BackendWrapper):
     @staticmethod
     def _params(max_new_tokens: int, temperature: float, phase: str, json_mode: bool,
                 schema: dict[str, Any] | None, seed: int | None = None) -> dict[str, Any]:
-        """The inner call's keywords; ``schema`` and ``seed`` only when given (not every backend takes them)."""
-        kw: dict[str, Any] = dict(max_new_tokens=max_new_tokens, temperature=temperature, phase=phase,
-                                  json_mode=json_mode)
-        if schema is not None:
-            kw["schema"] = schema
-        if seed is not None:
-            kw["seed"] = int(seed)
-        return kw
+        """The inner call's keywords (:func:`~.base.backend_kwargs`)."""
+        return backend_kwargs(dict(max_new_tokens=max_new_tokens, temperature=temperature, phase=phase,
+                                   json_mode=json_mode, schema=schema, seed=seed))
 
     def _hit(self, key: str, phase: str) -> ChatResult | None:
         r = self.cache.get(key)

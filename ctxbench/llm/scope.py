@@ -41,6 +41,12 @@ class CallScope:
     counts: dict[tuple[int, str], Any] = field(default_factory=dict)  # (id(meter), phase) -> PhaseCount
     calls: list[dict[str, Any]] = field(default_factory=list)
 
+    def count(self, meter: Any, phase: str) -> Any:
+        """``meter``'s count for ``phase`` in this scope (a PhaseCount; zeros when none)."""
+        from .base import PhaseCount
+
+        return self.counts.get((id(meter), phase), PhaseCount())
+
     def log(self, call: dict[str, Any]) -> None:
         if self.keep_calls:
             self.calls.append(call)

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .base import BackendWrapper, ChatResult, Message
+from .base import BackendWrapper, ChatResult, Message, backend_kwargs
 from .scope import call_record, log_call
 
 DEFAULTS = {"max_new_tokens": 64, "temperature": 0.0, "phase": "answer", "json_mode": False, "schema": None,
@@ -32,11 +32,6 @@ def call_params(kw: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise TypeError(f"chat() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
     return {**DEFAULTS, **kw}
-
-
-def inner_kwargs(params: dict[str, Any]) -> dict[str, Any]:
-    """The backend call's keywords; ``schema`` and ``seed`` only when given (not every backend takes them)."""
-    return {k: v for k, v in params.items() if v is not None or k not in ("schema", "seed")}
 
 
 class SharedLLM(BackendWrapper):
@@ -74,7 +69,7 @@ class SharedLLM(BackendWrapper):
             if self.batcher is not None:
                 r = self.batcher.submit(messages, params)
             else:
-                r = self.inner.chat(messages, **inner_kwargs(params))
+                r = self.inner.chat(messages, **backend_kwargs(params))
         log_call(call_record(params["phase"], r, messages, params))
         return r
 
@@ -82,9 +77,9 @@ class SharedLLM(BackendWrapper):
         params = call_params(kw)
         with self._released():
             if hasattr(self.inner, "chat_batch"):
-                rs = self.inner.chat_batch(batch, **inner_kwargs(params))
+                rs = self.inner.chat_batch(batch, **backend_kwargs(params))
             else:
-                rs = [self.inner.chat(m, **inner_kwargs(params)) for m in batch]
+                rs = [self.inner.chat(m, **backend_kwargs(params)) for m in batch]
         for m, r in zip(batch, rs):
             log_call(call_record(params["phase"], r, m, params))
         return rs
@@ -151,7 +146,7 @@ class CallBatcher:
         for calls in sorted(groups.values(), key=len, reverse=True):
             self.batches.append(len(calls))
             try:
-                kw = inner_kwargs(calls[0].params)
+                kw = backend_kwargs(calls[0].params)
                 rs = contextvars.Context().run(self.inner.chat_batch, [c.messages for c in calls], **kw)
                 for c, r in zip(calls, rs):
                     c.result = r

@@ -38,13 +38,16 @@ def _r(x: float | None, nd: int = 4) -> float | None:
     return None if x is None else round(x, nd)
 
 
-def latest_outputs(r: dict[str, Any], held: dict[str, Any] | None) -> bool:
-    """Whether record ``r``'s ``outputs`` (a history's structured-reply counts so far, snapshotted when
-    it was answered) are at least as recent as ``held``. The counts only grow, so the snapshot with
-    the most structured calls is the latest, whatever order concurrent answers completed in."""
-    if held is None:
-        return True
-    return int((r.get("outputs") or {}).get("structured_calls", 0) or 0) >= int(held.get("structured_calls", 0) or 0)
+def history_outputs(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each history's ``outputs`` (its structured-reply counts so far, snapshotted when a question was
+    answered) from its latest snapshot. The counts only grow, so the snapshot with the most structured
+    calls is the latest, whatever order concurrent answers completed in (ties: the later record)."""
+    latest: dict[str, dict[str, Any]] = {}
+    for r in records:
+        h, o = str(r.get("history_id", "")), r.get("outputs") or {}
+        if h not in latest or int(o.get("structured_calls", 0) or 0) >= int(latest[h].get("structured_calls", 0) or 0):
+            latest[h] = o
+    return latest
 
 
 def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -53,15 +56,10 @@ def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
         return {"version": COST_VERSION, "n_questions": 0}
     histories: dict[str, dict[str, Any]] = {}
     counts: dict[str, int] = {}
-    structured: dict[str, dict[str, Any]] = {}
-    outputs_of: dict[str, dict[str, Any]] = {}
     for r in records:
         h = str(r.get("history_id", ""))
         counts[h] = counts.get(h, 0) + 1
         histories.setdefault(h, r.get("construction") or {})
-        if latest_outputs(r, outputs_of.get(h)):  # cumulative per history: the latest snapshot
-            outputs_of[h] = r.get("outputs") or {}
-            structured[h] = outputs_of[h].get("structured_output") or {}
 
     def usage(r: dict[str, Any], key: str) -> float:
         return float((r.get("usage") or {}).get(key, 0) or 0)
@@ -107,7 +105,8 @@ def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
             "search": {"p50": _r(percentile(search_lat, 50)), "p95": _r(percentile(search_lat, 95)),
                        "n": len(search_lat)},
         },
-        "structured_output": merge_reports(list(structured.values())),
+        "structured_output": merge_reports([o.get("structured_output") or {}
+                                            for o in history_outputs(records).values()]),
         "memory_per_history": {
             "items": _r(csum("memory_items") / nh, 2),
             "tokens": _r(csum("memory_tokens") / nh, 2),

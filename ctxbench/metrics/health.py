@@ -14,7 +14,7 @@ that is always printed.
 from __future__ import annotations
 
 from typing import Any
-from .cost import latest_outputs
+from .cost import history_outputs
 
 DEFAULT_MAX_FAILED_FRACTION = 0.1
 
@@ -23,15 +23,13 @@ def run_health(records: list[dict[str, Any]], max_failed_fraction: float = DEFAU
                ) -> dict[str, Any]:
     calls = failed = 0
     histories: dict[str, dict[str, Any]] = {}
-    outputs: dict[str, dict[str, Any]] = {}
+    outputs = history_outputs(records)  # cumulative per history: the latest snapshot
     for r in records:
         u = r.get("usage") or {}
         calls += int(u.get("answer_calls", 0) or 0)
         failed += int((u.get("extra") or {}).get("failed_calls", 0) or 0)
         h = str(r.get("history_id", ""))
         histories.setdefault(h, r.get("construction") or {})
-        if latest_outputs(r, outputs.get(h)):  # cumulative per history: the latest snapshot
-            outputs[h] = r.get("outputs") or {}
     for c in histories.values():
         calls += int(c.get("calls", 0) or 0)
         failed += int(c.get("failed_calls", 0) or 0)
