@@ -114,6 +114,8 @@ class PressCall:
             k, v = k.detach(), v.detach()
         kv = LayerKV(k, v, pos, score)
         budget = run.budget(i)
+        if budget is not None and self.phase == "question":
+            budget += T  # the question's own slots, as every fixed-cache method answers with them
         if acts and budget is not None and L_all > budget:
             if run.positions == "cache":
                 kv = LayerKV(run.rerotate(kv.k, torch.arange(L_all, device=k.device), inverse=True), kv.v, kv.pos, kv.score)
