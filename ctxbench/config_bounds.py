@@ -220,7 +220,7 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "dataset.answer_format": ("multi_choice", "open_ended"),
     "dataset.question_time": ("session", "none"),                   # data.dialsim.QUESTION_TIMES
     "dataset.split": {"locomo_pwc": ("train", "test", "all"), "*": None},  # others: a hub split name
-    "suite": ("all", "train_step", "kv_memory", "memory_systems", "retrieval", "eval_throughput", "structured", "gpu"),
+    "suite": ("all", "train_step", "kv_memory", "kv_press", "memory_systems", "retrieval", "eval_throughput", "structured", "gpu"),
     "gpu.size": ("7b", "tiny"),
     "gpu.gradient_checkpointing": ("auto", True, False),
     "retrieval.data": ("clustered", "uniform"),

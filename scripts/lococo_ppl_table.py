@@ -1,4 +1,5 @@
-"""Perplexity and memory of fixed-cache methods on long text: full cache, StreamingLLM, H2O, LoCoCo.
+"""Perplexity and memory of fixed-cache methods on long text: full cache, StreamingLLM, H2O, LoCoCo,
+SnapKV, PyramidKV.
 
 One pass per method over the first ``max(lengths)`` tokens of a held-out text, segment by segment
 (B = segment_len) with M = mem_size cache slots; perplexity, KV bytes held and peak resident
@@ -33,6 +34,9 @@ METHODS = {
     "lococo (drop, λ=0)": ("lococo", False, {"normalizer_init": 0.0}),
     "lococo (init)": ("lococo", False, {}),
     "lococo (calibrated)": ("lococo", True, {}),
+    # question-agnostic on a text (no question): the last segment's window votes at every overflow
+    "snapkv": ("snapkv", False, {}),
+    "pyramidkv": ("pyramidkv", False, {}),
 }
 
 

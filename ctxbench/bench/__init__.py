@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-SUITES = ("train_step", "kv_memory", "memory_systems", "retrieval", "eval_throughput", "structured")
+SUITES = ("train_step", "kv_memory", "kv_press", "memory_systems", "retrieval", "eval_throughput", "structured")
 EXTRA_SUITES = ("gpu",)  # run when named only (suite=gpu): 7B models need a GPU, `all` is sized for CPUs
 
 
