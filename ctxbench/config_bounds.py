@@ -165,6 +165,8 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     "method.normalizer_init": SHARE,  # λ: convex weight of the conv mix against the one-hot top-k slots
     "method.rope_scaling_factor": gt(0, note="or auto; null = 1.0"),
     "method.n_recent": ge(0, note="null = mem_size // 2"), "method.n_sink": COUNT,
+    "method.window": POSITIVE, "method.kernel": POSITIVE, "method.beta": ge(1),  # SnapKV / PyramidKV
+    "method.ingest_size": ge(1, note="null = mem_size"),
     "method.*_lr_scale": COUNT,
     "method.lora.r": POSITIVE, "method.lora.alpha": gt(0), "method.lora.dropout": between(0, 1, high_open=True),
     # -- models -------------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ NULL_DEFAULTS: dict[str, str] = {
     "memory.max_new_tokens": "int", "memory.answer_max_tokens": "int",  # null = the qa_prompt's cap
     "memory_systems.max_sessions": "int", "memory_systems.questions": "int",
     "eval_throughput.concurrency.questions": "int",
-    "method.max_context": "int", "method.max_examples": "int", "method.n_recent": "int",
+    "method.max_context": "int", "method.max_examples": "int", "method.n_recent": "int", "method.ingest_size": "int",
     "retrieval.faiss_threads": "int", "retrieval.ivf_nlist": "int",
 }
 # keys the code accepts in more types than their YAML defaults show

@@ -3,8 +3,8 @@ really are recomputed in backward (tiny model, fp32, dropout off).
 
 ICAE's decoder runs with the LoRA adapter disabled; its recompute happens during backward, after
 ``disable_adapter()`` has exited, so before the fix it rebuilt the decoder with LoRA on and torch
-raised ``CheckpointError`` (recomputed tensors differ from the forward's). LoCoCo runs its layers
-itself (segment by segment over the cache) and ignored the model's checkpointing flag.
+raised ``CheckpointError`` (recomputed tensors differ from the forward's). LoCoCo runs segment by segment over
+the cache, which transformers' per-layer checkpointing would drop: it checkpoints whole segments.
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from method_cases import CASES, build_case, trainables
 
 
 def decoder_layers(m):
-    from ctxbench.methods.kv_cache import decoder_parts
+    from ctxbench.methods.press_hooks import decoder_of
 
-    return decoder_parts(m.bundle.model).layers
+    return decoder_of(m.bundle.model).layers
 
 
 def loss_and_grads(m, batch):

@@ -10,8 +10,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ctxbench.methods.kv_baselines import H2OEvictor, SinkEvictor
-from ctxbench.methods.kv_cache import KVState, LayerKV
+from ctxbench.methods.kv_baselines import H2OPress, SinkPress
+from ctxbench.methods.kv_cache import KVState
+from ctxbench.methods.press import LayerKV, SegmentInfo
 from ctxbench.models.loading import load_model
 from ctxbench.registry import build
 from ctxbench.types import History, Question, Session, Turn
@@ -31,6 +32,10 @@ def ids_of(n: int, seed: int = 0) -> torch.Tensor:
     return torch.randint(5, 250, (1, n), generator=g)
 
 
+def seg(score: torch.Tensor | None = None) -> SegmentInfo:
+    return SegmentInfo(layer_idx=0, n_layers=1, seg_len=2, seg_score=score, phase="ingest")
+
+
 def hand_cache(L: int, heads: int = 2, d: int = 4, score: torch.Tensor | None = None) -> LayerKV:
     """A cache whose slot i holds key/value i (so kept slots are readable from the values)."""
     pos = torch.arange(L).view(1, 1, L).expand(1, heads, L).clone()
@@ -42,7 +47,7 @@ def hand_cache(L: int, heads: int = 2, d: int = 4, score: torch.Tensor | None = 
 
 def test_streamingllm_keeps_sinks_and_most_recent():
     kv = hand_cache(10)
-    out = SinkEvictor(n_sink=2).evict(0, kv, kv.score, mem_size=6)
+    out = SinkPress(n_sink=2).compress(kv, seg(kv.score), 6)
     for h in range(2):
         assert out.pos[0, h].tolist() == [0, 1, 6, 7, 8, 9]
         assert out.k[0, h, :, 0].tolist() == [0, 1, 6, 7, 8, 9]
@@ -55,7 +60,7 @@ def test_h2o_keeps_heavy_hitters_by_score_plus_local_window():
     score = torch.tensor([[[5, 0, 3, 0, 9, 1, 0, 0, 0, 0],
                            [0, 8, 0, 7, 0, 0, 6, 5, 99, 99]]], dtype=torch.float32)
     kv = hand_cache(10, score=score)
-    out = H2OEvictor(n_recent=2).evict(0, kv, torch.zeros_like(score), mem_size=6)
+    out = H2OPress(n_recent=2).compress(kv, seg(torch.zeros_like(score)), 6)
     assert out.pos[0, 0].tolist() == [0, 2, 4, 5, 8, 9]
     assert out.pos[0, 1].tolist() == [1, 3, 6, 7, 8, 9]
     assert out.k[0, 1, :, 0].tolist() == [1, 3, 6, 7, 8, 9]
@@ -66,11 +71,11 @@ def test_h2o_uses_accumulated_not_last_segment_scores():
     acc = torch.tensor([[[9, 1, 1, 1, 0, 0]]], dtype=torch.float32)
     last = torch.tensor([[[0, 1, 1, 9, 0, 0]]], dtype=torch.float32)
     kv = hand_cache(6, heads=1, score=acc)
-    out = H2OEvictor(n_recent=2).evict(0, kv, last, mem_size=3)
+    out = H2OPress(n_recent=2).compress(kv, seg(last), 3)
     assert out.pos[0, 0].tolist() == [0, 4, 5]
 
 
-# ---- the segment runner -------------------------------------------------------------------------
+# ---- the press runner on the model's own attention and cache -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name,kw", [("streamingllm", {"positions": "cache"}), ("streamingllm", {"positions": "absolute"}),
                                      ("h2o", {}), ("h2o", {"positions": "cache"}), ("full_cache", {})])
@@ -193,3 +198,31 @@ def test_smollm2_fixed_caches_stay_flat_and_close_to_full(shared_data):
         r = method(bundle, name, segment_len=64, mem_size=128).perplexity(ids, marks=[512, 1024])
         assert [a["kv_bytes"] for a in r["at"]] == [128 * per_slot] * 2
         assert r["ppl"] < 1.5 * full["ppl"], (name, r["ppl"], full["ppl"])
+
+
+@pytest.mark.parametrize("name,kw", [("full_cache", {}), ("streamingllm", {"positions": "cache"}), ("h2o", {})])
+def test_answer_with_a_large_cache_is_the_full_models_greedy_answer(tiny, name, kw):
+    """``answer`` decodes with ``model.generate`` from the press's cache: with M ≥ the prompt it is
+    token for token the full model's greedy continuation of the whole prompt."""
+    turns = [Turn("Ann", f"I moved to city number {i} last year and like it.", f"D1:{i}") for i in range(6)]
+    hist = History(id="h", sessions=[Session("1", turns, date="1 May 2023")], speakers=["Ann", "Bob"])
+    q = Question(id="q1", question="Where did Ann move?", answer="city")
+    m = method(tiny, name, segment_len=32, mem_size=4096, max_new_tokens=8, **kw)
+    m.ingest(hist)
+    got = m.answer(q)
+    from ctxbench.render import render_history
+
+    before, after = m._frame(q, hist.speakers)
+    tok = tiny.tokenizer
+    ids = tok(before + render_history(hist, "locomo"), add_special_tokens=False)["input_ids"]
+    ids += tok(after, add_special_tokens=False)["input_ids"]
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        ref = tiny.model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=8, do_sample=False,
+                                  eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
+    new = ref[0, len(ids):].tolist()
+    if tok.eos_token_id in new:
+        new = new[: new.index(tok.eos_token_id)]
+    assert len(new) > 0
+    assert got.text == tok.decode(new, skip_special_tokens=True).strip()
+    assert got.usage.answer_completion_tokens == len(new)

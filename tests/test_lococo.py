@@ -11,7 +11,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ctxbench.methods.kv_cache import KVState, LayerKV
+from ctxbench.methods.kv_cache import KVState
+from ctxbench.methods.press import LayerKV, SegmentInfo
 from ctxbench.methods.lococo import ConvCompressor
 from ctxbench.models.loading import load_model
 from ctxbench.registry import build
@@ -41,7 +42,7 @@ def test_compressor_keeps_heavy_hitters_and_mixes_the_rest():
     k = torch.randn(1, 2, L, 4)
     v = torch.full((1, 2, L, 4), 7.0)
     score = torch.tensor([[[0, 9, 0, 1, 8, 2, 0, 7, 3, 4], [5, 0, 0, 0, 0, 0, 6, 0, 7, 0.5]]])
-    out = comp.evict(0, LayerKV(k, v, pos, torch.zeros(1, 2, L)), score, mem_size=6)
+    out = comp.compress(LayerKV(k, v, pos, torch.zeros(1, 2, L)), SegmentInfo(0, 1, 2, score, "ingest"), 6)
     assert out.k.shape == (1, 2, 6, 4) and out.v.shape == (1, 2, 6, 4)
     assert out.pos[0, 0].tolist() == [1, 4, 7, -1, -1, -1]  # heavy hitters by the segment's scores, in order
     assert out.pos[0, 1].tolist() == [0, 6, 8, -1, -1, -1]
@@ -141,10 +142,9 @@ def test_lora_and_positional_interpolation_options():
     out = m(batch)
     out.loss.backward()
     assert any(p.grad is not None for n, p in m.named_parameters() if "lora_" in n)
-    x = torch.zeros(1, 1, 64)
-    cos2, sin2 = m.runner()._cos_sin(x, 10, 4)  # linear interpolation: position p is read as p / 2
-    cos1, sin1 = lococo(load_model(OmegaConf.create({"name": "tiny"}))).runner()._cos_sin(x, 5, 2)
-    assert torch.allclose(cos2[:, ::2], cos1) and torch.allclose(sin2[:, ::2], sin1)
+    pos = m.runner().rope_positions(torch.arange(10, 14))  # linear interpolation: position p is read as p / 2
+    assert pos.tolist() == [5.0, 5.5, 6.0, 6.5]
+    assert lococo(load_model(OmegaConf.create({"name": "tiny"}))).runner().rope_positions(torch.arange(3)).tolist() == [0, 1, 2]
     assert lococo(bundle, rope_scaling_factor="auto").rope_factor() == 1.0  # 64 tokens fit the 4096 window: clamped
     groups = lococo(bundle, memory_lr_scale=1000).optimizer_param_groups(5e-5)  # (re-freezes the shared model)
     assert groups[0]["lr"] == pytest.approx(5e-2)

@@ -1,7 +1,7 @@
-"""Training-free fixed-cache baselines: StreamingLLM, H2O, and the unbounded full cache.
+"""Training-free fixed-cache baselines as presses: StreamingLLM, H2O, and the unbounded full cache.
 
-All three process text segment by segment through :mod:`.kv_cache` and differ only in what they
-keep when the cache holds more than ``mem_size`` (M) slots after a segment:
+All process text segment by segment through :mod:`.kv_cache` and differ only in what their press
+keeps when a layer holds more than ``mem_size`` (M) slots after a segment:
 
 - **StreamingLLM** (Xiao et al., 2023, arXiv 2309.17453): the first ``n_sink`` tokens ever seen
   (attention sinks) + the M − n_sink most recent tokens; positions are re-assigned inside the
@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 from ..registry import register
-from .kv_cache import Evictor, FixedKVMethod, LayerKV, gather_slots, heavy_hitter_indices
+from .kv_cache import FixedKVMethod
+from .press import LayerKV, Press, SegmentInfo, gather_slots, heavy_hitter_indices
 
 
 def sink_window_indices(length: int, mem_size: int, n_sink: int, like: torch.Tensor) -> torch.Tensor:
@@ -29,35 +30,41 @@ def sink_window_indices(length: int, mem_size: int, n_sink: int, like: torch.Ten
     return idx.view(1, 1, -1).expand(like.shape[0], like.shape[1], -1)
 
 
-class SinkEvictor:
+class SinkPress(Press):
+    """StreamingLLM: attention sinks + a window of the most recent slots."""
+
     def __init__(self, n_sink: int):
         self.n_sink = int(n_sink)
 
-    def evict(self, layer_idx: int, kv: LayerKV, seg_score: torch.Tensor, mem_size: int) -> LayerKV:
-        return gather_slots(kv, sink_window_indices(kv.k.shape[2], mem_size, self.n_sink, kv.pos))
+    def compress(self, kv: LayerKV, info: SegmentInfo, budget: int) -> LayerKV:
+        return gather_slots(kv, sink_window_indices(kv.slots, budget, self.n_sink, kv.pos))
 
 
-class H2OEvictor:
+class H2OPress(Press):
+    """H2O: heavy hitters by accumulated attention + a local window of ``n_recent`` slots."""
+
+    needs_scores = True
+
     def __init__(self, n_recent: int):
         self.n_recent = int(n_recent)
 
-    def evict(self, layer_idx: int, kv: LayerKV, seg_score: torch.Tensor, mem_size: int) -> LayerKV:
-        return gather_slots(kv, heavy_hitter_indices(kv.score, mem_size, self.n_recent))
+    def compress(self, kv: LayerKV, info: SegmentInfo, budget: int) -> LayerKV:
+        return gather_slots(kv, heavy_hitter_indices(kv.score, budget, self.n_recent))
 
 
 @register("method", "streamingllm", aliases=("streaming_llm", "sink"))
 class StreamingLLM(FixedKVMethod):
-    def make_evictor(self) -> Evictor:
-        return SinkEvictor(int(self.cfg.get("n_sink", 4)))
+    def make_press(self) -> Press:
+        return SinkPress(int(self.cfg.get("n_sink", 4)))
 
 
 @register("method", "h2o")
 class H2O(FixedKVMethod):
-    def make_evictor(self) -> Evictor:
+    def make_press(self) -> Press:
         n_recent = self.cfg.get("n_recent")
         if n_recent is None:  # the H2O paper's default split: half heavy hitters, half recent
             n_recent = (self.mem_size or 0) // 2
-        return H2OEvictor(int(n_recent))
+        return H2OPress(int(n_recent))
 
 
 @register("method", "full_cache", aliases=("full_kv",))
@@ -66,5 +73,5 @@ class FullCache(FixedKVMethod):
         super().__init__(cfg, bundle)
         self.mem_size = None  # unbounded by definition
 
-    def make_evictor(self) -> Evictor | None:
+    def make_press(self) -> Press | None:
         return None

@@ -4,7 +4,8 @@ Cai et al., "LoCoCo: Dropping In Convolutions for Long Context Compression" (ICM
 2406.05317), following the reference code (VITA-Group/LoCoCo, ``llama/memory_compressor.py``):
 
 Text is processed in segments of B tokens over a cache of M slots per layer and KV head
-(machinery in :mod:`.kv_cache`). When the cache overflows (old M slots + the segment's B):
+(machinery in :mod:`.kv_cache`; the compressors are a press, :mod:`.press`, applied on the model's own
+attention and cache). When the cache overflows (old M slots + the segment's B):
 
 1. the ``keep = M − ⌊M·(1 − hh_keep_rate)⌋`` heavy hitters are kept — the slots that received the
    most attention from the segment's queries (the reference scores with the current segment
@@ -29,7 +30,7 @@ reference's per-segment gradients, so with accumulation it is the same update.
 The compressors (and LoRA, embeddings/norms when trained) are float32 under any base dtype: the
 mixing runs in their dtype and the new slots go back to the cache's. With gradient checkpointing
 (``trainer.gradient_checkpointing``) every segment's layers are recomputed in backward
-(:class:`.kv_cache.SegmentRunner`); ``rope_scaling_factor: auto`` never goes below 1.
+(:class:`.kv_cache.PressRunner`); ``rope_scaling_factor: auto`` never goes below 1.
 """
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ from ..errors import ConfigError
 from ..registry import register
 from ..types import Sample
 from .base import MethodOutput, fp32_trainables
-from .kv_cache import FixedKVMethod, LayerKV, SegmentRunner, KVState, gather_slots, heavy_hitter_indices
+from .kv_cache import FixedKVMethod, KVState
+from .press import LayerKV, Press, SegmentInfo, gather_slots, heavy_hitter_indices
 from .lora import add_lora
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU, None: None, "none": None}
@@ -85,12 +87,11 @@ class ConvCompressor(nn.Module):
                 with torch.no_grad():
                     m.weight.copy_(torch.randn(m.weight.shape) * float(conv_init_std))
 
-    def evict(self, layer_idx: int, kv: LayerKV, seg_score: torch.Tensor, mem_size: int) -> LayerKV:
-        if mem_size != self.mem_size:
-            raise ValueError(f"compressor built for mem_size={self.mem_size}, asked for {mem_size}")
-        score = kv.score if self.accumulate_scores else seg_score
-        kv = LayerKV(kv.k, kv.v, kv.pos, score)
-        return self(kv)
+    def compress(self, kv: LayerKV, info: SegmentInfo, budget: int) -> LayerKV:
+        if budget != self.mem_size:
+            raise ValueError(f"compressor built for mem_size={self.mem_size}, asked for {budget}")
+        score = kv.score if self.accumulate_scores else info.seg_score
+        return self(LayerKV(kv.k, kv.v, kv.pos, score))
 
     def forward(self, kv: LayerKV) -> LayerKV:
         b, h, L, d = kv.k.shape
@@ -124,19 +125,23 @@ class ConvCompressor(nn.Module):
                        torch.cat([kept.pos, pos_c], 2), torch.cat([kept.score, s_c], 2))
 
 
-class LayerCompressors(nn.Module):
-    """One :class:`ConvCompressor` per decoder layer, dispatched by layer index."""
+class LayerCompressors(nn.Module, Press):
+    """LoCoCo's press: one :class:`ConvCompressor` per decoder layer, dispatched by layer index."""
+
+    needs_scores = True
 
     def __init__(self, n_layers: int, **kw: Any):
         super().__init__()
         self.per_layer = nn.ModuleList([ConvCompressor(**kw) for _ in range(n_layers)])
 
-    def evict(self, layer_idx: int, kv: LayerKV, seg_score: torch.Tensor, mem_size: int) -> LayerKV:
-        return self.per_layer[layer_idx].evict(layer_idx, kv, seg_score, mem_size)
+    def compress(self, kv: LayerKV, info: SegmentInfo, budget: int) -> LayerKV:
+        return self.per_layer[info.layer_idx].compress(kv, info, budget)
 
 
 @register("method", "lococo")
 class LoCoCo(FixedKVMethod):
+    default_positions = "absolute"  # the reference's: compressed slots are mixes of rotated keys
+
     def __init__(self, cfg: Any, bundle: Any):
         super().__init__(cfg, bundle)
         if self.mem_size is None:
@@ -164,7 +169,7 @@ class LoCoCo(FixedKVMethod):
                     p.requires_grad_(True)
         fp32_trainables(self)  # compressors, LoRA and (train_embed_norm) embeddings/norms: fp32 master weights
 
-    def make_evictor(self) -> LayerCompressors:
+    def make_press(self) -> LayerCompressors:
         return self.compressors
 
     def rope_factor(self) -> float:
@@ -174,10 +179,6 @@ class LoCoCo(FixedKVMethod):
             # a window longer than the training length needs no interpolation: < 1 would stretch positions
             return max(1.0, self.segment_len * int(self.cfg.get("n_segments", 8)) / window)
         return float(f or 1.0)
-
-    def runner(self, mem_size: int | None | str = "cfg") -> SegmentRunner:
-        return SegmentRunner(self.lm, self.mem_size if mem_size == "cfg" else mem_size, self.compressors,
-                             positions=str(self.cfg.get("positions", "absolute")), rope_scale=self.rope_factor())
 
     # -- calibration -----------------------------------------------------------------------------
     def train_examples(self, samples: list[Sample]) -> list[list[int]]:

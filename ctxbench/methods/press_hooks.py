@@ -1,0 +1,188 @@
+"""Applying a :class:`.press.Press` on the model's own attention layers and cache.
+
+:func:`pressed` registers three hooks for the length of one model call (a segment, the question,
+or a whole ``generate``) and removes them on exit:
+
+- on the rotary embedding (pre-hook): the rotary positions. transformers numbers new tokens from
+  the cache's length; with ``positions=absolute`` a token keeps its place in the original text, so
+  the positions are shifted by (tokens seen − cache length); ``rope_scale`` divides them (linear
+  positional interpolation). The model's own position ids, mask and cache logic are untouched.
+- on every attention module (pre-hook): the attention mask for *this* layer's cache length (all
+  cached slots, causal within the new tokens), since a press may leave layers with different
+  lengths (PyramidKV); none for one new token (it sees everything), none for FlashAttention
+  (bottom-right causal is the same rule).
+- on every attention module (forward hook, after the model's attention ran and ``cache.update``
+  appended the new KV): the press. It reads the layer's [cache + segment] KV from the cache,
+  recomputes the segment's attention scores when the press needs them (the layer's own q
+  projection, q norm and rotary embedding; the model's attention kernel is not asked for weights),
+  and writes the compressed layer back into the cache.
+
+The stored past is detached before a press compresses it (as LoCoCo's reference: a segment's
+gradient reaches only the compression that built the cache it reads). ``positions=cache``
+(StreamingLLM's positions inside the cache) stores keys rotated at their slot index: before a
+press runs they are rotated back to position 0 and afterwards to their new slot index, so a
+mixing press (LoCoCo) mixes unrotated keys.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+import torch
+import torch.nn.functional as F
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+from ..errors import ConfigError
+from .press import LayerKV, Press, SegmentInfo
+
+
+def decoder_of(model: Any) -> Any:
+    """The decoder stack (``.layers``, ``.rotary_emb``) of a Llama-family causal LM, through peft."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    inner = getattr(base, "model", None)
+    if inner is None or not hasattr(inner, "layers") or not hasattr(inner, "rotary_emb"):
+        raise ConfigError(f"{type(base).__name__}: a KV press needs a decoder with model.layers and a "
+                          "shared model.rotary_emb (Llama, Mistral, Qwen2/3, SmolLM2)")
+    return inner
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE on [b, h, n, d] with cos/sin [b|1, n, d] (transformers' own ``apply_rotary_pos_emb``)."""
+    return apply_rotary_pos_emb(x, x, cos, sin)[0]
+
+
+class PressCall:
+    """One model call under a press: the cache it reads and writes, and the per-slot bookkeeping.
+
+    ``layers_in`` are the layers the call starts from (their ``pos``/``score``); the forward hook
+    fills ``layers_out``. ``track=False`` (generation) only shifts positions and masks.
+    """
+
+    def __init__(self, runner: Any, cache: Any, layers_in: list[LayerKV], n_seen: int, n_new: int,
+                 phase: str = "ingest", compress: bool = True, track: bool = True):
+        self.runner, self.cache, self.layers_in = runner, cache, layers_in
+        self.n_seen, self.n_new, self.phase = n_seen, n_new, phase
+        self.compress, self.track = compress, track
+        self.layers_out: list[LayerKV | None] = [None] * len(runner.attn)
+        base = layers_in[0].slots if layers_in else 0
+        self.offset = n_seen - base if runner.positions == "absolute" else 0
+
+    # -- the hooks --------------------------------------------------------------------------------
+    def on_rotary(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        pid = kwargs["position_ids"] if "position_ids" in kwargs else args[1]
+        pid = self.runner.rope_positions(pid + self.offset)
+        if "position_ids" in kwargs:
+            kwargs["position_ids"] = pid
+        else:
+            args = (args[0], pid, *args[2:])
+        return args, kwargs
+
+    def on_attention_input(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        h = kwargs.get("hidden_states", args[0] if args else None)
+        T = h.shape[1]
+        impl = str(getattr(module.config, "_attn_implementation", "eager") or "eager")
+        if impl.startswith("flash"):
+            return args, kwargs
+        if T == 1:
+            kwargs["attention_mask"] = None
+            return args, kwargs
+        L = self.cache.layers[module.layer_idx].get_seq_length() if module.layer_idx < len(self.cache.layers) else 0
+        ok = torch.ones(T, L + T, dtype=torch.bool, device=h.device)
+        ok[:, L:] = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
+        mask = ok if impl != "eager" else torch.zeros(ok.shape, device=h.device).masked_fill(~ok, torch.finfo(torch.float32).min)
+        kwargs["attention_mask"] = mask[None, None]
+        return args, kwargs
+
+    def on_attention_output(self, module: Any, args: tuple, kwargs: dict, output: Any) -> Any:
+        if not self.track:
+            return output
+        i, run, press = module.layer_idx, self.runner, self.runner.press
+        layer = self.cache.layers[i]
+        k, v = layer.keys, layer.values
+        T = self.n_new
+        b, n_kv, L_all = k.shape[0], k.shape[1], k.shape[-2]
+        old = self.layers_in[i] if i < len(self.layers_in) else None
+        new_pos = torch.arange(self.n_seen, self.n_seen + T, device=k.device).view(1, 1, T).expand(b, n_kv, T)
+        pos = torch.cat([old.pos, new_pos], dim=2) if old is not None else new_pos
+        score = F.pad(old.score, (0, T)) if old is not None else torch.zeros(b, n_kv, T, device=k.device)
+        acts = press is not None and self.compress and (self.phase == "ingest" or press.question_aware)
+        seg_score = None
+        if acts and press.needs_scores:
+            seg_score = self.scores(module, kwargs, k, press.window)
+            score = score + seg_score
+        if run.detach_past:  # the stored past carries no graph into later segments
+            k, v = k.detach(), v.detach()
+        kv = LayerKV(k, v, pos, score)
+        budget = run.budget(i)
+        if budget is not None and self.phase == "question":
+            budget += T  # the question's own slots, as every fixed-cache method answers with them
+        if acts and budget is not None and L_all > budget:
+            if run.positions == "cache":
+                kv = LayerKV(run.rerotate(kv.k, torch.arange(L_all, device=k.device), inverse=True), kv.v, kv.pos, kv.score)
+            kv = press.compress(kv, SegmentInfo(i, len(run.attn), T, seg_score, self.phase), budget)
+            if kv.slots > budget:
+                raise RuntimeError(f"{type(press).__name__} left {kv.slots} slots in layer {i}, over its budget {budget}")
+            if run.positions == "cache":
+                kv = LayerKV(run.rerotate(kv.k, torch.arange(kv.slots, device=k.device)), kv.v, kv.pos, kv.score)
+        layer.keys, layer.values = kv.k, kv.v
+        self.layers_out[i] = kv
+        return output
+
+    def scores(self, module: Any, kwargs: dict, keys: torch.Tensor, window: int | None) -> torch.Tensor:
+        """Attention [b, kv, L+T] the segment's (last ``window``) queries gave every slot of this
+        layer, summed over those queries and the query heads of each KV group (softmax in fp32)."""
+        with torch.no_grad():
+            h = kwargs["hidden_states"]
+            cos, sin = kwargs["position_embeddings"]
+            b, T = h.shape[:2]
+            d, groups = module.head_dim, module.num_key_value_groups
+            q = module.q_proj(h).view(b, T, -1, d)
+            if hasattr(module, "q_norm"):  # Qwen3-style per-head norm, before RoPE
+                q = module.q_norm(q)
+            q = rotate(q.transpose(1, 2), cos, sin)
+            start = 0 if window is None else max(0, T - int(window))
+            q = q[:, :, start:].float()
+            n_kv, L_all = keys.shape[1], keys.shape[-2]
+            L = L_all - T
+            qg = q.reshape(b, n_kv, groups, T - start, d)
+            logits = torch.einsum("bkgtd,bksd->bkgts", qg, keys.float()) * module.scaling
+            t = torch.arange(start, T, device=h.device).view(-1, 1)
+            allowed = torch.arange(L_all, device=h.device).view(1, -1) <= L + t
+            logits = logits.masked_fill(~allowed, float("-inf"))
+            return logits.softmax(-1).sum(dim=(2, 3))
+
+
+@contextlib.contextmanager
+def pressed(call: PressCall) -> Iterator[PressCall]:
+    """Hook ``call`` on the model's rotary embedding and attention modules for the ``with`` body."""
+    run = call.runner
+    handles = [run.rotary.register_forward_pre_hook(call.on_rotary, with_kwargs=True)]
+    for attn in run.attn:
+        handles.append(attn.register_forward_pre_hook(call.on_attention_input, with_kwargs=True))
+        handles.append(attn.register_forward_hook(call.on_attention_output, with_kwargs=True))
+    try:
+        yield call
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@contextlib.contextmanager
+def layers_not_checkpointed(layers: Any) -> Iterator[None]:
+    """transformers' per-layer checkpointing drops the cache in training; the runner checkpoints whole
+    segments itself, so the layers' flag is off inside one."""
+    flags = [getattr(layer, "gradient_checkpointing", False) for layer in layers]
+    for layer in layers:
+        layer.gradient_checkpointing = False
+    try:
+        yield
+    finally:
+        for layer, f in zip(layers, flags):
+            layer.gradient_checkpointing = f
+
+
+def checkpointing_on(layers: Any) -> bool:
+    return any(getattr(layer, "gradient_checkpointing", False) is True for layer in layers)
+
+
+__all__ = ["PressCall", "pressed", "decoder_of", "rotate", "layers_not_checkpointed", "checkpointing_on", "Press"]

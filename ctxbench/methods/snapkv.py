@@ -1,0 +1,75 @@
+"""``method=snapkv``: SnapKV — keep the slots an observation window of queries votes for.
+
+Li et al., "SnapKV: LLM Knows What You are Looking for Before Generation" (arXiv 2404.14469): the
+last ``window`` queries of the prompt (the observation window) vote for the earlier keys with
+their attention, summed over the window; the votes are smoothed by a 1-D average pooling over
+neighbouring positions (``kernel``, so a kept token keeps its neighbours); each KV head keeps the
+top (budget − window) earlier slots and the window itself.
+
+On a fixed cache (:mod:`.kv_cache`) the press acts twice:
+
+- at ingest, when a layer overflows its budget after a segment, the segment's last ``window``
+  queries vote (question-agnostic: the question is not known yet);
+- when the question arrives (``question_aware``), the question's last ``window`` queries vote
+  over the ingested slots and the cache is cut to M slots of history + the question, which is
+  SnapKV as published (window = the end of the prompt, which holds the question). With
+  ``ingest_size`` > M the history is ingested into ``ingest_size`` slots and the question chooses
+  the M it reads; with ``ingest_size`` ≥ the history's length this is SnapKV on the whole prompt.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import ConfigError
+from ..registry import register
+from .kv_cache import FixedKVMethod
+from .press import LayerKV, Press, SegmentInfo, gather_slots, top_with_recent
+
+
+def pooled_votes(votes: torch.Tensor, kernel: int) -> torch.Tensor:
+    """SnapKV's smoothing: 1-D average pooling over positions [b, h, L] (stride 1, same length)."""
+    if kernel <= 1:
+        return votes
+    b, h, L = votes.shape
+    return F.avg_pool1d(votes.reshape(b * h, 1, L), kernel, stride=1, padding=kernel // 2).view(b, h, L)
+
+
+class SnapKVPress(Press):
+    """Window votes, pooled; keep the window + the top-voted earlier slots (per KV head)."""
+
+    needs_scores = True
+    question_aware = True
+
+    def __init__(self, window: int = 16, kernel: int = 7,
+                 layer_budget: Callable[[int, int, int], int] | None = None):
+        if window < 1:
+            raise ConfigError(f"method.window={window}: must be ≥ 1")
+        if kernel < 1 or kernel % 2 == 0:
+            raise ConfigError(f"method.kernel={kernel}: must be an odd number ≥ 1 (the pooling keeps the length)")
+        self.window, self.kernel = int(window), int(kernel)
+        self.layer_budget = layer_budget
+
+    def budget(self, layer_idx: int, n_layers: int, mem_size: int) -> int:
+        return self.layer_budget(layer_idx, n_layers, mem_size) if self.layer_budget else mem_size
+
+    def compress(self, kv: LayerKV, info: SegmentInfo, budget: int) -> LayerKV:
+        # the observation window is kept: at ingest the segment's last `window` slots; for the
+        # question, the whole question (its slots are not part of the history budget)
+        kept_recent = info.seg_len if info.phase == "question" else min(self.window, info.seg_len)
+        votes = pooled_votes(info.seg_score, self.kernel)
+        return gather_slots(kv, top_with_recent(votes, budget, kept_recent))
+
+
+def snapkv_press(cfg: Any, layer_budget: Callable[[int, int, int], int] | None = None) -> SnapKVPress:
+    return SnapKVPress(int(cfg.get("window", 16)), int(cfg.get("kernel", 7)), layer_budget)
+
+
+@register("method", "snapkv")
+class SnapKV(FixedKVMethod):
+    def make_press(self) -> Press:
+        if self.mem_size is not None and int(self.cfg.get("window", 16)) >= self.mem_size:
+            raise ConfigError(f"method.window={self.cfg.get('window')} must be below method.mem_size={self.mem_size}")
+        return snapkv_press(self.cfg)
