@@ -169,3 +169,20 @@ def test_structured_suite_times_both_sides_on_the_same_tokens(tmp_path):
         assert 1 <= row["new_tokens"] <= 24 and row["constrained_s"] > 0 and row["free_s"] > 0
         assert row["ratio"] == pytest.approx(row["constrained_s"] / row["free_s"], rel=0.02)
     assert res["params"]["compile_s"] >= 0 and "goal" in res["notes"][0]
+
+
+def test_kv_press_suite_times_both_sides_of_each_ratio(tmp_path):
+    from ctxbench.bench.kv_press import run
+
+    cfg = OmegaConf.create({"checks": ["calibration", "presses"], "model": "tiny", "dataset": "shakespeare_sample",
+                            "segment_len": 16, "n_segments": 6, "mem_size": 64, "ingest_tokens": 160, "new_tokens": 4,
+                            "methods": ["streamingllm", "snapkv", "pyramidkv"], "repeats": 1, "rounds": 1})
+    res = run(cfg, {"run_dir": tmp_path})
+    (cal,) = res["rows"]
+    assert cal["tokens"] == 96 and cal["lococo_step_s"] > 0 and cal["lora_step_s"] > 0
+    assert cal["ratio"] == pytest.approx(cal["lococo_step_s"] / cal["lora_step_s"], rel=0.01)
+    rows = res["tables"][0]["rows"]
+    assert [r["method"] for r in rows] == ["streamingllm", "snapkv", "pyramidkv"]
+    for r in rows:
+        assert r["ingest_vs_forward"] == pytest.approx(r["ingest_tok_s"] / r["plain_forward_tok_s"], rel=0.01)
+        assert r["decode_tok_s"] > 0 and r["generate_tok_s"] > 0

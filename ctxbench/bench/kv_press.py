@@ -141,7 +141,9 @@ def presses(cfg: Any) -> list[dict[str, Any]]:
                 state["s"] = runner.stream(KVState(), ids, B)
 
         def decode() -> None:
-            runner.generate(state["s"], q, n_new, [], pad)
+            out, _ = runner.generate(state["s"], q, n_new, [], pad, min_new_tokens=n_new)
+            if len(out) != n_new:
+                raise RuntimeError(f"{name}: decoded {len(out)} tokens, {n_new} asked")
 
         t_in = _time(ingest, repeats, warmup=0)
         t_dec = _time(decode, repeats)

@@ -154,7 +154,7 @@ class PressRunner:
 
     @torch.no_grad()
     def generate(self, state: KVState, prompt_ids: list[int], max_new_tokens: int, stop_ids: list[int],
-                 pad_id: int | None) -> tuple[list[int], KVState]:
+                 pad_id: int | None, min_new_tokens: int = 0) -> tuple[list[int], KVState]:
         """Greedy continuation of ``state`` with ``prompt_ids`` (the question): all but its last token go
         through :meth:`forward` as the question segment (a question-aware press acts there), then
         ``model.generate`` decodes from the cache. ``state`` is not modified; returns the new tokens
@@ -172,7 +172,8 @@ class PressRunner:
         call = PressCall(self, cache, st.layers, st.n_seen, 1, compress=False, track=False)
         with pressed(call):
             out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **{self.cache_kwarg: cache},
-                                      max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop_ids or None,
+                                      max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens or None,
+                                      do_sample=False, eos_token_id=stop_ids or None,
                                       pad_token_id=pad_id if pad_id is not None else (stop_ids[0] if stop_ids else 0),
                                       temperature=None, top_p=None, top_k=None)
         new = out[0, ids.shape[1]:].tolist()
