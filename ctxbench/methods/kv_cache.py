@@ -31,7 +31,7 @@ from ..types import History, Prediction, Question, Sample, Usage
 from .base import MethodOutput, TrainableMethod, pad_batch
 from .kv_prompt import qa_frame, stop_token_ids
 from .press import LayerKV, Press
-from .press_hooks import PressCall, checkpointing_on, decoder_of, layers_not_checkpointed, pressed, rotate
+from .press_hooks import PressCall, checkpointing_on, decoder_of, dtype_seams, layers_not_checkpointed, pressed, rotate
 
 
 # ---- the cache between calls --------------------------------------------------------------------
@@ -92,6 +92,7 @@ class PressRunner:
         self.rope_scale = float(rope_scale)
         self.detach_past = detach_past
         self.cache_kwarg = "cache" if "cache" in _forward_params(model) else "past_key_values"
+        self.seams = dtype_seams(model)
         if press is not None and mem_size is not None and positions == "cache":
             budgets = {self.budget(i) for i in range(len(self.attn))}
             if len(budgets) > 1:

@@ -152,6 +152,31 @@ class PressCall:
             return logits.softmax(-1).sum(dim=(2, 3))
 
 
+def dtype_seams(model: Any) -> list[tuple[Any, torch.dtype]]:
+    """(module, dtype its output must have) where trained fp32 norms/embeddings meet a bf16/fp16
+    base: each norm feeds the next projection in the base dtype, the final norm the LM head in its
+    dtype, and the rotary cos/sin the base dtype (the residual stream stays in the embeddings'
+    dtype). Empty when every weight has one dtype: the model then runs as is. Under autocast the
+    casts change nothing autocast would not do."""
+    decoder = decoder_of(model)
+    base_dtype = decoder.layers[0].self_attn.q_proj.weight.dtype
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    head = base.get_output_embeddings()
+    norms = [m for layer in decoder.layers for m in (layer.input_layernorm, layer.post_attention_layernorm)]
+    if all(getattr(m, "weight", None) is None or m.weight.dtype == base_dtype for m in [*norms, decoder.norm]) \
+            and decoder.embed_tokens.weight.dtype == base_dtype:
+        return []
+    return [*[(m, base_dtype) for m in norms], (decoder.norm, head.weight.dtype), (decoder.rotary_emb, base_dtype)]
+
+
+def _cast_output(dtype: torch.dtype) -> Any:
+    def hook(module: Any, args: Any, output: Any) -> Any:
+        if isinstance(output, tuple):
+            return tuple(o.to(dtype) for o in output)
+        return output.to(dtype)
+    return hook
+
+
 @contextlib.contextmanager
 def pressed(call: PressCall) -> Iterator[PressCall]:
     """Hook ``call`` on the model's rotary embedding and attention modules for the ``with`` body."""
@@ -160,6 +185,7 @@ def pressed(call: PressCall) -> Iterator[PressCall]:
     for attn in run.attn:
         handles.append(attn.register_forward_pre_hook(call.on_attention_input, with_kwargs=True))
         handles.append(attn.register_forward_hook(call.on_attention_output, with_kwargs=True))
+    handles += [m.register_forward_hook(_cast_output(dt)) for m, dt in run.seams]
     try:
         yield call
     finally:
