@@ -133,3 +133,18 @@ def chunk_tokens(ids: list[int], size: int, stride: int | None = None) -> list[l
     """Split a token list into windows of ``size`` (non-overlapping unless ``stride`` < size)."""
     stride = stride or size
     return [ids[i : i + size] for i in range(0, max(len(ids) - 1, 1), stride) if len(ids[i : i + size]) > 1]
+
+
+class TrainingFreeMethod(TrainableMethod):
+    """A method evaluated as it is (StreamingLLM, H2O, SnapKV, kvpress's presses): ``train`` refuses it."""
+
+    def train_examples(self, samples: list) -> list:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"method={self.cfg.name} is training-free (nothing to train); use it with `eval`")
+
+    def collate(self, examples: list) -> dict[str, torch.Tensor]:
+        return pad_batch(examples, self.tokenizer.pad_token_id)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> MethodOutput:
+        raise ValueError(f"method={self.cfg.name} has no training loss")

@@ -27,8 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError
-from ..types import History, Prediction, Question, Sample, Usage
-from .base import MethodOutput, TrainableMethod, pad_batch
+from ..types import History, Prediction, Question, Usage
+from .base import TrainingFreeMethod
 from .kv_prompt import qa_frame, stop_token_ids
 from .press import LayerKV, Press
 from .press_hooks import PressCall, checkpointing_on, decoder_of, dtype_seams, layers_not_checkpointed, pressed, rotate
@@ -278,10 +278,10 @@ def stream_perplexity(runner: PressRunner, ids: list[int] | torch.Tensor, segmen
 
 # ---- the shared method / system ----------------------------------------------------------------
 
-class FixedKVMethod(TrainableMethod):
+class FixedKVMethod(TrainingFreeMethod):
     """A system that streams a history through a fixed KV cache under a press and answers from it.
 
-    Subclasses provide :meth:`make_press`. Config keys: ``segment_len`` (B), ``mem_size`` (M;
+    Subclasses provide :meth:`make_press` (training-free unless they define a loss, as LoCoCo). Config keys: ``segment_len`` (B), ``mem_size`` (M;
     null = unbounded full cache), ``positions`` (absolute | cache), ``max_new_tokens``; a
     question-aware press may hold ``ingest_size`` slots until the question cuts them to M.
     """
@@ -329,16 +329,6 @@ class FixedKVMethod(TrainableMethod):
         """Perplexity of a long text through this method's fixed cache (see :func:`stream_perplexity`)."""
         self.eval()
         return stream_perplexity(self.runner(), ids, self.segment_len, progress=progress, marks=marks)
-
-    # -- training-free by default ------------------------------------------------------------
-    def train_examples(self, samples: list[Sample]) -> list:
-        raise ConfigError(f"method={self.cfg.name} is training-free (nothing to train); use it with `eval`")
-
-    def collate(self, examples: list) -> dict[str, torch.Tensor]:
-        return pad_batch(examples, self.tokenizer.pad_token_id)
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> MethodOutput:
-        raise ValueError(f"method={self.cfg.name} has no training loss")
 
     # -- as a system ---------------------------------------------------------------------------
     def _frame(self, question: Question | None, speakers: list[str]) -> tuple[str, str]:

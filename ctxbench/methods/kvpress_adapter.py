@@ -22,8 +22,8 @@ import torch
 
 from ..errors import ConfigError
 from ..registry import register
-from ..types import History, Prediction, Question, Sample, Usage
-from .base import MethodOutput, TrainableMethod, pad_batch
+from ..types import History, Prediction, Question, Usage
+from .base import TrainingFreeMethod
 from .kv_cache import peak_rss_bytes, reset_peak_rss
 from .kv_prompt import qa_frame, stop_token_ids
 
@@ -124,7 +124,7 @@ def cache_bytes(cache: Any) -> int:
 
 
 @register("method", "kvpress")
-class KVPressMethod(TrainableMethod):
+class KVPressMethod(TrainingFreeMethod):
     """A kvpress press compressing the prefill of the history; answers greedily from the pressed cache."""
 
     def __init__(self, cfg: Any, bundle: Any):
@@ -141,16 +141,6 @@ class KVPressMethod(TrainableMethod):
         self._n_text = 0
         self._ingest_seconds = 0.0
         self._ingest_peak_rss = 0
-
-    # -- training-free ---------------------------------------------------------------------------
-    def train_examples(self, samples: list[Sample]) -> list:
-        raise ConfigError(f"method={self.cfg.name} is training-free (nothing to train); use it with `eval`")
-
-    def collate(self, examples: list) -> dict[str, torch.Tensor]:
-        return pad_batch(examples, self.tokenizer.pad_token_id)
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> MethodOutput:
-        raise ValueError(f"method={self.cfg.name} has no training loss")
 
     # -- as a system -----------------------------------------------------------------------------
     @torch.no_grad()
