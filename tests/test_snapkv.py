@@ -98,9 +98,20 @@ def test_pyramidkv_keeps_each_layer_at_its_budget(tiny):
     with torch.no_grad():
         flat = uniform.runner().stream(KVState(), ids_of(120), 16)
     assert state.kv_bytes() == flat.kv_bytes()  # the same KV bytes as a uniform M
-    # the layers' different lengths get their own masks: the continuation still runs
-    ppl = m.perplexity(ids_of(120)[0])
-    assert ppl["kv_slots"] == 24 and ppl["nll"] < 10
+    # the layers' different lengths get their own masks (and, with positions=cache, their own slot
+    # positions): the continuation runs, and with a cache as long as the text it is the full model
+    ids = ids_of(120)[0]
+    with torch.no_grad():
+        ref = float(torch.nn.functional.cross_entropy(tiny.model(ids.view(1, -1)).logits[0, :-1], ids[1:]))
+    for positions in ("absolute", "cache"):
+        ppl = method(tiny, "pyramidkv", segment_len=16, mem_size=24, positions=positions).perplexity(ids)
+        assert ppl["kv_slots"] == 24 and abs(ppl["nll"] - ref) > 1e-4
+        same = method(tiny, "pyramidkv", segment_len=16, mem_size=4000, positions=positions).perplexity(ids)
+        assert abs(same["nll"] - ref) < 1e-5
+    with torch.no_grad():
+        st = method(tiny, "pyramidkv", segment_len=16, mem_size=24, positions="cache").runner().stream(
+            KVState(), ids.view(1, -1), 16)
+    assert [layer.slots for layer in st.layers] == budgets
 
 
 def snapkv_reference_slots(model, prompt: torch.Tensor, n_hist: int, window: int, kernel: int, keep: int):
@@ -163,5 +174,3 @@ def test_bad_settings_are_named(tiny):
         method(tiny, "snapkv", mem_size=24, kernel=4).runner()
     with pytest.raises(ValueError, match="method.window"):
         method(tiny, "snapkv", mem_size=4, window=4).runner()
-    with pytest.raises(ValueError, match="positions=cache"):
-        method(tiny, "pyramidkv", mem_size=24, positions="cache").runner()

@@ -93,11 +93,6 @@ class PressRunner:
         self.detach_past = detach_past
         self.cache_kwarg = "cache" if "cache" in _forward_params(model) else "past_key_values"
         self.seams = dtype_seams(model)
-        if press is not None and mem_size is not None and positions == "cache":
-            budgets = {self.budget(i) for i in range(len(self.attn))}
-            if len(budgets) > 1:
-                raise ConfigError("method.positions=cache needs one budget for every layer (slot indices are the "
-                                  "positions); use positions=absolute with per-layer budgets")
 
     def budget(self, layer_idx: int) -> int | None:
         if self.mem_size is None or self.press is None:

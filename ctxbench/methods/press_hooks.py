@@ -10,7 +10,8 @@ or a whole ``generate``) and removes them on exit:
 - on every attention module (pre-hook): the attention mask for *this* layer's cache length (all
   cached slots, causal within the new tokens), since a press may leave layers with different
   lengths (PyramidKV); none for one new token (it sees everything), none for FlashAttention
-  (bottom-right causal is the same rule).
+  (bottom-right causal is the same rule). With ``positions=cache`` also the rotary embedding of
+  this layer's slot indices.
 - on every attention module (forward hook, after the model's attention ran and ``cache.update``
   appended the new KV): the press. It reads the layer's [cache + segment] KV from the cache,
   recomputes the segment's attention scores when the press needs them (the layer's own q
@@ -81,12 +82,15 @@ class PressCall:
         h = kwargs.get("hidden_states", args[0] if args else None)
         T = h.shape[1]
         impl = str(getattr(module.config, "_attn_implementation", "eager") or "eager")
+        L = self.cache.layers[module.layer_idx].get_seq_length() if module.layer_idx < len(self.cache.layers) else 0
+        if self.runner.positions == "cache":  # this layer's slot indices (layers may hold different lengths)
+            pid = torch.arange(L, L + T, device=h.device).unsqueeze(0)
+            kwargs["position_embeddings"] = self.runner.rotary(h, self.runner.rope_positions(pid))
         if impl.startswith("flash"):
             return args, kwargs
         if T == 1:
             kwargs["attention_mask"] = None
             return args, kwargs
-        L = self.cache.layers[module.layer_idx].get_seq_length() if module.layer_idx < len(self.cache.layers) else 0
         ok = torch.ones(T, L + T, dtype=torch.bool, device=h.device)
         ok[:, L:] = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
         mask = ok if impl != "eager" else torch.zeros(ok.shape, device=h.device).masked_fill(~ok, torch.finfo(torch.float32).min)
