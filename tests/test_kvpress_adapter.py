@@ -69,7 +69,8 @@ def test_missing_package_names_the_install_command(monkeypatch):
         kvpress_adapter.make_press(OmegaConf.create({"name": "kvpress", "press": "knorm"}))
 
 
-@pytest.mark.parametrize("press", ["knorm", "streamingllm", "SnapKVPress"])
+@pytest.mark.parametrize("press", ["knorm", pytest.param("streamingllm", marks=pytest.mark.slow),
+                                   pytest.param("SnapKVPress", marks=pytest.mark.slow)])  # slow: ~10 s each
 def test_ratio_zero_is_the_full_model(smol, press):
     m = method(smol, press=press, compression_ratio=0.0,
                press_kwargs={"window_size": 8} if press == "SnapKVPress" else {})
