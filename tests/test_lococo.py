@@ -208,3 +208,19 @@ def test_lococo_auto_rope_factor_never_below_one():
     assert factor(32) == 2.0  # 64 training tokens over a 32-token window: interpolate by 2
     assert factor(64) == 1.0
     assert factor(4096) == 1.0  # a window over the training length is not stretched
+
+
+def test_positional_interpolation_is_the_same_in_both_position_modes(tiny):
+    """With nothing evicted, slot indices are text positions: both modes read RoPE at p / factor, and
+    differ from the uninterpolated model (RoPE scaled once, not twice, on the cache path)."""
+    ids = ids_of(64)
+
+    def logits(**kw):
+        outs = []
+        with torch.no_grad():
+            lococo(tiny, mem_size=200, **kw).runner().stream(KVState(), ids, 16, on_logits=lambda s, lg: outs.append(lg))
+        return torch.cat(outs, 1)
+
+    absolute = logits(positions="absolute", rope_scaling_factor=2.0)
+    assert torch.allclose(logits(positions="cache", rope_scaling_factor=2.0), absolute, atol=1e-5, rtol=0)
+    assert (logits(positions="cache") - absolute).abs().max() > 1e-3

@@ -93,6 +93,7 @@ class PressRunner:
         self.detach_past = detach_past
         self.cache_kwarg = "cache" if "cache" in _forward_params(model) else "past_key_values"
         self.seams = dtype_seams(model)
+        self.rope_dtype = self.attn[0].q_proj.weight.dtype
 
     def budget(self, layer_idx: int) -> int | None:
         if self.mem_size is None or self.press is None:
@@ -103,10 +104,15 @@ class PressRunner:
         """The position RoPE reads for token position ``pos`` (linear interpolation by ``rope_scale``)."""
         return pos.float() / self.rope_scale if self.rope_scale != 1.0 else pos
 
+    def rope(self, like: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """RoPE cos/sin [1, n, d] for token positions ``pos`` [1, n], in the projections' dtype (the
+        model's rotary module called directly: the hooks on it are for the model's own call)."""
+        cos, sin = self.rotary.forward(like, self.rope_positions(pos))
+        return cos.to(self.rope_dtype), sin.to(self.rope_dtype)
+
     def rerotate(self, k: torch.Tensor, slots: torch.Tensor, inverse: bool = False) -> torch.Tensor:
         """Rotate keys [b, h, n, d] to positions ``slots`` (``inverse``: from them back to 0)."""
-        pos = self.rope_positions(slots.view(1, -1))
-        cos, sin = self.rotary(k, pos)
+        cos, sin = self.rope(k, slots.view(1, -1))
         if inverse:
             sin = -sin
         return rotate(k, cos.to(k.dtype), sin.to(k.dtype))

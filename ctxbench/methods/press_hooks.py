@@ -85,7 +85,7 @@ class PressCall:
         L = self.cache.layers[module.layer_idx].get_seq_length() if module.layer_idx < len(self.cache.layers) else 0
         if self.runner.positions == "cache":  # this layer's slot indices (layers may hold different lengths)
             pid = torch.arange(L, L + T, device=h.device).unsqueeze(0)
-            kwargs["position_embeddings"] = self.runner.rotary(h, self.runner.rope_positions(pid))
+            kwargs["position_embeddings"] = self.runner.rope(h, pid)
         if impl.startswith("flash"):
             return args, kwargs
         if T == 1:
