@@ -174,6 +174,9 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     "model.hidden_size": POSITIVE, "model.intermediate_size": POSITIVE, "model.num_layers": POSITIVE,
     "model.num_heads": POSITIVE, "model.num_kv_heads": POSITIVE, "model.max_position_embeddings": POSITIVE,
     # -- bench --------------------------------------------------------------------------------------------
+    "kv_press.segment_len": TOKENS, "kv_press.n_segments": POSITIVE, "kv_press.mem_size": POSITIVE,
+    "kv_press.ingest_tokens": TOKENS, "kv_press.new_tokens": POSITIVE, "kv_press.repeats": POSITIVE,
+    "kv_press.rounds": POSITIVE,
     "train_step.warmup_steps": COUNT, "train_step.steps": POSITIVE, "train_step.rounds": POSITIVE,
     "train_step.timeout_s": gt(0),
     "gpu.warmup_steps": COUNT, "gpu.steps": POSITIVE,

@@ -145,3 +145,24 @@ def test_unknown_press_names_the_key(tiny):
 def test_training_free(tiny):
     with pytest.raises(ConfigError, match="training-free"):
         method(tiny).train_examples([])
+
+
+def test_ccm_attention_survives_kvpress_wrapping_every_attention_function(kvpress):
+    """``import kvpress`` wraps every registered attention function and calls it with ``dropout`` as
+    a 6th positional argument; CCM's function (registered before the import, in the same process)
+    must take it. Before the fix: TypeError ``ccm_attention() takes 5 positional arguments``."""
+    import types
+
+    import torch
+
+    from ctxbench.methods.ccm_mask import _make_attention
+    from kvpress.attention_patch import attention_patch
+
+    module = types.SimpleNamespace(num_key_value_groups=1, training=False, ccm_state=None, is_causal=False)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 3, 4, generator=g) for _ in range(3))
+    for base in ("eager", "sdpa"):
+        plain = _make_attention(base)
+        ref, _ = plain(module, q, k, v, None, dropout=0.0, scaling=0.5)
+        got, _ = attention_patch(plain)(module, q, k, v, None, dropout=0.0, scaling=0.5)
+        assert torch.allclose(got, ref, atol=1e-6), base

@@ -207,7 +207,9 @@ def _base_function(base: str, module: Any):
 
 
 def _make_attention(base: str):
-    def ccm_attention(module, query, key, value, attention_mask, **kwargs):
+    # ``dropout`` may come positionally (kvpress, once imported, wraps every registered attention
+    # function and passes it 6th); it goes on by name, since eager's 6th parameter is ``scaling``
+    def ccm_attention(module, query, key, value, attention_mask, dropout=0.0, **kwargs):
         state = getattr(module, "ccm_state", None)
         avg = state.avg if state is not None else None
         if avg is not None:
@@ -216,7 +218,7 @@ def _make_attention(base: str):
             value = torch.cat([value, torch.matmul(a, value)], dim=2)
         if attention_mask is not None and attention_mask.is_floating_point() and attention_mask.dtype != query.dtype:
             attention_mask = attention_mask.to(query.dtype)  # autocast: SDPA wants the query's dtype
-        return _base_function(base, module)(module, query, key, value, attention_mask, **kwargs)
+        return _base_function(base, module)(module, query, key, value, attention_mask, dropout=dropout, **kwargs)
 
     ccm_attention.__name__ = f"ccm_{base}_attention"
     return ccm_attention
