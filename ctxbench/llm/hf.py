@@ -30,7 +30,6 @@ The model loads on ``llm.device`` in ``llm.dtype`` (null: the model config's ``d
 """
 from __future__ import annotations
 
-import inspect
 import threading
 from pathlib import Path
 from typing import Any
@@ -126,10 +125,9 @@ class HFChatLLM:
         if bool(cfg.get("prefix_cache", True)) and own_cache in (None, "dynamic"):
             self.prefix_cache = PrefixCache(int(cfg.get("prefix_cache_min_tokens", 256)),
                                             int(cfg.get("prefix_cache_entries", 2)))
-        # generate's keyword for a given cache, as the model's forward names it: ``cache`` in newer
-        # transformers 5 (``past_key_values`` is deprecated there), ``past_key_values`` in older ones
-        params = inspect.signature(self.model.forward).parameters
-        self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
+        from ..models.loading import cache_kwarg
+
+        self._cache_kwarg = cache_kwarg(self.model)  # generate's keyword for a given cache
 
     @property
     def prefix_hits(self) -> int:

@@ -135,6 +135,20 @@ def chunk_tokens(ids: list[int], size: int, stride: int | None = None) -> list[l
     return [ids[i : i + size] for i in range(0, max(len(ids) - 1, 1), stride) if len(ids[i : i + size]) > 1]
 
 
+def past_then_causal(q: int, past: int, device: Any) -> torch.Tensor:
+    """Boolean ``[q, past + q]``: ``q`` new tokens see all ``past`` cached slots, and each other causally."""
+    ok = torch.ones(q, past + q, dtype=torch.bool, device=device)
+    ok[:, past:] = torch.ones(q, q, dtype=torch.bool, device=device).tril()
+    return ok
+
+
+def additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Boolean ``[B, Q, K]`` → float ``[B, 1, Q, K]`` (0 where allowed, dtype min elsewhere)."""
+    m = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    m.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return m[:, None]
+
+
 class TrainingFreeMethod(TrainableMethod):
     """A method evaluated as it is (StreamingLLM, H2O, SnapKV, kvpress's presses): ``train`` refuses it."""
 

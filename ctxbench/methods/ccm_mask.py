@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
+from .base import additive, past_then_causal
 
 
 @dataclass
@@ -149,13 +150,6 @@ def allowed_merged(step: torch.Tensor, valid: torch.Tensor, n_tok: int, n_steps:
     return (step[:, :, None] - 1 == s_idx[None, None, :]) & valid[:, :, None]
 
 
-def additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Boolean ``[B, Q, K]`` → float ``[B, 1, Q, K]`` (0 where allowed, dtype min elsewhere)."""
-    m = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-    m.masked_fill_(~allowed, torch.finfo(dtype).min)
-    return m[:, None]
-
-
 def parallel_mask(batch: dict[str, torch.Tensor], mode: str, n_tok: int, dtype: torch.dtype
                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The 4-D additive mask for the parallel forward and, for merge, the averaging matrix."""
@@ -171,9 +165,7 @@ def parallel_mask(batch: dict[str, torch.Tensor], mode: str, n_tok: int, dtype: 
 
 def causal_with_past(q: int, past: int, dtype: torch.dtype, device: Any) -> torch.Tensor:
     """``[1, 1, q, past + q]`` additive mask: all of the past, causal within the new tokens."""
-    ok = torch.ones(q, past + q, dtype=torch.bool, device=device)
-    ok[:, past:] = torch.ones(q, q, dtype=torch.bool, device=device).tril()
-    return additive(ok[None], dtype)
+    return additive(past_then_causal(q, past, device)[None], dtype)
 
 
 # ---- attention function with merged-memory columns ---------------------------------------------

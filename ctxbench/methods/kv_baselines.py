@@ -19,7 +19,7 @@ import torch
 
 from ..registry import register
 from .kv_cache import FixedKVMethod
-from .press import LayerKV, Press, SegmentInfo, gather_slots, heavy_hitter_indices
+from .press import LayerKV, Press, SegmentInfo, gather_slots, top_with_recent
 
 
 def sink_window_indices(length: int, mem_size: int, n_sink: int, like: torch.Tensor) -> torch.Tensor:
@@ -49,7 +49,7 @@ class H2OPress(Press):
         self.n_recent = int(n_recent)
 
     def compress(self, kv: LayerKV, info: SegmentInfo, budget: int) -> LayerKV:
-        return gather_slots(kv, heavy_hitter_indices(kv.score, budget, self.n_recent))
+        return gather_slots(kv, top_with_recent(kv.score, budget, self.n_recent))
 
 
 @register("method", "streamingllm", aliases=("streaming_llm", "sink"))

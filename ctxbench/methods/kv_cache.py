@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError
+from ..models.loading import cache_kwarg, model_device
 from ..types import History, Prediction, Question, Usage
 from .base import TrainingFreeMethod
 from .kv_prompt import qa_frame, stop_token_ids
@@ -91,7 +92,7 @@ class PressRunner:
         self.positions = positions
         self.rope_scale = float(rope_scale)
         self.detach_past = detach_past
-        self.cache_kwarg = "cache" if "cache" in _forward_params(model) else "past_key_values"
+        self.cache_kwarg = cache_kwarg(model)
         self.seams = dtype_seams(model)
         self.rope_dtype = self.attn[0].q_proj.weight.dtype
 
@@ -162,13 +163,13 @@ class PressRunner:
         ``model.generate`` decodes from the cache. ``state`` is not modified; returns the new tokens
         (stop token dropped) and the state the answer read (after the question)."""
         st = KVState(list(state.layers), state.n_seen, state.peak_slots)
+        dev = model_device(self.model)
         if len(prompt_ids) > 1:
-            self.forward(st, torch.tensor([prompt_ids[:-1]], device=_device(self.model)), phase="question")
+            self.forward(st, torch.tensor([prompt_ids[:-1]], device=dev), phase="question")
         if max_new_tokens <= 0:
             return [], st
         cache = st.cache(self.model.config)
         base = st.layers[0].slots if st.layers else 0
-        dev = _device(self.model)
         filler = pad_id if pad_id is not None else prompt_ids[-1]
         ids = torch.tensor([[filler] * base + [prompt_ids[-1]]], device=dev)  # the cached part is skipped
         call = PressCall(self, cache, st.layers, st.n_seen, 1, compress=False, track=False)
@@ -185,18 +186,6 @@ class PressRunner:
                 break
         st.peak_slots = max(st.peak_slots, base + 1 + len(new))
         return new, st
-
-
-def _forward_params(model: Any) -> Any:
-    """The causal LM's own forward parameters (a peft wrapper's forward takes ``**kwargs``)."""
-    import inspect
-
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return inspect.signature(base.forward).parameters
-
-
-def _device(model: Any) -> torch.device:
-    return next(model.parameters()).device
 
 
 # ---- memory measurement --------------------------------------------------------------------------

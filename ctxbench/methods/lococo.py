@@ -45,7 +45,7 @@ from ..registry import register
 from ..types import Sample
 from .base import MethodOutput, fp32_trainables
 from .kv_cache import FixedKVMethod, KVState
-from .press import LayerKV, Press, SegmentInfo, gather_slots, heavy_hitter_indices
+from .press import LayerKV, Press, SegmentInfo, gather_slots, top_with_recent
 from .lora import add_lora
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU, None: None, "none": None}
@@ -95,7 +95,7 @@ class ConvCompressor(nn.Module):
 
     def forward(self, kv: LayerKV) -> LayerKV:
         b, h, L, d = kv.k.shape
-        hh_idx = heavy_hitter_indices(kv.score, self.keep, self.local_len)  # [b, h, keep], in order
+        hh_idx = top_with_recent(kv.score, self.keep, self.local_len)  # [b, h, keep], in order
         kept = gather_slots(kv, hh_idx)
         if self.mem_compress == 0:
             return kept

@@ -77,7 +77,8 @@ def gather_slots(kv: LayerKV, idx: torch.Tensor) -> LayerKV:
 
 def top_with_recent(score: torch.Tensor, keep: int, n_recent: int) -> torch.Tensor:
     """Slot indices [b, h, keep] in cache order: the ``n_recent`` last + the top (keep − n_recent) older
-    ones by ``score`` [b, h, L] (H2O's rule; SnapKV's with the window as the recent part)."""
+    ones by ``score`` [b, h, L] (H2O's heavy hitters + local window; LoCoCo's kept slots; SnapKV's
+    with the window as the recent part)."""
     L = score.shape[-1]
     n_recent = max(0, min(n_recent, keep))
     n_top = keep - n_recent
@@ -89,5 +90,3 @@ def top_with_recent(score: torch.Tensor, keep: int, n_recent: int) -> torch.Tens
         parts.append(recent.view(1, 1, -1).expand(score.shape[0], score.shape[1], -1))
     return torch.cat(parts, dim=-1).sort(dim=-1).values
 
-
-heavy_hitter_indices = top_with_recent  # H2O's name for the rule

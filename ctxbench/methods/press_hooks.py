@@ -31,9 +31,10 @@ from typing import Any, Iterator
 
 import torch
 import torch.nn.functional as F
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+from transformers.models.llama.modeling_llama import rotate_half
 
 from ..errors import ConfigError
+from .base import additive, past_then_causal
 from .press import LayerKV, Press, SegmentInfo
 
 
@@ -48,8 +49,9 @@ def decoder_of(model: Any) -> Any:
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """RoPE on [b, h, n, d] with cos/sin [b|1, n, d] (transformers' own ``apply_rotary_pos_emb``)."""
-    return apply_rotary_pos_emb(x, x, cos, sin)[0]
+    """RoPE on [b, h, n, d] with cos/sin [b|1, n, d], as transformers' ``apply_rotary_pos_emb`` (with
+    its ``rotate_half``) does for one tensor."""
+    return x * cos.unsqueeze(1) + rotate_half(x) * sin.unsqueeze(1)
 
 
 class PressCall:
@@ -91,10 +93,8 @@ class PressCall:
         if T == 1:
             kwargs["attention_mask"] = None
             return args, kwargs
-        ok = torch.ones(T, L + T, dtype=torch.bool, device=h.device)
-        ok[:, L:] = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
-        mask = ok if impl != "eager" else torch.zeros(ok.shape, device=h.device).masked_fill(~ok, torch.finfo(torch.float32).min)
-        kwargs["attention_mask"] = mask[None, None]
+        ok = past_then_causal(T, L, h.device)[None]
+        kwargs["attention_mask"] = ok[None] if impl != "eager" else additive(ok, torch.float32)
         return args, kwargs
 
     def on_attention_output(self, module: Any, args: tuple, kwargs: dict, output: Any) -> Any:
@@ -150,9 +150,7 @@ class PressCall:
             L = L_all - T
             qg = q.reshape(b, n_kv, groups, T - start, d)
             logits = torch.einsum("bkgtd,bksd->bkgts", qg, keys.float()) * module.scaling
-            t = torch.arange(start, T, device=h.device).view(-1, 1)
-            allowed = torch.arange(L_all, device=h.device).view(1, -1) <= L + t
-            logits = logits.masked_fill(~allowed, float("-inf"))
+            logits = logits.masked_fill(~past_then_causal(T, L, h.device)[start:], float("-inf"))
             return logits.softmax(-1).sum(dim=(2, 3))
 
 

@@ -109,6 +109,16 @@ def model_device(model: Any) -> torch.device:
     return next(model.parameters()).device
 
 
+def cache_kwarg(model: Any) -> str:
+    """The keyword a causal LM's forward (and ``generate``) takes a KV cache under: ``cache`` in newer
+    transformers 5 (``past_key_values`` is deprecated there), ``past_key_values`` in older ones. A
+    peft wrapper's forward takes ``**kwargs``, so its base model is asked."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
 def placement(model: Any) -> dict[str, str]:
     """``{"device": "cuda:0", "dtype": "bfloat16"}`` of a loaded model, as results.json records it."""
     p = next(model.parameters())
