@@ -180,9 +180,10 @@ def test_kv_press_suite_times_both_sides_of_each_ratio(tmp_path):
     res = run(cfg, {"run_dir": tmp_path})
     (cal,) = res["rows"]
     assert cal["tokens"] == 96 and cal["lococo_step_s"] > 0 and cal["lora_step_s"] > 0
-    assert cal["ratio"] == pytest.approx(cal["lococo_step_s"] / cal["lora_step_s"], rel=0.01)
+    assert cal["ratio"] == pytest.approx(cal["lococo_step_s"] / cal["lora_step_s"], rel=0.01, abs=6e-4)
     rows = res["tables"][0]["rows"]
     assert [r["method"] for r in rows] == ["streamingllm", "snapkv", "pyramidkv"]
     for r in rows:
-        assert r["ingest_vs_forward"] == pytest.approx(r["ingest_tok_s"] / r["plain_forward_tok_s"], rel=0.01)
+        # the ratio is stored to 3 decimals: a slow ingest (0.0102) reads 0.01
+        assert r["ingest_vs_forward"] == pytest.approx(r["ingest_tok_s"] / r["plain_forward_tok_s"], rel=0.01, abs=6e-4)
         assert r["decode_tok_s"] > 0 and r["generate_tok_s"] > 0
