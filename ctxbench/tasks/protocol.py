@@ -1,0 +1,42 @@
+"""What a method offers the intrinsic eval tasks (``eval task=perplexity|reconstruction|choice``).
+
+A method opts in by defining the methods below; a task refuses a method that lacks what it needs,
+with an error naming the method and the task. Every token count is in the method's tokenizer.
+
+- ``score_continuation(context, target, prompt=())`` → :class:`Scored`: the summed NLL of
+  ``target`` when the model reads ``context`` *compressed the method's way*, then ``prompt`` and
+  ``target`` uncompressed. Every target token is scored (the first from what precedes it).
+  ``context`` is a list of chunks, the natural units of the data (one chunk for a text window, one
+  per demonstration for MetaICL, one per turn for a dialogue); a method splits long chunks by its
+  own rule (ICAE segments, CCM steps, press segments). ``perplexity`` and ``choice`` use it.
+- ``plain_lm()`` → context manager yielding a causal LM that computes the *base* model (LoRA and
+  gates off): the ``full_context`` and ``no_context`` rows beside the method's own.
+- ``reconstruct_ids(context, max_new_tokens)`` → list of token ids the method decodes back from
+  its compressed ``context`` (ICAE's autoencoding); ``reconstruction`` uses it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+
+@dataclass
+class Scored:
+    nll: float                 # summed negative log-likelihood (nats) over the target tokens
+    tokens: int                # target tokens scored
+    context_tokens: int        # tokens of context the method was given
+    memory_slots: int          # positions the target read in place of the context (slots, KV slots, COMP tokens)
+    kv_bytes: int | None = None  # bytes of the compressed context as the decoder holds it (None: not measured)
+
+
+@runtime_checkable
+class ContextScorer(Protocol):
+    def score_continuation(self, context: Sequence[Sequence[int]], target: Sequence[int],
+                           prompt: Sequence[int] = ()) -> Scored: ...
+
+    def plain_lm(self) -> Any: ...
+
+
+@runtime_checkable
+class Reconstructor(Protocol):
+    def reconstruct_ids(self, context: Sequence[int], max_new_tokens: int) -> list[int]: ...
