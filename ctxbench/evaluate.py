@@ -477,6 +477,9 @@ def main(cfg: Any) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     claim_run_dir(out, cfg)  # this process only, and this config only (run_guard.py)
     samples = build("dataset", cfg.dataset)
+    task = str((cfg.get("task") or {}).get("name") or "qa")
+    if task != "qa":  # the papers' own measures (ctxbench/tasks/): same run folder, results files, provenance
+        return run_task(cfg, task, out, samples)
     n_q = sum(len(s.questions) for s in samples)
     if n_q == 0:
         raise DataError(f"dataset={cfg.dataset.name}", "has no questions to answer (eval needs a QA dataset)")
@@ -521,6 +524,19 @@ def main(cfg: Any) -> dict[str, Any]:
     if health["status"] != "ok":
         raise EvalFailed(f"eval {name}: {health['reason']}; the numbers in {out / RESULTS_JSON} do not measure the "
                          "system (fix the backend, or raise max_failed_fraction)")
+    return results
+
+
+def run_task(cfg: Any, task: str, out: Path, samples: list[Sample]) -> dict[str, Any]:
+    """``eval task=perplexity|reconstruction|choice``: a registered task (ctxbench/tasks/) scores ``method=``."""
+    from .registry import get
+
+    results = get("task", task)(cfg, out, samples)
+    first = (results.get("rows") or [{}])[0]
+    shown = ", ".join(f"{k}={first[k]}" for k in ("system", "length", "category", "ppl", "accuracy", "bleu4")
+                      if first.get(k) is not None)
+    print(f"eval task={task} {results['system']} on {cfg.dataset.name}: {len(results.get('rows') or [])} rows "
+          f"({shown}) → {out}")
     return results
 
 

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from .errors import CtxbenchError
 
-KINDS = ("model", "method", "memory", "dataset", "metric", "llm", "embedder", "bench", "table")
+KINDS = ("model", "method", "memory", "dataset", "metric", "llm", "embedder", "bench", "table", "task")
 PACKAGES = (
     "ctxbench.models",
     "ctxbench.methods",
@@ -24,6 +24,7 @@ PACKAGES = (
     "ctxbench.llm",
     "ctxbench.report",
     "ctxbench.bench",
+    "ctxbench.tasks",
 )
 
 SYSTEM_KINDS = ("method", "memory")  # checked against the System contract (ctxbench.system) at registration

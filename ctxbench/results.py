@@ -277,15 +277,14 @@ def structured_table(rep: dict[str, Any]) -> list[str]:
 
 def results_markdown(results: dict[str, Any], metric_names: list[str], title: str = "Results") -> str:
     """A per-category table (rows: categories then overall; cells: mean ± bootstrap stderr) and cost."""
+    from .markdown_table import md_table
+
     lines = [f"# {title}", ""]
-    head = ["category", "id", "n", *metric_names]
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name, row in results["by_category"].items():
-        lines.append("| " + " | ".join([name, _fmt(row.get("id")), _fmt(row["n"]),
-                                        *(_fmt_se(row, m) for m in metric_names)]) + " |")
+    rows = [[name, _fmt(row.get("id")), _fmt(row["n"]), *(_fmt_se(row, m) for m in metric_names)]
+            for name, row in results["by_category"].items()]
     ov = results["overall"]
-    lines.append("| " + " | ".join(["**overall**", "", _fmt(ov["n"]), *(_fmt_se(ov, m) for m in metric_names)])
-                 + " |")
+    rows.append(["**overall**", "", _fmt(ov["n"]), *(_fmt_se(ov, m) for m in metric_names)])
+    lines += md_table(["category", "id", "n", *metric_names], rows, formatter=str).split("\n")
     qa = results.get("qa_prompt") or {}
     if qa.get("name"):
         lines += ["", f"Answer prompt: {qa['name']} ({qa.get('version')}; {qa.get('source')}), "

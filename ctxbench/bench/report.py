@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..markdown_table import md_table
+
 
 def fmt(v: Any) -> str:
     if v is None:
@@ -24,20 +26,18 @@ def fmt(v: Any) -> str:
         return f"{v:.2e}"
     if isinstance(v, int):
         return f"{v:,}"
-    return str(v).replace("|", "\\|").replace("\n", " ")
+    return str(v)
 
 
 def table(columns: list[list[str]], rows: list[dict[str, Any]]) -> list[str]:
     """``columns`` = [[key, header], ...]; rows missing a key show "–"; skipped rows show the reason."""
-    lines = ["| " + " | ".join(h for _, h in columns) + " |", "|" + "---|" * len(columns)]
+    cells = []
     for r in rows:
         if r.get("status") in ("skipped", "error"):
-            first = fmt(r.get(columns[0][0]))
-            rest = [f"{r['status']}: {fmt(r.get('reason', ''))}"] + [""] * (len(columns) - 2)
-            lines.append("| " + " | ".join([first, *rest]) + " |")
-            continue
-        lines.append("| " + " | ".join(fmt(r.get(k)) for k, _ in columns) + " |")
-    return lines
+            cells.append([r.get(columns[0][0]), f"{r['status']}: {fmt(r.get('reason', ''))}"] + [""] * (len(columns) - 2))
+        else:
+            cells.append([r.get(k) for k, _ in columns])
+    return md_table([h for _, h in columns], cells, formatter=fmt).split("\n")
 
 
 def machine_line(m: dict[str, Any]) -> str:

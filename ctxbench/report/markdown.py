@@ -1,23 +1,5 @@
-"""Markdown table helpers shared by the sweep and paper-table reports."""
+"""Markdown table helpers of the sweep and paper-table reports: the one renderer, ctxbench/markdown_table.py."""
 from __future__ import annotations
 
-from typing import Any, Sequence
-
-MISSING = "—"
-
-
-def fmt(v: Any, digits: int = 4) -> str:
-    if v is None:
-        return MISSING
-    if isinstance(v, bool):
-        return str(v)
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
-
-
-def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 4) -> str:
-    lines = ["| " + " | ".join(str(h) for h in header) + " |", "|" + "---|" * len(header)]
-    for row in rows:
-        lines.append("| " + " | ".join(fmt(v, digits) for v in row) + " |")
-    return "\n".join(lines)
+from ..markdown_table import MISSING, fmt, md_table  # noqa: F401 - re-exported
+__all__ = ["MISSING", "fmt", "md_table"]

@@ -1,0 +1,121 @@
+"""``eval task=perplexity method=NAME``: continuation perplexity given the compressed context.
+
+Text datasets: for each ``task.lengths`` L, windows of L context tokens then ``task.target_tokens``
+scored tokens (the same windows for every system). The method reads the context compressed its way
+(:meth:`score_continuation`, ctxbench/tasks/protocol.py); the baselines are the base model with the
+adapters off reading the whole context (``full_context``) or none of it (``no_context``, just its start
+token). Datasets whose questions carry continuations (``dataset=ccm_dailydialog``: the dialogue so far
+as sessions, the last turn but one as the question, the response as the answer): context = the
+sessions (one chunk each), prompt = the question, target = the answer: the response perplexity CCM
+reports. Perplexity = exp(summed NLL / scored tokens) over all windows of a (system, length).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..registry import register
+from ..render import render_session
+from ..types import Sample
+from .common import (Records, baseline_nll, encode, mean_se, no_items, ppl, progress_bar, start_ids,
+                     task_method, token_windows, tokenizer_of, write_results)
+
+Item = tuple[str, Any, list[list[int]], list[int], list[int]]  # (id, length, context chunks, prompt, target)
+
+
+def text_items(samples: list[Sample], tok: Any, tcfg: Any) -> list[Item]:
+    items: list[Item] = []
+    target = int(tcfg.target_tokens)
+    for length in [int(x) for x in tcfg.lengths]:
+        for wid, ids in token_windows(samples, tok, length + target, int(tcfg.windows), int(tcfg.skip_tokens)):
+            items.append((f"L{length}:{wid}", length, [ids[:length]], [], ids[length:]))
+    return items
+
+
+def answer_items(samples: list[Sample], tok: Any) -> list[Item]:
+    items: list[Item] = []
+    for s in samples:
+        chunks = [encode(tok, render_session(sess)) for sess in s.history.sessions] or \
+                 ([encode(tok, s.history.text)] if s.history.text else [])
+        for q in s.questions:
+            target = encode(tok, str(q.answer))
+            if target and chunks:
+                items.append((str(q.id), "answers", chunks, encode(tok, q.question + "\n"), target))
+    return items
+
+
+@register("task", "perplexity")
+def run(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]:
+    tcfg = cfg.task
+    method, name = task_method(cfg, out_dir, "perplexity", "score_continuation", "plain_lm")
+    tok = tokenizer_of(method)
+    has_answers = any(s.questions for s in samples)
+    items = answer_items(samples, tok) if has_answers else text_items(samples, tok, tcfg)
+    if not items:
+        raise no_items("perplexity", cfg, f"no windows of {list(tcfg.lengths)} + {tcfg.target_tokens} tokens "
+                       f"after skip_tokens={tcfg.skip_tokens}" if not has_answers else "no question has an answer")
+    progress = bool(cfg.get("progress", True))
+    records = Records(out_dir)
+    system = str(cfg.method.name)
+    try:
+        with torch.no_grad():
+            for iid, length, ctx, prompt, target in progress_bar(items, f"perplexity {system}", progress):
+                def score(ctx=ctx, prompt=prompt, target=target) -> dict[str, Any]:
+                    s = method.score_continuation(ctx, target, prompt)
+                    return {"nll": s.nll, "tokens": s.tokens, "context_tokens": s.context_tokens,
+                            "memory_slots": s.memory_slots, "kv_bytes": s.kv_bytes}
+                records.get_or_make(f"{system}|{iid}", score)
+            baselines = [str(b) for b in tcfg.get("baselines") or []]
+            if baselines:
+                start = start_ids(tok)
+                with method.plain_lm() as lm:
+                    for kind in baselines:
+                        for iid, length, ctx, prompt, target in progress_bar(items, kind, progress):
+                            def base(kind=kind, ctx=ctx, prompt=prompt, target=target) -> dict[str, Any]:
+                                nll, n, read = baseline_nll(lm, kind, ctx, prompt, target, start)
+                                return {"nll": nll, "tokens": n, "context_tokens": sum(map(len, ctx)),
+                                        "memory_slots": read, "kv_bytes": None}
+                            records.get_or_make(f"{kind}|{iid}", base)
+    finally:
+        records.close()
+    systems = [system] + baselines
+    rows = summarize(records.done, items, systems)
+    header = ["system", "context tokens", "windows", "scored tokens", "ppl", "NLL/token ± SE", "slots read",
+              "compression", "KV bytes"]
+    cells = [[r["system"], r["length"], r["n"], r["tokens"], r["ppl"], _nll_cell(r), r["memory_slots"],
+              r["compression"], r["kv_bytes"]] for r in rows]
+    notes = ["ppl = exp(summed NLL / scored tokens) over the windows; NLL/token ± bootstrap SE over windows; "
+             "slots read = positions the target attended to in place of the context (full_context: every "
+             "context token; no_context: none); compression = context tokens ÷ slots read."]
+    return write_results(out_dir, cfg, "perplexity", name, rows,
+                         header, cells, {"source": "answers" if has_answers else "text windows",
+                                         "target_tokens": None if has_answers else int(tcfg.target_tokens)}, notes)
+
+
+def _nll_cell(r: dict[str, Any]) -> str:
+    return f"{r['nll_per_token']:.4f}" + ("" if r["nll_stderr"] is None else f" ± {r['nll_stderr']:.4f}")
+
+
+def summarize(done: dict[str, dict[str, Any]], items: list[Item], systems: list[str]) -> list[dict[str, Any]]:
+    """One row per (system, length): windows, tokens, ppl, mean NLL/token ± SE, slots, compression."""
+    rows = []
+    lengths = list(dict.fromkeys(it[1] for it in items))
+    for system in systems:
+        for length in lengths:
+            recs = [done[f"{system}|{it[0]}"] for it in items if it[1] == length and f"{system}|{it[0]}" in done]
+            if not recs:
+                continue
+            nll, tokens = sum(r["nll"] for r in recs), sum(r["tokens"] for r in recs)
+            mean, se = mean_se([r["nll"] / max(r["tokens"], 1) for r in recs])
+            slots = sum(r["memory_slots"] for r in recs) / len(recs)
+            ctx = sum(r["context_tokens"] for r in recs) / len(recs)
+            kv = [r["kv_bytes"] for r in recs if r.get("kv_bytes") is not None]
+            rows.append({"system": system, "length": length, "n": len(recs), "tokens": tokens, "ppl": ppl(nll, tokens),
+                         "nll_per_token": round(nll / max(tokens, 1), 4), "nll_stderr": se, "mean_window_nll": mean,
+                         "memory_slots": round(slots, 1), "context_tokens": round(ctx, 1),
+                         "compression": round(ctx / slots, 2) if slots else None,
+                         "kv_bytes": round(sum(kv) / len(kv)) if kv else None,
+                         "seconds": round(sum(r.get("seconds", 0.0) for r in recs), 2)})
+    return rows
