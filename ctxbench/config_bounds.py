@@ -96,6 +96,8 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     "*batch_size": POSITIVE,  # trainer., llm., embedder., train_step., method.encode_batch_size
     # -- trainer ------------------------------------------------------------------------------------------
     "trainer.max_steps": COUNT,
+    "task.target_tokens": ge(1), "task.windows": ge(1), "task.skip_tokens": ge(0),  # eval task=... (ctxbench/tasks/)
+    "task.extra_tokens": ge(0),
     "trainer.grad_accum": POSITIVE,
     "trainer.lr": gt(0),
     "trainer.weight_decay": COUNT,
@@ -210,6 +212,7 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "model.attn_implementation": ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"),
     "method.mode": {"ccm_*": ("concat", "merge"), "icae*": ("pretrain", "finetune")},  # ccm.MODES, ICAE.MODES
     "method.positions": ("absolute", "cache"),
+    "task.normalize": ("mean", "sum"),                              # tasks/choice.py
     "method.hidden_act": ("relu", "gelu", "silu", "none"),         # methods.lococo.ACTIVATIONS
     "method.slot_norm": ("none", "embed"),
     "method.add_bos": ("auto", True, False),

@@ -15,7 +15,7 @@ PRIMARY = sorted(p.stem for p in CONF.glob("*.yaml"))
 GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and not p.name.startswith("_"))
 # which primary config each group is composed under
 HOST = {"model": "train", "method": "train", "dataset": "train", "launcher": "train", "logger": "train",
-        "experiment": "train", "memory": "eval", "llm": "eval", "embedder": "eval", "sweep": "train"}
+        "experiment": "train", "memory": "eval", "task": "eval", "llm": "eval", "embedder": "eval", "sweep": "train"}
 
 
 def group_options():

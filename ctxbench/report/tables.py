@@ -28,6 +28,7 @@ from .runs import ReportError, Run, find_runs
 
 PAPERS_DIR = Path(__file__).resolve().parent / "papers"
 TRAIN_METRICS = ("eval_loss", "eval_ppl", "final_loss")
+TRAIN_LOSSES = TRAIN_METRICS  # never in a paper's column: load_table refuses a table that maps a metric to one
 
 
 def table_names() -> list[str]:
@@ -50,6 +51,11 @@ def load_table(name: str) -> dict[str, Any]:
     for i, cell in enumerate(data["cells"]):
         if "cell" not in cell:
             raise ReportError(f"{path}: cells[{i}] has no 'cell' key")
+    for label, spec in data["metrics"].items():
+        if metric_spec(spec).get("ours") in TRAIN_LOSSES:
+            raise ReportError(f"{path}: metric {label!r} reads our training loss {metric_spec(spec)['ours']!r}, a "
+                              "quantity no paper reports: measure what the paper measured (eval task=..., "
+                              "ctxbench/tasks/)")
     return data
 
 
@@ -98,9 +104,47 @@ def results_path(run: Run, dotted: str) -> float | None:
     return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
 
-def our_value(run: Run, category: dict[str, Any], metric: str, scale: float) -> float | None:
-    """Our number for one (category, metric): results.json ``by_category`` / ``overall``, a dotted
-    results.json path (overall only), or train losses."""
+def task_row(run: Run, cell: dict[str, Any]) -> dict[str, Any] | None:
+    """The row of a task run (``eval task=perplexity|reconstruction|choice``: results.json ``rows``)
+    that a cell reads: every key of the cell's ``row`` selector matches; ``system: method`` is the
+    run's own method (``full_context`` / ``no_context`` are its baselines)."""
+    if run.results is None or not isinstance(run.results.get("rows"), list):
+        return None
+    want = dict(cell.get("row") or {})
+    if want.get("system") == "method":
+        want["system"] = ((run.results.get("config") or {}).get("method") or {}).get("name")
+    return next((r for r in run.results["rows"] if isinstance(r, dict)
+                 and all(str(r.get(k)) == str(v) for k, v in want.items())), None)
+
+
+def config_value(config: dict[str, Any], dotted: str) -> Any:
+    node: Any = config
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def setting_differs(table: dict[str, Any], cell: dict[str, Any], run: Run | None) -> str | None:
+    """Why our run's setting is not the paper's: the table's and the cell's ``setting`` (dotted config
+    keys → the paper's value, e.g. ``model.name: llama2_7b``) compared with the run's recorded config."""
+    if run is None:
+        return None
+    setting = {**(table.get("setting") or {}), **(cell.get("setting") or {})}
+    diffs = [f"{k}={config_value(run.config, k)!r} (paper {v!r})" for k, v in setting.items()
+             if str(config_value(run.config, k)) != str(v)]
+    return "ours " + ", ".join(diffs) if diffs else None
+
+
+def our_value(run: Run, category: dict[str, Any], metric: str, scale: float,
+              cell: dict[str, Any] | None = None) -> float | None:
+    """Our number for one (category, metric): a task run's selected row (cell ``row``), results.json
+    ``by_category`` / ``overall``, a dotted results.json path (overall only), or train losses."""
+    if cell is not None and cell.get("row") is not None:
+        row = task_row(run, cell)
+        v = None if row is None else row.get(metric)
+        return None if not isinstance(v, (int, float)) or isinstance(v, bool) else float(v) * scale
     if metric in TRAIN_METRICS:
         v = run.train.get(metric)
         return None if v is None else float(v)
@@ -115,8 +159,12 @@ def our_value(run: Run, category: dict[str, Any], metric: str, scale: float) -> 
     return float(row[metric]) * scale
 
 
-def our_stderr(run: Run, category: dict[str, Any], metric: str, scale: float) -> float | None:
+def our_stderr(run: Run, category: dict[str, Any], metric: str, scale: float,
+               cell: dict[str, Any] | None = None) -> float | None:
     """The bootstrap stderr beside our number (results.json ``<metric>_stderr``); None when not recorded."""
+    if cell is not None and cell.get("row") is not None:
+        se = (task_row(run, cell) or {}).get(f"{metric}_stderr")
+        return None if se is None else float(se) * scale
     if metric in TRAIN_METRICS or "." in metric:
         return None
     se = (category_row(run, category) or {}).get(f"{metric}_stderr")
@@ -167,11 +215,15 @@ def compare(table: dict[str, Any], runs: dict[str, Run]) -> list[dict[str, Any]]
                 published = values.get(cat["paper"]) or {}
                 paper = published.get(label)
                 live = run is not None and why is None
-                ours = our_value(run, cat, ours_key, unit) if live else None
-                se = our_stderr(run, cat, ours_key, unit) if live and ours is not None else None
+                ours = our_value(run, cat, ours_key, unit, cell) if live else None
+                se = our_stderr(run, cat, ours_key, unit, cell) if live and ours is not None else None
                 sd = our_run_std(run, cat, ours_key, unit) if live and ours is not None else None
-                n = None if run is None else (category_row(run, cat) or {}).get("n")
-                diff = None if ours is None or not isinstance(paper, (int, float)) else ours - float(paper)
+                if cell.get("row") is not None:
+                    n = None if run is None else (task_row(run, cell) or {}).get("n")
+                else:
+                    n = None if run is None else (category_row(run, cat) or {}).get("n")
+                why = why or (setting_differs(table, cell, run) if ours is not None else None)
+                diff = None if ours is None or why or not isinstance(paper, (int, float)) else ours - float(paper)
                 out.append({"cell": cell["cell"], "label": cell.get("label", cell["cell"]),
                             "experiment": cell.get("experiment"), "run": None if run is None else str(run.path),
                             "scale": None if run is None else run.experiment().get("scale"),
@@ -186,7 +238,10 @@ def cell_text(r: dict[str, Any], digits: int = 2) -> str:
     """``paper [± std] / ours [± stderr] [(std s over runs)] / Δ``, or ``paper / not comparable``."""
     paper = fmt(r["paper"], digits) + ("" if r.get("paper_std") is None else f" ± {r['paper_std']:.2f}")
     if not r.get("comparable", True):
-        return f"{paper} / not comparable"
+        if r.get("ours") is None:
+            return f"{paper} / not comparable"
+        se = "" if r.get("ours_stderr") is None else f" ± {r['ours_stderr']:.{digits}f}"
+        return f"{paper} / {fmt(r['ours'], digits)}{se} / not comparable"  # another setting: no Δ
     diff = MISSING if r["diff"] is None else f"{r['diff']:+.{digits}f}"
     se = "" if r.get("ours_stderr") is None else f" ± {r['ours_stderr']:.{digits}f}"
     sd = "" if r.get("ours_std") is None else f" (std {r['ours_std']:.2f} over runs)"
@@ -199,10 +254,11 @@ def render(table: dict[str, Any], records: list[dict[str, Any]]) -> str:
     lines = [f"# {table.get('title', table['name'])}", "",
              f"Source: {src.get('paper')} (arXiv {src.get('arxiv')}), {src.get('table')}; "
              f"backbone {src.get('backbone')}.",
-             f"Metrics: " + "; ".join(_metric_line(k, metric_spec(v), table) for k, v in table["metrics"].items())
+             "Metrics: " + "; ".join(_metric_line(k, metric_spec(v), table) for k, v in table["metrics"].items())
              + (" (ours ×100)" if table.get("units", "percent") == "percent" else "") + ".",
              "Each cell: paper [± std] / ours [± bootstrap stderr] / Δ (ours − paper); — = no number (no run, or "
-             "not published); not comparable = a number ctxbench does not measure, or a setting it cannot run.", ""]
+             "not published); not comparable = a number ctxbench does not measure, a setting it cannot run, or a run "
+             "in another setting than the paper's (ours shown, no Δ).", ""]
     for cell in table["cells"]:
         recs = [r for r in records if r["cell"] == cell["cell"]]
         run = next((r["run"] for r in recs if r["run"]), None)
@@ -211,7 +267,12 @@ def render(table: dict[str, Any], records: list[dict[str, Any]]) -> str:
             ("no run found" if cell.get("experiment") else str(cell.get("no_experiment") or "not implemented in ctxbench"))
         if cell.get("not_comparable"):
             where = f"not comparable: {cell['not_comparable']}"
+        differs = next((r["not_comparable"] for r in recs if r.get("ours") is not None and not r["comparable"]), None)
+        if differs and not cell.get("not_comparable"):
+            where += f"; not comparable: {differs}"
         exp = f"`experiment={cell['experiment']}`" if cell.get("experiment") else "no experiment config"
+        if cell.get("trained_by"):
+            exp = f"`train experiment={cell['trained_by']}` then `eval {exp[1:-1]} checkpoint=<run>`"
         lines += [f"## {cell.get('label', cell['cell'])} — {exp}; {where}", ""]
         header = ["category", "id", "n"] + [f"{m} paper / ours / Δ" for m in metrics]
         rows = []
