@@ -226,3 +226,152 @@ def test_answer_with_a_large_cache_is_the_full_models_greedy_answer(tiny, name, 
     assert len(new) > 0
     assert got.text == tok.decode(new, skip_special_tokens=True).strip()
     assert got.usage.answer_completion_tokens == len(new)
+
+
+# ---- the eval-task protocol: score_continuation, plain_lm ----------------------------------------
+
+ALL_PRESSES = [("full_cache", {}), ("streamingllm", {"positions": "cache"}), ("streamingllm", {}), ("h2o", {}),
+               ("lococo", {"local_len": 0, "kernel_size": 5}), ("snapkv", {"window": 4}), ("pyramidkv", {"window": 4})]
+
+
+def plain_nll(model, context: list[int], prompt: list[int], target: list[int]) -> float:
+    """The plain model's summed NLL of ``target`` given context + prompt, in one forward."""
+    ids = torch.tensor([context + prompt + target])
+    with torch.no_grad():
+        logits = model(ids).logits[0, -len(target) - 1: -1]
+    return float(torch.nn.functional.cross_entropy(logits, ids[0, -len(target):], reduction="sum"))
+
+
+@pytest.mark.parametrize("name,kw", ALL_PRESSES)
+@pytest.mark.parametrize("prompt", [[], [7, 8, 9, 10, 11]])
+def test_score_continuation_with_a_large_cache_is_the_plain_model(tiny, name, kw, prompt):
+    ids = ids_of(120, seed=3)[0].tolist()
+    chunks, target = [ids[:50], ids[50:100]], ids[100:]
+    # PyramidKV's top layer keeps (M − window) / beta + window slots: M = 4096 leaves it 208 ≥ 100
+    m = method(tiny, name, segment_len=16, mem_size=4096 if name == "pyramidkv" else 512, **kw)
+    got = m.score_continuation(chunks, target, prompt)
+    assert got.tokens == 20 and got.context_tokens == 100 and got.memory_slots == 100
+    assert got.kv_bytes == 100 * 2 * 2 * 2 * 16 * 4  # slots × layers × (K,V) × kv heads × head_dim × fp32
+    assert abs(got.nll - plain_nll(tiny.model, ids[:100], prompt, target)) < 1e-4
+    with m.plain_lm() as lm:
+        assert lm(torch.tensor([ids])).logits.shape == (1, 120, tiny.model.config.vocab_size)
+
+
+@pytest.mark.parametrize("name,kw", [p for p in ALL_PRESSES if p[0] != "full_cache"])
+@pytest.mark.parametrize("prompt", [[], [7, 8, 9, 10, 11]])
+def test_score_continuation_reads_at_most_m_slots(tiny, name, kw, prompt):
+    ids = ids_of(180, seed=4)[0].tolist()
+    m = method(tiny, name, segment_len=16, mem_size=32, **kw)
+    got = m.score_continuation([ids[:160]], ids[160:], prompt)
+    assert got.memory_slots <= 32 and got.context_tokens == 160 and got.tokens == 20
+    per_slot = 2 * 2 * 2 * 16 * 4
+    if name != "pyramidkv":  # PyramidKV's layers hold different counts (their mean is M)
+        assert got.memory_slots == 32 and got.kv_bytes == 32 * per_slot
+    assert got.kv_bytes <= 2 * 32 * per_slot
+    full = plain_nll(tiny.model, ids[:160], prompt, ids[160:])
+    assert abs(got.nll - full) > 1e-3  # the evicted context changes the target's NLL
+
+
+@pytest.mark.parametrize("name,kw", [("streamingllm", {"positions": "cache"}), ("h2o", {}),
+                                     ("lococo", {"local_len": 0, "kernel_size": 5})])
+def test_target_nll_is_what_the_streamed_text_gives_its_last_segment(tiny, name, kw):
+    """With eviction and no prompt, a target of one segment scores as the last segment of the whole
+    text streamed through the same cache (stream_perplexity)."""
+    ids = ids_of(176, seed=5)[0].tolist()
+    m = method(tiny, name, segment_len=16, mem_size=48, **kw)
+    got = m.score_continuation([ids[:160]], ids[160:])
+    ppl = m.perplexity(ids, marks=[160])
+    before = ppl["at"][0]["nll"] * ppl["at"][0]["n_tokens"]
+    assert abs(got.nll - (ppl["nll"] * ppl["n_tokens"] - before)) < 1e-4
+
+
+def test_score_continuation_needs_something_before_the_target(tiny):
+    m = method(tiny, "streamingllm", segment_len=16, mem_size=32)
+    with pytest.raises(ValueError, match="target is empty"):
+        m.score_continuation([[5, 6]], [])
+    with pytest.raises(ValueError, match="nothing precedes"):
+        m.score_continuation([], [5, 6])
+    assert abs(m.score_continuation([], [9, 10], [7, 8]).nll - plain_nll(tiny.model, [], [7, 8], [9, 10])) < 1e-4
+
+
+def test_plain_lm_is_the_base_model_under_lora_and_tuned_norms():
+    """LoCoCo with LoRA and tuned embeddings/norms: plain_lm computes the untouched base model."""
+    bundle = load_model(OmegaConf.create({"name": "tiny"}))
+    x = ids_of(40, seed=6)
+    with torch.no_grad():
+        ref = bundle.model(x).logits.clone()
+    m = build("method", OmegaConf.create({"name": "lococo", "segment_len": 16, "mem_size": 32, "kernel_size": 5,
+                                          "local_len": 0, "positions": "absolute", "train_embed_norm": True,
+                                          "lora": {"enabled": True, "r": 2, "alpha": 4, "dropout": 0.0,
+                                                   "target_modules": ["q_proj", "v_proj"]}}), bundle=bundle)
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if "lora_B" in n or "norm" in n:
+                p.add_(0.3)
+        tuned = m.lm(x).logits
+        with m.plain_lm() as lm:
+            plain = lm(x).logits
+        again = m.lm(x).logits
+    assert not torch.allclose(tuned, ref, atol=1e-3)
+    assert torch.allclose(plain, ref, atol=1e-5)
+    assert torch.equal(again, tuned)  # the tuned weights and the adapter are back after the with
+
+
+# ---- positions: which rotary position the next segment's queries get after eviction ---------------
+
+def query_positions(m, state: KVState, seg: torch.Tensor) -> list[torch.Tensor]:
+    """The cos of the rotary embedding each attention layer applied to ``seg``'s queries (forward hooks
+    see the kwargs after the press's pre-hook set them)."""
+    seen: list[torch.Tensor] = []
+    runner = m.runner()
+    hooks = [a.register_forward_hook(lambda mod, args, kw, out: seen.append(kw["position_embeddings"][0]),
+                                     with_kwargs=True) for a in runner.attn]
+    try:
+        with torch.no_grad():
+            runner.forward(state, seg)
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen
+
+
+@pytest.mark.parametrize("positions", ["cache", "absolute"])
+def test_streamingllm_queries_after_eviction_get_cache_or_text_positions(tiny, positions):
+    ids = ids_of(116, seed=7)
+    m = method(tiny, "streamingllm", segment_len=16, mem_size=40, n_sink=4, positions=positions)
+    assert OmegaConf.load("ctxbench/conf/method/streamingllm.yaml").positions == "cache"  # the default
+    runner = m.runner()
+    with torch.no_grad():
+        state = runner.stream(KVState(), ids[:, :100], 16)
+    assert state.slots == 40 and state.n_seen == 100  # 60 tokens evicted: 4 sinks + the last 36 are kept
+    assert state.layers[0].pos[0, 0].tolist() == list(range(4)) + list(range(64, 100))
+    seg = ids[:, 100:]
+    expect = torch.arange(40, 56) if positions == "cache" else torch.arange(100, 116)
+    cos, _ = runner.rope(torch.zeros(1, dtype=torch.float32), expect.view(1, -1))
+    seen = query_positions(m, state, seg)
+    assert len(seen) == 2
+    for got in seen:
+        assert torch.allclose(got, cos, atol=1e-6)
+
+
+@pytest.mark.parametrize("positions", ["cache", "absolute"])
+def test_streamingllm_after_eviction_is_the_model_on_the_kept_tokens_repositioned(positions):
+    """On a one-layer model a token's KV depends on the token and its position only, so after eviction
+    the next segment must read exactly what the plain model computes on the kept tokens + the segment
+    at cache positions 0..M+B−1 (positions=cache) or at their text positions (absolute)."""
+    bundle = load_model(OmegaConf.create({"name": "tiny", "num_layers": 1}))
+    ids = ids_of(116, seed=8)
+    m = method(bundle, "streamingllm", segment_len=16, mem_size=40, n_sink=4, positions=positions)
+    runner = m.runner()
+    with torch.no_grad():
+        state = runner.stream(KVState(), ids[:, :100], 16)
+        got = runner.forward(state, ids[:, 100:])
+        kept = list(range(4)) + list(range(64, 100))
+        x = torch.cat([ids[:, kept], ids[:, 100:]], dim=1)
+        text_pos = torch.tensor([kept + list(range(100, 116))])
+        at_cache = bundle.model(x).logits[:, 40:]
+        at_text = bundle.model(x, position_ids=text_pos).logits[:, 40:]
+    want, other = (at_cache, at_text) if positions == "cache" else (at_text, at_cache)
+    assert torch.allclose(got, want, atol=1e-6, rtol=0), (got - want).abs().max()
+    # the two modes are told apart (a random tiny model attends almost uniformly: 9e-4 measured)
+    assert float((got - other).abs().max()) > 1e-4

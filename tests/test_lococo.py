@@ -169,6 +169,35 @@ def test_lambda_is_clamped_so_mixes_stay_convex():
     assert (out <= kv.v.amax(2, keepdim=True) + 1e-6).all() and (out >= kv.v.amin(2, keepdim=True) - 1e-6).all()
 
 
+def test_unclamped_lambda_leaves_the_convex_range_clamped_cannot(tiny):
+    """clamp_lambda=false (the reference): λ = 1.7 extrapolates past the conv mix, so a new slot can
+    leave the range of the slots it mixes; clamped, the same λ acts as 1 and stays inside."""
+    L = 9
+    kv = LayerKV(torch.randn(1, 2, L, 4), torch.randn(1, 2, L, 4), torch.arange(L).view(1, 1, L).expand(1, 2, L),
+                 torch.rand(1, 2, L))
+    lo, hi = kv.v.amin(2, keepdim=True) - 1e-6, kv.v.amax(2, keepdim=True) + 1e-6
+
+    def mixed(clamp: bool, lam: float) -> torch.Tensor:
+        torch.manual_seed(0)
+        comp = ConvCompressor(head_dim=4, mem_size=4, hh_keep_rate=0.5, kernel_size=3, clamp_lambda=clamp)
+        with torch.no_grad():
+            comp.normalizer.fill_(lam)
+            return comp(kv).v[..., 2:, :]
+
+    for lam in (1.7, 2.5, -0.5, -1.5):
+        out = mixed(True, lam)
+        assert ((out >= lo) & (out <= hi)).all()
+    assert torch.equal(mixed(True, 2.5), mixed(True, 1.0))
+    free = torch.stack([mixed(False, lam) for lam in (2.5, -1.5)])
+    assert ((free < lo) | (free > hi)).any()  # outside every convex mix of the slots
+    assert torch.equal(mixed(False, 0.5), mixed(True, 0.5))  # inside [0, 1] the two agree
+    # the option reaches every layer's compressor from the config; the CPU default clamps
+    assert all(not c.clamp_lambda for c in lococo(tiny, clamp_lambda=False).compressors.per_layer)
+    assert all(c.clamp_lambda for c in lococo(tiny).compressors.per_layer)
+    assert OmegaConf.load("ctxbench/conf/method/lococo.yaml").clamp_lambda is True
+    assert OmegaConf.load("ctxbench/conf/method/lococo_paper.yaml").clamp_lambda is False
+
+
 def test_local_window_is_always_kept_among_the_heavy_hitters():
     """local_len (the reference's --local_len): the last slots stay whatever their scores."""
     comp = ConvCompressor(head_dim=4, mem_size=6, hh_keep_rate=0.5, kernel_size=3, local_len=2, normalizer_init=0.0)

@@ -18,16 +18,18 @@ With no eviction both modes give identical positions, so M ≥ length reproduces
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError
 from ..models.loading import cache_kwarg, model_device
+from ..tasks.protocol import Scored
 from ..types import History, Prediction, Question, Usage
 from .base import TrainingFreeMethod
 from .kv_prompt import qa_frame, stop_token_ids
@@ -216,6 +218,11 @@ def peak_rss_bytes() -> int:
 
 # ---- perplexity ---------------------------------------------------------------------------------
 
+def nll_sum(logits: torch.Tensor, targets: torch.Tensor) -> float:
+    """Summed NLL (nats) of ``targets`` [n] under next-token ``logits`` [n, vocab] (softmax in fp32)."""
+    return float(F.cross_entropy(logits.float(), targets, reduction="sum"))
+
+
 @torch.no_grad()
 def stream_perplexity(runner: PressRunner, ids: list[int] | torch.Tensor, segment_len: int,
                       progress: bool = False, marks: list[int] | None = None) -> dict[str, Any]:
@@ -250,8 +257,7 @@ def stream_perplexity(runner: PressRunner, ids: list[int] | torch.Tensor, segmen
             tgt = seg[0]
         else:
             tgt = seg[0, 1:]
-        pred = lg[: tgt.shape[0]]
-        total += float(F.cross_entropy(pred, tgt, reduction="sum"))
+        total += nll_sum(lg[: tgt.shape[0]], tgt)
         count += int(tgt.shape[0])
         prev_last[0] = logits[0, -1:].float()
         end = start + logits.shape[1]
@@ -264,6 +270,77 @@ def stream_perplexity(runner: PressRunner, ids: list[int] | torch.Tensor, segmen
     if marks:
         out["at"] = at
     return out
+
+
+@dataclass
+class Continuation:
+    """What :func:`continuation_nll` measured: the summed NLL of the target, the cache the target read
+    (history slots + the prompt's, before the target's own) and how many of its slots are the prompt's."""
+
+    nll: float
+    read: KVState
+    prompt_slots: int
+
+    @property
+    def history_slots(self) -> int:
+        return self.read.slots - self.prompt_slots
+
+    def history_kv_bytes(self) -> int:
+        """Bytes of the history's KV the target read (every layer holds the prompt's slots last)."""
+        q = self.prompt_slots
+        return sum(layer.nbytes() * (layer.slots - q) // layer.slots for layer in self.read.layers if layer.slots)
+
+
+@torch.no_grad()
+def continuation_nll(ingest: PressRunner, read: PressRunner, context: Sequence[int], prompt: Sequence[int],
+                     target: Sequence[int], segment_len: int) -> Continuation:
+    """The summed NLL of ``target`` read on top of ``context`` streamed through a fixed cache.
+
+    ``context`` goes through ``ingest`` segment by segment, as :meth:`FixedKVMethod.ingest` does; then,
+    as :meth:`PressRunner.generate` answers, all but the last token of ``prompt`` go through ``read``
+    as the question segment (a question-aware press cuts the history to M there, voting with the
+    prompt's queries only); the last prompt token and the target are read on top of that cache with
+    no compression, in one segment. Every target token is scored: the first from the last prompt
+    token, or from the context's last logits when there is no prompt."""
+    target = [int(t) for t in target]
+    prompt = [int(t) for t in prompt]
+    if not target:
+        raise ValueError("score_continuation: the target is empty (nothing to score)")
+    if not context and not prompt:
+        raise ValueError("score_continuation: no context and no prompt, so nothing precedes the first target token")
+    dev = model_device(read.model)
+    last: list[torch.Tensor] = []
+    state = KVState()
+
+    def keep_last(start: int, logits: torch.Tensor) -> None:
+        last[:] = [logits[0, -1:]]
+
+    if context:
+        ids = torch.tensor([list(context)], dtype=torch.long, device=dev)
+        ingest.stream(state, ids, segment_len, on_logits=keep_last)
+    st = KVState(list(state.layers), state.n_seen, state.peak_slots)
+    if len(prompt) > 1:
+        read.forward(st, torch.tensor([prompt[:-1]], device=dev), phase="question")
+    seen = KVState(list(st.layers), st.n_seen, st.peak_slots)
+    feed = prompt[-1:] + target[:-1]
+    logits = [] if prompt else [last[0]]
+    if feed:
+        logits.append(read.forward(st, torch.tensor([feed], device=dev), phase="question", compress=False)[0])
+    nll = nll_sum(torch.cat(logits, dim=0), torch.tensor(target, device=dev))
+    return Continuation(nll, seen, max(len(prompt) - 1, 0))
+
+
+@contextlib.contextmanager
+def base_weights(pairs: list[tuple[torch.nn.Parameter, torch.Tensor]]) -> Iterator[None]:
+    """Each parameter holds the given base tensor inside the ``with`` (the tuned one again after)."""
+    tuned = [p.data for p, _ in pairs]
+    try:
+        for p, base in pairs:
+            p.data = base
+        yield
+    finally:
+        for (p, _), t in zip(pairs, tuned):
+            p.data = t
 
 
 # ---- the shared method / system ----------------------------------------------------------------
@@ -294,6 +371,10 @@ class FixedKVMethod(TrainingFreeMethod):
     def make_press(self) -> Press | None:
         raise NotImplementedError
 
+    # the base tensors of base-model weights a method tunes in place (LoCoCo's train_embed_norm),
+    # swapped in by plain_lm
+    _base_weights: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
+
     @property
     def lm(self) -> Any:
         return self.model
@@ -319,6 +400,29 @@ class FixedKVMethod(TrainingFreeMethod):
         """Perplexity of a long text through this method's fixed cache (see :func:`stream_perplexity`)."""
         self.eval()
         return stream_perplexity(self.runner(), ids, self.segment_len, progress=progress, marks=marks)
+
+    # -- the eval-task protocol (tasks/protocol.py) ---------------------------------------------
+    def score_continuation(self, context: Sequence[Sequence[int]], target: Sequence[int],
+                           prompt: Sequence[int] = ()) -> Scored:
+        """Summed NLL of ``target`` after the context chunks (concatenated) streamed through the
+        fixed cache and ``prompt`` read on top (a question-aware press votes with the prompt, as with
+        a question): :func:`continuation_nll`. ``memory_slots``: history slots the target read."""
+        self.eval()
+        flat = [int(t) for chunk in context for t in chunk]
+        out = continuation_nll(self.ingest_runner(), self.runner(), flat, prompt, target, self.segment_len)
+        return Scored(nll=out.nll, tokens=len(target), context_tokens=len(flat), memory_slots=out.history_slots,
+                      kv_bytes=out.history_kv_bytes())
+
+    @contextlib.contextmanager
+    def plain_lm(self) -> Iterator[Any]:
+        """The base causal LM: no press (presses act only inside a runner's call), LoRA off, and
+        base-model weights a method tuned in place (LoCoCo's embeddings/norms) swapped back."""
+        model = self.lm
+        with contextlib.ExitStack() as stack:
+            if hasattr(model, "disable_adapter"):
+                stack.enter_context(model.disable_adapter())
+            stack.enter_context(base_weights(self._base_weights))
+            yield model
 
     # -- as a system ---------------------------------------------------------------------------
     def _frame(self, question: Question | None, speakers: list[str]) -> tuple[str, str]:

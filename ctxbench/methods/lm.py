@@ -7,15 +7,19 @@ tokens to fit the model's window), so a trained ``lm`` is compared on the same q
 """
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 import torch
+import torch.nn.functional as F
 
+from ..errors import ConfigError
 from ..registry import register
+from ..tasks.protocol import Scored
 from ..types import History, Prediction, Question, Sample, Usage
 from . import lora
-from .base import MethodOutput, TrainableMethod, chunk_tokens, fp32_trainables, pad_batch
+from .base import MethodOutput, TrainableMethod, base_dtype, chunk_tokens, fp32_trainables, pad_batch
 
 
 def add_lora(model: Any, lora_cfg: Any) -> Any:
@@ -36,6 +40,7 @@ class CausalLM(TrainableMethod):
             for p in self.model.parameters():  # full fine-tuning
                 p.requires_grad_(True)
         fp32_trainables(self)  # LoRA (peft keeps it fp32), or every weight for full fine-tuning: fp32 master weights
+        self._tuned_in_place = False  # full fine-tuning weights loaded: no base model left for plain_lm
         self._history: str = ""
         self._speakers: list[str] = []
 
@@ -56,6 +61,51 @@ class CausalLM(TrainableMethod):
         n = int((batch["labels"][:, 1:] != -100).sum())
         return MethodOutput(loss=out.loss, n_tokens=n)
 
+    def load_trainable(self, state: dict[str, torch.Tensor]) -> None:
+        super().load_trainable(state)
+        self._tuned_in_place = not hasattr(self.model, "disable_adapter")
+
+    def window(self) -> int:
+        """Tokens the model reads at once: ``max_context``, or the model's ``max_position_embeddings``."""
+        return int(self.cfg.get("max_context") or getattr(self.bundle.model.config, "max_position_embeddings", 2048))
+
+    # -- the eval-task protocol (tasks/protocol.py) ---------------------------------------------
+    @torch.no_grad()
+    def score_continuation(self, context: Sequence[Sequence[int]], target: Sequence[int],
+                           prompt: Sequence[int] = ()) -> Scored:
+        """Summed NLL of ``target`` after the context chunks (concatenated, as text) and ``prompt``, in
+        one forward; the context is cut from its oldest tokens to fit :meth:`window`. Every target
+        token is scored (the first from the last context or prompt token)."""
+        flat = [int(t) for chunk in context for t in chunk]
+        prompt, target = [int(t) for t in prompt], [int(t) for t in target]
+        if not target:
+            raise ValueError("score_continuation: the target is empty (nothing to score)")
+        room = self.window() - len(prompt) - len(target)
+        if room < 0:
+            raise ConfigError(f"method=lm: prompt + target ({len(prompt) + len(target)} tokens) exceed the "
+                              f"window of {self.window()} tokens (method.max_context)")
+        kept = flat[len(flat) - min(len(flat), room):]
+        if not kept and not prompt:
+            raise ValueError("score_continuation: no context and no prompt, so nothing precedes the first target token")
+        ids = torch.tensor([kept + prompt + target], device=self.device)
+        self.model.eval()
+        logits = self.model(input_ids=ids).logits[0, -len(target) - 1: -1]
+        nll = float(F.cross_entropy(logits.float(), ids[0, -len(target):], reduction="sum"))
+        return Scored(nll=nll, tokens=len(target), context_tokens=len(flat), memory_slots=len(kept),
+                      kv_bytes=len(kept) * kv_bytes_per_token(self.bundle.model))
+
+    @contextlib.contextmanager
+    def plain_lm(self) -> Iterator[Any]:
+        """The base causal LM: this model with its LoRA adapter off."""
+        if hasattr(self.model, "disable_adapter"):
+            with self.model.disable_adapter():
+                yield self.model
+        elif self._tuned_in_place:
+            raise ConfigError("method=lm with lora.enabled=false loaded fully fine-tuned weights: no base model is "
+                              "left for plain_lm (use LoRA, or the untrained model)")
+        else:
+            yield self.model
+
     # -- as a system (full context) ------------------------------------------------------
     def ingest(self, history: History) -> None:
         from ..render import render_history
@@ -70,7 +120,7 @@ class CausalLM(TrainableMethod):
         t0 = time.perf_counter()
         tok = self.tokenizer
         qa = self.answer_prompt
-        window = int(self.cfg.get("max_context") or getattr(self.bundle.model.config, "max_position_embeddings", 2048))
+        window = self.window()
         max_new = self.answer_max_tokens()
         hist_ids = tok(self._history, add_special_tokens=False)["input_ids"]
         frame = prompt_text(qa.messages(question, "x", self._speakers))
@@ -89,3 +139,12 @@ class CausalLM(TrainableMethod):
                       context_tokens=len(hist_ids) - cut, memory_tokens=len(hist_ids),
                       answer_seconds=time.perf_counter() - t0, extra={"truncated_tokens": cut})
         return Prediction(text=text, usage=usage)
+
+
+def kv_bytes_per_token(model: Any) -> int:
+    """Bytes one token's keys and values take in ``model``'s cache (every layer, in its dtype)."""
+    c = model.config
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    n_kv = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
+    elem = torch.empty((), dtype=base_dtype(model)).element_size()
+    return 2 * c.num_hidden_layers * n_kv * head_dim * elem

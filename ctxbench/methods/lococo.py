@@ -15,8 +15,9 @@ attention and cache). When the cache overflows (old M slots + the segment's B):
 2. the other n slots are mixed into ``mc = M − keep`` slots: a 1-D convolution (kernel 21, one
    per layer, shared by heads) over the sequence of their concatenated [K;V] gives mc channels,
    ReLU, then a softmax over the n positions → mixing weights W_conv [mc, n]; these are blended
-   with one-hot weights on the top-mc remaining slots by a learned scalar λ (init 0.5, clamped to
-   [0, 1] here so repeated compression stays convex — see ConvCompressor.forward):
+   with one-hot weights on the top-mc remaining slots by a learned scalar λ (init 0.5; clamped to
+   [0, 1] by default so repeated compression stays convex — see ConvCompressor.forward;
+   ``clamp_lambda: false`` leaves it free, as the reference):
    W = (1 − λ)·W_top + λ·W_conv, and the new slots are W·K and W·V.
 
 Calibration (``train method=lococo``) trains only the compressors (optionally embeddings/norms and
@@ -57,7 +58,7 @@ class ConvCompressor(nn.Module):
     def __init__(self, head_dim: int, mem_size: int, hh_keep_rate: float = 0.5, kernel_size: int = 21,
                  n_convlayer: int = 1, expand: int = 1, hidden_act: str | None = "relu",
                  normalizer_init: float = 0.5, local_len: int = 0, accumulate_scores: bool = False,
-                 conv_init_std: float | None = 1.0):
+                 conv_init_std: float | None = 1.0, clamp_lambda: bool = True):
         super().__init__()
         if not 0.0 <= hh_keep_rate < 1.0:
             raise ConfigError(f"method.hh_keep_rate={hh_keep_rate}: must be in [0, 1)")
@@ -70,6 +71,7 @@ class ConvCompressor(nn.Module):
         if self.local_len > self.keep:
             raise ConfigError(f"method.local_len={local_len} exceeds the heavy-hitter slots ({self.keep})")
         self.accumulate_scores = bool(accumulate_scores)
+        self.clamp_lambda = bool(clamp_lambda)
         layers: list[nn.Module] = []
         in_ch, hidden = 2 * head_dim, self.mem_compress * int(expand)
         for i in range(int(n_convlayer)):
@@ -112,10 +114,11 @@ class ConvCompressor(nn.Module):
         w_top = w_top.scatter(-1, top.unsqueeze(-1), 1.0)
         x = torch.cat([rest.k, rest.v], dim=-1).reshape(b * h, n, 2 * d).transpose(1, 2).to(wd)  # [(b h), 2d, n]
         w_conv = F.softmax(self.layers(x), dim=-1).view(b, h, self.mem_compress, n)
-        # λ is clamped to [0, 1] so every new slot stays a convex mix of old ones. The reference leaves
-        # it free; calibrated on 8 segments, several layers went to λ≈1.1 or −0.05, and re-compressing
-        # 100+ times over an 8k text then extrapolates K/V until perplexity explodes (measured: 5e5).
-        lam = self.normalizer.clamp(0.0, 1.0)
+        # λ is clamped to [0, 1] (clamp_lambda, the default) so every new slot stays a convex mix of old
+        # ones. The reference leaves it free (clamp_lambda: false); calibrated on 8 segments, several
+        # layers went to λ≈1.1 or −0.05, and re-compressing 100+ times over an 8k text then
+        # extrapolates K/V until perplexity explodes (measured: 5e5).
+        lam = self.normalizer.clamp(0.0, 1.0) if self.clamp_lambda else self.normalizer
         w = w_top * (1 - lam) + w_conv.to(wd) * lam
         k_c = torch.matmul(w, rest.k.to(wd)).to(kv.k.dtype)
         v_c = torch.matmul(w, rest.v.to(wd)).to(kv.v.dtype)
@@ -158,15 +161,16 @@ class LoCoCo(FixedKVMethod):
             n_convlayer=int(cfg.get("n_convlayer", 1)), expand=int(cfg.get("expand", 1)),
             hidden_act=cfg.get("hidden_act", "relu"), normalizer_init=float(cfg.get("normalizer_init", 0.5)),
             local_len=int(cfg.get("local_len", 32)), accumulate_scores=bool(cfg.get("accumulate_scores", False)),
-            conv_init_std=cfg.get("conv_init_std", 1.0),
+            conv_init_std=cfg.get("conv_init_std", 1.0), clamp_lambda=bool(cfg.get("clamp_lambda", True)),
         ).to(device=next(bundle.model.parameters()).device)  # fp32 master weights, any base dtype
         lora = cfg.get("lora")
         if lora and lora.get("enabled", False):
             self.model = add_lora(bundle.model, lora)
         if cfg.get("train_embed_norm", False):  # the reference also tunes embeddings and norms
-            for n, p in self.model.named_parameters():
-                if "embed" in n or "norm" in n:
-                    p.requires_grad_(True)
+            tuned = [p for n, p in self.model.named_parameters() if "embed" in n or "norm" in n]
+            self._base_weights = [(p, p.detach().clone()) for p in tuned]  # plain_lm's base model
+            for p in tuned:
+                p.requires_grad_(True)
         fp32_trainables(self)  # compressors, LoRA and (train_embed_norm) embeddings/norms: fp32 master weights
 
     def make_press(self) -> LayerCompressors:
