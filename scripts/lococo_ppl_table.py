@@ -9,6 +9,9 @@ Each method runs in its own subprocess so peak-RSS numbers do not inherit anothe
     python scripts/lococo_ppl_table.py --checkpoint outputs/lococo/calib_smollm2_B64_M128 \
         --out outputs/lococo/ppl_table
 
+The reference rows (λ unclamped, no local window, as VITA-Group/LoCoCo) read a second calibration,
+trained with ``method.clamp_lambda=false method.local_len=0``, passed as ``--ref-checkpoint``.
+
 Writes ``results.json``, ``table.md`` and ``lococo_ppl_memory.png`` under ``--out``.
 """
 from __future__ import annotations
@@ -24,19 +27,22 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-# label → (method config, needs the calibration checkpoint, method overrides)
+# label → (method config, the calibration it reads: None | "checkpoint" | "ref_checkpoint", method overrides)
+REFERENCE = {"clamp_lambda": False, "local_len": 0}  # VITA-Group/LoCoCo: λ free, no local window
 METHODS = {
-    "full_cache": ("full_cache", False, {}),
-    "streamingllm": ("streamingllm", False, {}),
-    "h2o": ("h2o", False, {}),
+    "full_cache": ("full_cache", None, {}),
+    "streamingllm": ("streamingllm", None, {}),
+    "h2o": ("h2o", None, {}),
     # LoCoCo's selection alone (λ = 0: heavy hitters + local window + top remaining slots, no mixing),
     # so the table shows what the learned convolution adds on top of the rule it starts from
-    "lococo (drop, λ=0)": ("lococo", False, {"normalizer_init": 0.0}),
-    "lococo (init)": ("lococo", False, {}),
-    "lococo (calibrated)": ("lococo", True, {}),
+    "lococo (drop, λ=0)": ("lococo", None, {"normalizer_init": 0.0}),
+    "lococo (init)": ("lococo", None, {}),
+    "lococo (calibrated)": ("lococo", "checkpoint", {}),
+    # the reference's setting, calibrated the same way (--ref-checkpoint)
+    "lococo reference (calibrated)": ("lococo", "ref_checkpoint", REFERENCE),
     # question-agnostic on a text (no question): the last segment's window votes at every overflow
-    "snapkv": ("snapkv", False, {}),
-    "pyramidkv": ("pyramidkv", False, {}),
+    "snapkv": ("snapkv", None, {}),
+    "pyramidkv": ("pyramidkv", None, {}),
 }
 
 
@@ -53,6 +59,8 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--segment-len", type=int, default=64)
     ap.add_argument("--mem-size", type=int, default=128)
     ap.add_argument("--checkpoint", default=None, help="a `train method=lococo` run folder (or checkpoint)")
+    ap.add_argument("--ref-checkpoint", default=None,
+                    help="a `train method=lococo method.clamp_lambda=false method.local_len=0` run (the reference rows)")
     ap.add_argument("--methods", nargs="+", default=list(METHODS), help=f"labels among {list(METHODS)}")
     ap.add_argument("--out", default=f"outputs/lococo/ppl_{time.strftime('%Y%m%d_%H%M%S')}")
     ap.add_argument("--fresh", action="store_true", help="re-measure methods already in --out/runs/")
@@ -71,13 +79,20 @@ def build_method(label: str, args: argparse.Namespace):
     name, needs_ckpt, overrides = METHODS[label]
     mcfg = OmegaConf.load(conf_dir() / "model" / f"{args.model}.yaml")
     cfg = OmegaConf.load(conf_dir() / "method" / f"{name}.yaml")
-    if name == "lococo" and args.checkpoint:  # the calibrated compressor's own settings (init: same shape)
+    flag = needs_ckpt or "checkpoint"
+    ckpt = getattr(args, flag)
+    if name == "lococo" and ckpt:  # the calibrated compressor's own settings (init: same shape)
         from ctxbench.checkpoint import resolve_checkpoint
 
-        saved = OmegaConf.create(json.loads((resolve_checkpoint(args.checkpoint) / "method.json").read_text()))
+        saved = OmegaConf.create(json.loads((resolve_checkpoint(ckpt) / "method.json").read_text()))
+        opt = "--" + flag.replace("_", "-")
         if (saved.mem_size, saved.segment_len) != (args.mem_size, args.segment_len):
-            raise SystemExit(f"--checkpoint {args.checkpoint} was trained with mem_size={saved.mem_size}, "
+            raise SystemExit(f"{opt} {ckpt} was trained with mem_size={saved.mem_size}, "
                              f"segment_len={saved.segment_len}; pass the same --mem-size/--segment-len")
+        if needs_ckpt:  # the row's settings are the ones its compressor was calibrated with
+            differ = {k: saved.get(k, "unset") for k, v in overrides.items() if saved.get(k) != v}
+            if differ:
+                raise SystemExit(f"{label!r} needs a calibration with {overrides}; {opt} {ckpt} has {differ}")
         cfg = saved
     cfg = OmegaConf.merge(cfg, overrides)
     cfg.segment_len = args.segment_len
@@ -86,11 +101,11 @@ def build_method(label: str, args: argparse.Namespace):
     bundle = load_model(mcfg)
     method = build("method", cfg, bundle=bundle)
     if needs_ckpt:
-        if not args.checkpoint:
-            raise SystemExit(f"{label!r} needs --checkpoint (a `train method=lococo` run)")
+        if not ckpt:
+            raise SystemExit(f"{label!r} needs --{needs_ckpt.replace('_', '-')} (a `train method=lococo` run)")
         from ctxbench.checkpoint import load_trained
 
-        load_trained(method, args.checkpoint)
+        load_trained(method, ckpt)
     return method
 
 
@@ -121,6 +136,7 @@ def run_one(label: str, args: argparse.Namespace) -> dict:
     if method.cfg.name == "lococo":
         lam = [float(c.normalizer) for c in method.compressors.per_layer]
         res["normalizer_mean"] = sum(lam) / len(lam)
+        res["normalizer_min"], res["normalizer_max"] = min(lam), max(lam)  # unclamped λ may leave [0, 1]
     return res
 
 
@@ -132,6 +148,8 @@ def subprocess_run(label: str, args: argparse.Namespace) -> dict:
         argv += ["--start-char", str(args.start_char)]
     if args.checkpoint:
         argv += ["--checkpoint", args.checkpoint]
+    if args.ref_checkpoint:
+        argv += ["--ref-checkpoint", args.ref_checkpoint]
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
     if proc.returncode != 0:
         raise SystemExit(f"{label} failed:\n{proc.stderr[-3000:]}")
@@ -145,18 +163,19 @@ def slug(label: str) -> str:
 def table(results: dict, args: argparse.Namespace) -> str:
     L = args.table_length
     mib = 1024 * 1024
+    rest = [n for n in args.lengths if n != L]
     lines = [f"Perplexity on {text_slice(args)} of `{Path(args.text).name}` "
              f"({args.model}, B={args.segment_len}, M={args.mem_size} slots per layer and KV head).", "",
-             f"| method | PPL @ {L} | " + " | ".join(f"PPL @ {n}" for n in args.lengths if n != L)
-             + " | KV slots | KV MiB @ " + " / ".join(str(n) for n in args.lengths)
+             f"| method | PPL @ {L} | " + "".join(f"PPL @ {n} | " for n in rest)
+             + "KV slots | KV MiB @ " + " / ".join(str(n) for n in args.lengths)
              + " | peak RSS MiB @ " + " / ".join(str(n) for n in args.lengths) + " | s |",
-             "|---|---:|" + "---:|" * (len([n for n in args.lengths if n != L])) + "---:|---:|---:|---:|"]
+             "|---|---:|" + "---:|" * len(rest) + "---:|---:|---:|---:|"]
     for label, r in results.items():
         at = {a["tokens_in"]: a for a in r["at"]}
-        others = " | ".join(f"{at[n]['ppl']:.2f}" for n in args.lengths if n != L)
+        others = "".join(f"{at[n]['ppl']:.2f} | " for n in rest)
         kv = " / ".join(f"{at[n]['kv_bytes'] / mib:.1f}" for n in args.lengths)
         rss = " / ".join(f"{at[n]['peak_rss_bytes'] / mib:.0f}" for n in args.lengths)
-        lines.append(f"| {label} | {at[L]['ppl']:.2f} | {others} | {at[max(args.lengths)]['kv_slots']} | {kv} | {rss} "
+        lines.append(f"| {label} | {at[L]['ppl']:.2f} | {others}{at[max(args.lengths)]['kv_slots']} | {kv} | {rss} "
                      f"| {r['seconds']:.0f} |")
     return "\n".join(lines) + "\n"
 
@@ -212,7 +231,8 @@ def main() -> None:
             return None
         rec = json.loads(f.read_text())
         same = all(rec["args"].get(k) == getattr(args, k) for k in keys)
-        if METHODS[label][1] and rec.get("checkpoint") != args.checkpoint:
+        flag = METHODS[label][1]
+        if flag and rec.get(flag) != getattr(args, flag):
             same = False
         return rec["result"] if same else None
 
@@ -224,7 +244,8 @@ def main() -> None:
         t0 = time.time()
         res = subprocess_run(label, args)
         (runs / f"{slug(label)}.json").write_text(json.dumps({"args": {k: getattr(args, k) for k in keys},
-                                                               "checkpoint": args.checkpoint, "result": res}))
+                                                               "checkpoint": args.checkpoint,
+                                                               "ref_checkpoint": args.ref_checkpoint, "result": res}))
         at = {a["tokens_in"]: a for a in res["at"]}
         print(f"{label:>20}: PPL@{args.table_length} {at[args.table_length]['ppl']:.3f}  ({time.time() - t0:.0f}s)",
               flush=True)
@@ -232,10 +253,12 @@ def main() -> None:
 
     todo = []
     for label in args.methods:
-        if METHODS[label][1] and not args.checkpoint:
+        flag = METHODS[label][1]
+        if flag and not getattr(args, flag):
+            opt = "--" + flag.replace("_", "-")
             if args.methods != list(METHODS):  # asked for by name: an error, not a silent empty row
-                raise SystemExit(f"--methods {label!r} needs --checkpoint (a `train method=lococo` run)")
-            print(f"skipping {label!r}: no --checkpoint", file=sys.stderr)
+                raise SystemExit(f"--methods {label!r} needs {opt} (a `train method=lococo` run)")
+            print(f"skipping {label!r}: no {opt}", file=sys.stderr)
             continue
         todo.append(label)
     from concurrent.futures import ThreadPoolExecutor
