@@ -15,11 +15,12 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError
+from ..models.loading import kv_bytes_per_token
 from ..registry import register
 from ..tasks.protocol import Scored
 from ..types import History, Prediction, Question, Sample, Usage
 from . import lora
-from .base import MethodOutput, TrainableMethod, base_dtype, chunk_tokens, fp32_trainables, pad_batch
+from .base import MethodOutput, TrainableMethod, chunk_tokens, fp32_trainables, pad_batch
 
 
 def add_lora(model: Any, lora_cfg: Any) -> Any:
@@ -139,12 +140,3 @@ class CausalLM(TrainableMethod):
                       context_tokens=len(hist_ids) - cut, memory_tokens=len(hist_ids),
                       answer_seconds=time.perf_counter() - t0, extra={"truncated_tokens": cut})
         return Prediction(text=text, usage=usage)
-
-
-def kv_bytes_per_token(model: Any) -> int:
-    """Bytes one token's keys and values take in ``model``'s cache (every layer, in its dtype)."""
-    c = model.config
-    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-    n_kv = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
-    elem = torch.empty((), dtype=base_dtype(model)).element_size()
-    return 2 * c.num_hidden_layers * n_kv * head_dim * elem

@@ -109,6 +109,18 @@ def model_device(model: Any) -> torch.device:
     return next(model.parameters()).device
 
 
+def kv_bytes_per_token(model: Any) -> int:
+    """Bytes one token's keys and values take in ``model``'s cache (every layer, in the dtype its
+    input embeddings compute in)."""
+    import torch
+
+    c = model.config
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    n_kv = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
+    elem = torch.empty((), dtype=model.get_input_embeddings().weight.dtype).element_size()
+    return 2 * c.num_hidden_layers * n_kv * head_dim * elem
+
+
 def cache_kwarg(model: Any) -> str:
     """The keyword a causal LM's forward (and ``generate``) takes a KV cache under: ``cache`` in newer
     transformers 5 (``past_key_values`` is deprecated there), ``past_key_values`` in older ones. A

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from ..models.loading import kv_bytes_per_token
 from ..registry import register
 from ..render import render_session
 from ..types import Sample
@@ -71,12 +72,13 @@ def run(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]:
             if baselines:
                 start = start_ids(tok)
                 with method.plain_lm() as lm:
+                    per_token = kv_bytes_per_token(lm)
                     for kind in baselines:
                         for iid, length, ctx, prompt, target in progress_bar(items, kind, progress):
                             def base(kind=kind, ctx=ctx, prompt=prompt, target=target) -> dict[str, Any]:
                                 nll, n, read = baseline_nll(lm, kind, ctx, prompt, target, start)
                                 return {"nll": nll, "tokens": n, "context_tokens": sum(map(len, ctx)),
-                                        "memory_slots": read, "kv_bytes": None}
+                                        "memory_slots": read, "kv_bytes": read * per_token}
                             records.get_or_make(f"{kind}|{iid}", base)
     finally:
         records.close()
@@ -88,7 +90,8 @@ def run(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]:
               r["compression"], r["kv_bytes"]] for r in rows]
     notes = ["ppl = exp(summed NLL / scored tokens) over the windows; NLL/token ± bootstrap SE over windows; "
              "slots read = positions the target attended to in place of the context (full_context: every "
-             "context token; no_context: none); compression = context tokens ÷ slots read."]
+             "context token; no_context: none); compression = context tokens ÷ slots read; KV bytes = those "
+             "slots' keys and values in every layer."]
     return write_results(out_dir, cfg, "perplexity", name, rows,
                          header, cells, {"source": "answers" if has_answers else "text windows",
                                          "target_tokens": None if has_answers else int(tcfg.target_tokens)}, notes)
