@@ -213,6 +213,7 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "method.mode": {"ccm_*": ("concat", "merge"), "icae*": ("pretrain", "finetune")},  # ccm.MODES, ICAE.MODES
     "method.positions": ("absolute", "cache"),
     "task.normalize": ("mean", "sum"),                              # tasks/choice.py
+    "task.score": ("continuation", "stream"),                       # tasks/perplexity.py
     "method.hidden_act": ("relu", "gelu", "silu", "none"),         # methods.lococo.ACTIVATIONS
     "method.slot_norm": ("none", "embed"),
     "method.add_bos": ("auto", True, False),

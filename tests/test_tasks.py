@@ -96,3 +96,17 @@ def test_cli_task_without_a_method_is_one_clear_line(tmp_path):
     assert p.returncode != 0
     assert "task=perplexity scores a compression method: pass method=NAME" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_stream_scoring_full_cache_equals_one_forward_and_a_fixed_cache_stays_at_m(tmp_path):
+    over = ["task=perplexity", "task.score=stream", "model=tiny", "dataset=text_sample", "task.lengths=[32,80]",
+            "task.windows=2", "progress=false", "method.segment_len=16"]
+    full = rows(run(tmp_path / "f", ["method=full_cache", *over]))
+    for length in (32, 80):
+        assert full[("full_cache", length)]["ppl"] == pytest.approx(full[("full_context", length)]["ppl"], rel=1e-4)
+        assert full[("full_cache", length)]["tokens"] == 2 * (length - 1)
+    small = rows(run(tmp_path / "s", ["method=streamingllm", "method.mem_size=24", *over]))
+    assert small[("streamingllm", 80)]["memory_slots"] <= 24 < small[("full_context", 80)]["memory_slots"]
+    # a tiny random model hardly uses its context: the evicted tokens still move the perplexity
+    assert small[("streamingllm", 80)]["ppl"] != pytest.approx(small[("full_context", 80)]["ppl"], abs=5e-4)
+    assert small[("streamingllm", 80)]["kv_bytes"] < small[("full_context", 80)]["kv_bytes"]

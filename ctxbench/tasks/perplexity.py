@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from ..errors import ConfigError
 from ..models.loading import kv_bytes_per_token
 from ..registry import register
 from ..render import render_session
@@ -50,6 +51,11 @@ def answer_items(samples: list[Sample], tok: Any) -> list[Item]:
 @register("task", "perplexity")
 def run(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]:
     tcfg = cfg.task
+    score = str(tcfg.get("score", "continuation"))
+    if score == "stream":
+        return run_stream(cfg, out_dir, samples)
+    if score != "continuation":
+        raise ConfigError(f"task.score must be continuation or stream, got {score!r}")
     method, name = task_method(cfg, out_dir, "perplexity", "score_continuation", "plain_lm")
     tok = tokenizer_of(method)
     has_answers = any(s.questions for s in samples)
@@ -122,3 +128,69 @@ def summarize(done: dict[str, dict[str, Any]], items: list[Item], systems: list[
                          "kv_bytes": round(sum(kv) / len(kv)) if kv else None,
                          "seconds": round(sum(r.get("seconds", 0.0) for r in recs), 2)})
     return rows
+
+
+# ---- task.score=stream: every token of a long text scored while the cache is compressed (LoCoCo's measure) --
+
+@torch.no_grad()
+def plain_stream(lm: Any, ids: list[int], marks: list[int]) -> list[dict[str, Any]]:
+    """The base model over the whole window in one forward: summed NLL of tokens 2..m for each mark m."""
+    from .common import model_device
+
+    x = torch.tensor([ids], device=model_device(lm))
+    logp = torch.nn.functional.cross_entropy(lm(input_ids=x).logits[0, :-1].float(), x[0, 1:], reduction="none")
+    cum = torch.cumsum(logp, 0)
+    per_token = kv_bytes_per_token(lm)
+    return [{"tokens_in": m, "nll": float(cum[m - 2]) / (m - 1), "n_tokens": m - 1, "kv_slots": m,
+             "kv_bytes": m * per_token} for m in marks]
+
+
+def run_stream(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]:
+    """Windows of max(lengths) tokens streamed through the method's cache (:meth:`perplexity`), the
+    perplexity of every token of each prefix of ``length`` recorded as it passes (the full_context
+    baseline: the base model over the prefix in one forward)."""
+    tcfg = cfg.task
+    method, name = task_method(cfg, out_dir, "perplexity", "perplexity", "plain_lm")
+    tok = tokenizer_of(method)
+    lengths = sorted(int(x) for x in tcfg.lengths)
+    windows = token_windows(samples, tok, lengths[-1], int(tcfg.windows), int(tcfg.skip_tokens))
+    if not windows:
+        raise no_items("perplexity", cfg, f"no window of {lengths[-1]} tokens after skip_tokens={tcfg.skip_tokens}")
+    system = str(cfg.method.name)
+    baselines = [str(b) for b in tcfg.get("baselines") or [] if str(b) == "full_context"]  # none reads no context
+    records = Records(out_dir)
+    progress = bool(cfg.get("progress", True))
+    try:
+        for wid, ids in progress_bar(windows, f"perplexity {system} (stream)", progress):
+            records.get_or_make(f"{system}|stream:{wid}", lambda ids=ids: {"at": [
+                {k: a[k] for k in ("tokens_in", "nll", "n_tokens", "kv_slots", "kv_bytes", "peak_rss_bytes", "seconds")}
+                for a in method.perplexity(ids, marks=lengths)["at"]]})
+        if baselines:
+            with method.plain_lm() as lm:
+                for wid, ids in progress_bar(windows, "full_context (stream)", progress):
+                    records.get_or_make(f"full_context|stream:{wid}", lambda ids=ids: {"at": plain_stream(lm, ids, lengths)})
+    finally:
+        records.close()
+    rows = []
+    for sysname in [system] + baselines:
+        recs = [records.done[f"{sysname}|stream:{wid}"] for wid, _ in windows]
+        for length in lengths:
+            at = [next(a for a in r["at"] if a["tokens_in"] == length) for r in recs]
+            nll, n = sum(a["nll"] * a["n_tokens"] for a in at), sum(a["n_tokens"] for a in at)
+            mean, se = mean_se([a["nll"] for a in at])
+            rss = [a["peak_rss_bytes"] for a in at if a.get("peak_rss_bytes")]
+            rows.append({"system": sysname, "length": length, "n": len(at), "tokens": n, "ppl": ppl(nll, n),
+                         "nll_per_token": round(nll / max(n, 1), 4), "nll_stderr": se, "mean_window_nll": mean,
+                         "memory_slots": at[0]["kv_slots"], "kv_bytes": round(sum(a["kv_bytes"] for a in at) / len(at)),
+                         "peak_rss_bytes": max(rss) if rss else None, "context_tokens": length,
+                         "compression": round(length / at[0]["kv_slots"], 2) if at[0]["kv_slots"] else None,
+                         "seconds": round(max(a.get("seconds") or 0.0 for a in at), 2)})
+    header = ["system", "tokens in", "windows", "scored tokens", "ppl", "NLL/token ± SE", "KV slots", "compression",
+              "KV bytes"]
+    cells = [[r["system"], r["length"], r["n"], r["tokens"], r["ppl"], _nll_cell(r), r["memory_slots"],
+              r["compression"], r["kv_bytes"]] for r in rows]
+    notes = ["task.score=stream: every token after the first of each window's first `tokens in` tokens is scored "
+             "as the text streams through the cache (segment by segment); full_context = the base model over the "
+             "same prefix in one forward. KV slots / bytes = what the cache holds after that prefix."]
+    return write_results(out_dir, cfg, "perplexity", name, rows, header, cells,
+                         {"source": "text windows, streamed", "score": "stream"}, notes)

@@ -11,6 +11,9 @@ with an error naming the method and the task. Every token count is in the method
   own rule (ICAE segments, CCM steps, press segments). ``perplexity`` and ``choice`` use it.
 - ``plain_lm()`` → context manager yielding a causal LM that computes the *base* model (LoRA and
   gates off): the ``full_context`` and ``no_context`` rows beside the method's own.
+- ``perplexity(ids, marks=[...])`` → ``{"at": [{tokens_in, nll (mean), n_tokens, kv_slots, kv_bytes,
+  peak_rss_bytes, seconds}, ...]}``: a long text streamed through the method's cache, every token
+  scored, recorded after each mark (the fixed-cache methods); ``perplexity task.score=stream`` uses it.
 - ``reconstruct_ids(context, max_new_tokens)`` → list of token ids the method decodes back from
   its compressed ``context`` (ICAE's autoencoding); ``reconstruction`` uses it.
 """
