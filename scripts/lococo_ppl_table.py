@@ -1,10 +1,13 @@
 """Perplexity and memory of fixed-cache methods on long text: full cache, StreamingLLM, H2O, LoCoCo,
 SnapKV, PyramidKV.
 
-One pass per method over the first ``max(lengths)`` tokens of a held-out text, segment by segment
-(B = segment_len) with M = mem_size cache slots; perplexity, KV bytes held and peak resident
-memory are recorded after the first 1k, 2k, ... tokens (the prefix a shorter text would be).
-Each method runs in its own subprocess so peak-RSS numbers do not inherit another method's heap.
+A thin alias of the one evaluator: each method is one ``python -m ctxbench eval task=perplexity
+task.score=stream`` run (its own process, so peak-RSS numbers do not inherit another method's heap;
+its own run folder under ``--out/runs/``, which resumes and is bound to its config), over the first
+``max(lengths)`` tokens of a held-out text, segment by segment (B = segment_len) with M = mem_size
+cache slots; perplexity, KV bytes held and peak resident memory after the first 1k, 2k, ... tokens
+(the prefix a shorter text would be) come from each run's results.json; this script only picks the
+held-out slice, checks checkpoints and puts the rows in one table and a plot.
 
     python scripts/lococo_ppl_table.py --checkpoint outputs/lococo/calib_smollm2_B64_M128 \
         --out outputs/lococo/ppl_table
@@ -65,48 +68,32 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--out", default=f"outputs/lococo/ppl_{time.strftime('%Y%m%d_%H%M%S')}")
     ap.add_argument("--fresh", action="store_true", help="re-measure methods already in --out/runs/")
     ap.add_argument("--jobs", type=int, default=1, help="methods measured in parallel (one process each)")
-    ap.add_argument("--only", default=None, help=argparse.SUPPRESS)  # internal: one method, print JSON
     return ap.parse_args()
 
 
-def build_method(label: str, args: argparse.Namespace):
-    from omegaconf import OmegaConf
-
-    from ctxbench.models.loading import load_model
-    from ctxbench.paths import conf_dir
-    from ctxbench.registry import build
-
+def check_checkpoint(label: str, args: argparse.Namespace) -> str | None:
+    """The checkpoint a row reads, after checking it was calibrated with this table's B, M and the
+    row's own settings (the run itself takes its method config from the checkpoint)."""
     name, needs_ckpt, overrides = METHODS[label]
-    mcfg = OmegaConf.load(conf_dir() / "model" / f"{args.model}.yaml")
-    cfg = OmegaConf.load(conf_dir() / "method" / f"{name}.yaml")
     flag = needs_ckpt or "checkpoint"
     ckpt = getattr(args, flag)
-    if name == "lococo" and ckpt:  # the calibrated compressor's own settings (init: same shape)
-        from ctxbench.checkpoint import resolve_checkpoint
+    if not needs_ckpt:
+        return None
+    opt = "--" + flag.replace("_", "-")
+    if not ckpt:
+        raise SystemExit(f"{label!r} needs {opt} (a `train method=lococo` run)")
+    from omegaconf import OmegaConf
 
-        saved = OmegaConf.create(json.loads((resolve_checkpoint(ckpt) / "method.json").read_text()))
-        opt = "--" + flag.replace("_", "-")
-        if (saved.mem_size, saved.segment_len) != (args.mem_size, args.segment_len):
-            raise SystemExit(f"{opt} {ckpt} was trained with mem_size={saved.mem_size}, "
-                             f"segment_len={saved.segment_len}; pass the same --mem-size/--segment-len")
-        if needs_ckpt:  # the row's settings are the ones its compressor was calibrated with
-            differ = {k: saved.get(k, "unset") for k, v in overrides.items() if saved.get(k) != v}
-            if differ:
-                raise SystemExit(f"{label!r} needs a calibration with {overrides}; {opt} {ckpt} has {differ}")
-        cfg = saved
-    cfg = OmegaConf.merge(cfg, overrides)
-    cfg.segment_len = args.segment_len
-    if name != "full_cache":
-        cfg.mem_size = args.mem_size
-    bundle = load_model(mcfg)
-    method = build("method", cfg, bundle=bundle)
-    if needs_ckpt:
-        if not ckpt:
-            raise SystemExit(f"{label!r} needs --{needs_ckpt.replace('_', '-')} (a `train method=lococo` run)")
-        from ctxbench.checkpoint import load_trained
+    from ctxbench.checkpoint import resolve_checkpoint
 
-        load_trained(method, ckpt)
-    return method
+    saved = OmegaConf.create(json.loads((resolve_checkpoint(ckpt) / "method.json").read_text()))
+    if (saved.mem_size, saved.segment_len) != (args.mem_size, args.segment_len):
+        raise SystemExit(f"{opt} {ckpt} was trained with mem_size={saved.mem_size}, "
+                         f"segment_len={saved.segment_len}; pass the same --mem-size/--segment-len")
+    differ = {k: saved.get(k, "unset") for k, v in overrides.items() if saved.get(k) != v}
+    if differ:
+        raise SystemExit(f"{label!r} needs a calibration with {overrides}; {opt} {ckpt} has {differ}")
+    return ckpt
 
 
 def text_slice(args: argparse.Namespace) -> str:
@@ -116,44 +103,47 @@ def text_slice(args: argparse.Namespace) -> str:
     return f"the text from character {args.start_char:,}"
 
 
-def eval_ids(args: argparse.Namespace, tokenizer) -> list[int]:
+def held_out_file(args: argparse.Namespace, out: Path) -> Path:
+    """The held-out slice of --text as its own file (the eval runs read it with dataset=text)."""
     text = Path(args.text).read_text(encoding="utf-8")
     text = text[-args.tail_chars:] if args.start_char is None else text[args.start_char:]
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    need = max(args.lengths)
-    if len(ids) < need:
-        raise SystemExit(f"{args.text}: only {len(ids)} tokens in {text_slice(args)}, {need} needed")
-    return ids[:need]
+    path = out / "held_out.txt"
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return path
 
 
-def run_one(label: str, args: argparse.Namespace) -> dict:
-    import torch
+def eval_command(label: str, args: argparse.Namespace, text: Path, run_dir: Path) -> list[str]:
+    """``python -m ctxbench eval task=perplexity task.score=stream ...`` for one row."""
+    name, _needs, overrides = METHODS[label]
+    argv = [sys.executable, "-m", "ctxbench", "eval", "task=perplexity", "task.score=stream", f"method={name}",
+            f"model={args.model}", "dataset=text", f"dataset.path={text}", "task.windows=1", "task.skip_tokens=0",
+            f"task.lengths=[{','.join(map(str, args.lengths))}]", "task.baselines=[]", "progress=false",
+            f"hydra.run.dir={run_dir}"]
+    ckpt = check_checkpoint(label, args)
+    if ckpt:
+        argv.append(f"checkpoint={ckpt}")
+    else:
+        argv += [f"method.segment_len={args.segment_len}"] + ([f"method.mem_size={args.mem_size}"]
+                                                              if name != "full_cache" else [])
+        argv += [f"method.{k}={v}" for k, v in overrides.items()]
+    return argv
 
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    method = build_method(label, args)
-    ids = eval_ids(args, method.tokenizer)
-    res = method.perplexity(ids, progress=False, marks=args.lengths)
-    if method.cfg.name == "lococo":
-        lam = [float(c.normalizer) for c in method.compressors.per_layer]
-        res["normalizer_mean"] = sum(lam) / len(lam)
-        res["normalizer_min"], res["normalizer_max"] = min(lam), max(lam)  # unclamped λ may leave [0, 1]
-    return res
+
+def row_of(results: dict) -> dict:
+    """One run's results.json as the table's record: ``at`` per length, seconds, LoCoCo's λ."""
+    at = [{"tokens_in": r["length"], "ppl": r["ppl"], "kv_slots": r["memory_slots"], "kv_bytes": r["kv_bytes"],
+           "peak_rss_bytes": r.get("peak_rss_bytes") or 0, "seconds": r.get("seconds")} for r in results["rows"]]
+    return {"at": at, "seconds": max(a["seconds"] or 0.0 for a in at), "run": results.get("config", {}).get("run_dir"),
+            **(results.get("method_state") or {})}
 
 
-def subprocess_run(label: str, args: argparse.Namespace) -> dict:
-    argv = [sys.executable, __file__, "--only", label, "--model", args.model, "--text", args.text,
-            "--tail-chars", str(args.tail_chars), "--segment-len", str(args.segment_len),
-            "--mem-size", str(args.mem_size), "--lengths", *map(str, args.lengths)]
-    if args.start_char is not None:
-        argv += ["--start-char", str(args.start_char)]
-    if args.checkpoint:
-        argv += ["--checkpoint", args.checkpoint]
-    if args.ref_checkpoint:
-        argv += ["--ref-checkpoint", args.ref_checkpoint]
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+def subprocess_run(label: str, args: argparse.Namespace, text: Path, run_dir: Path) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    proc = subprocess.run(eval_command(label, args, text, run_dir), capture_output=True, text=True, cwd=REPO, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"{label} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads((run_dir / "results.json").read_text())
 
 
 def slug(label: str) -> str:
@@ -161,23 +151,24 @@ def slug(label: str) -> str:
 
 
 def table(results: dict, args: argparse.Namespace) -> str:
+    from ctxbench.markdown_table import md_table
+
     L = args.table_length
     mib = 1024 * 1024
     rest = [n for n in args.lengths if n != L]
-    lines = [f"Perplexity on {text_slice(args)} of `{Path(args.text).name}` "
-             f"({args.model}, B={args.segment_len}, M={args.mem_size} slots per layer and KV head).", "",
-             f"| method | PPL @ {L} | " + "".join(f"PPL @ {n} | " for n in rest)
-             + "KV slots | KV MiB @ " + " / ".join(str(n) for n in args.lengths)
-             + " | peak RSS MiB @ " + " / ".join(str(n) for n in args.lengths) + " | s |",
-             "|---|---:|" + "---:|" * len(rest) + "---:|---:|---:|---:|"]
+    header = ["method", f"PPL @ {L}", *(f"PPL @ {n}" for n in rest), "KV slots",
+              "KV MiB @ " + " / ".join(str(n) for n in args.lengths),
+              "peak RSS MiB @ " + " / ".join(str(n) for n in args.lengths), "s"]
+    rows = []
     for label, r in results.items():
         at = {a["tokens_in"]: a for a in r["at"]}
-        others = "".join(f"{at[n]['ppl']:.2f} | " for n in rest)
-        kv = " / ".join(f"{at[n]['kv_bytes'] / mib:.1f}" for n in args.lengths)
-        rss = " / ".join(f"{at[n]['peak_rss_bytes'] / mib:.0f}" for n in args.lengths)
-        lines.append(f"| {label} | {at[L]['ppl']:.2f} | {others}{at[max(args.lengths)]['kv_slots']} | {kv} | {rss} "
-                     f"| {r['seconds']:.0f} |")
-    return "\n".join(lines) + "\n"
+        rows.append([label, f"{at[L]['ppl']:.2f}", *(f"{at[n]['ppl']:.2f}" for n in rest),
+                     at[max(args.lengths)]["kv_slots"],
+                     " / ".join(f"{at[n]['kv_bytes'] / mib:.1f}" for n in args.lengths),
+                     " / ".join(f"{at[n]['peak_rss_bytes'] / mib:.0f}" for n in args.lengths), f"{r['seconds']:.0f}"])
+    return (f"Perplexity on {text_slice(args)} of `{Path(args.text).name}` "
+            f"({args.model}, B={args.segment_len}, M={args.mem_size} slots per layer and KV head; one "
+            f"`eval task=perplexity task.score=stream` run per row, in --out/runs/).\n\n" + md_table(header, rows) + "\n")
 
 
 def plot(results: dict, args: argparse.Namespace, path: Path) -> None:
@@ -211,9 +202,6 @@ def plot(results: dict, args: argparse.Namespace, path: Path) -> None:
 
 def main() -> None:
     args = parse()
-    if args.only:
-        print(json.dumps(run_one(args.only, args)))
-        return
     unknown = [m for m in args.methods if m not in METHODS]
     if unknown:
         raise SystemExit(f"unknown --methods {unknown}; choose from {list(METHODS)}")
@@ -221,31 +209,28 @@ def main() -> None:
         args.lengths = sorted(set(args.lengths) | {args.table_length})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    runs = out / "runs"  # one JSON per method, so an interrupted or partial run can be resumed/extended
+    runs = out / "runs"  # one eval run folder per method: it resumes, and refuses another config
     runs.mkdir(exist_ok=True)
-    keys = ("model", "text", "tail_chars", "start_char", "lengths", "segment_len", "mem_size")
-
-    def cached(label: str) -> dict | None:
-        f = runs / f"{slug(label)}.json"
-        if args.fresh or not f.exists():
-            return None
-        rec = json.loads(f.read_text())
-        same = all(rec["args"].get(k) == getattr(args, k) for k in keys)
-        flag = METHODS[label][1]
-        if flag and rec.get(flag) != getattr(args, flag):
-            same = False
-        return rec["result"] if same else None
+    text = held_out_file(args, out)
 
     def one(label: str) -> tuple[str, dict]:
-        hit = cached(label)
-        if hit is not None:
-            print(f"{label:>20}: reused {runs / (slug(label) + '.json')}", flush=True)
-            return label, hit
+        run_dir = runs / slug(label)
+        if args.fresh and run_dir.exists():
+            import shutil
+
+            shutil.rmtree(run_dir)
+        cmd = eval_command(label, args, text, run_dir)
+        done = run_dir / "table_command.json"  # written after a finished run: the command that made it
+        if (run_dir / "results.json").exists() and done.exists() and json.loads(done.read_text()) == cmd[3:]:
+            print(f"{label:>20}: reused {run_dir}", flush=True)
+            return label, row_of(json.loads((run_dir / "results.json").read_text()))
+        if done.exists() and json.loads(done.read_text()) != cmd[3:]:  # measured another way: measure again
+            import shutil
+
+            shutil.rmtree(run_dir)
         t0 = time.time()
-        res = subprocess_run(label, args)
-        (runs / f"{slug(label)}.json").write_text(json.dumps({"args": {k: getattr(args, k) for k in keys},
-                                                               "checkpoint": args.checkpoint,
-                                                               "ref_checkpoint": args.ref_checkpoint, "result": res}))
+        res = row_of(subprocess_run(label, args, text, run_dir))
+        done.write_text(json.dumps(cmd[3:]))
         at = {a["tokens_in"]: a for a in res["at"]}
         print(f"{label:>20}: PPL@{args.table_length} {at[args.table_length]['ppl']:.3f}  ({time.time() - t0:.0f}s)",
               flush=True)

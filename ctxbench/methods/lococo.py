@@ -239,6 +239,13 @@ class LoCoCo(FixedKVMethod):
                  "first_segment_loss": seg_losses[0] if seg_losses else 0.0}
         return MethodOutput(loss=loss, n_tokens=n_tok, stats=stats)
 
+    def state_summary(self) -> dict[str, Any]:
+        """What the compressor learned, for results.json (``method_state``): λ per layer (min / mean / max;
+        with ``clamp_lambda`` the mixing uses it clamped to [0, 1])."""
+        lam = [float(c.normalizer.detach()) for c in self.compressors.per_layer]
+        return {"normalizer_min": min(lam), "normalizer_mean": sum(lam) / len(lam), "normalizer_max": max(lam),
+                "clamp_lambda": bool(self.cfg.get("clamp_lambda", True))}
+
     def optimizer_param_groups(self, lr: float, weight_decay: float = 0.0) -> list[dict[str, Any]]:
         """Parameter groups with the reference's learning-rate scales (memory_lr_scale etc.)."""
         comp, other, lora = [], [], []

@@ -118,4 +118,4 @@ def run(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]:
               r["chance"], r["memory_slots"]] for r in rows]
     notes = [f"Options ranked by {'mean NLL per token' if norm == 'mean' else 'summed NLL'}; ± = bootstrap "
              "standard error over questions; chance = mean of 1 / options."]
-    return write_results(out_dir, cfg, "choice", name, rows, header, cells, {"normalize": norm}, notes)
+    return write_results(out_dir, cfg, method, "choice", name, rows, header, cells, {"normalize": norm}, notes)

@@ -163,11 +163,16 @@ def progress_bar(items: Sequence[Any], desc: str, enabled: bool) -> Any:
     return tqdm(items, desc=desc, disable=not enabled, leave=False)
 
 
-def write_results(out_dir: Path, cfg: Any, task: str, system: str, rows: list[dict[str, Any]],
+def write_results(out_dir: Path, cfg: Any, method: Any, task: str, system: str, rows: list[dict[str, Any]],
                   header: list[str], cells: list[list[Any]], extra: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    """results.json (task, version, rows, the evaluator's run metadata) and results.md (one table)."""
+    """results.json (task, version, rows, what the method learned, the evaluator's run metadata, where
+    the model ran) and results.md (one table)."""
     results = {"task": task, "task_version": TASK_VERSION, "system": system, "rows": rows, **extra}
-    results.update(run_metadata(cfg, "eval", {"system": system, "dataset": str(cfg.dataset.name)}))
+    summary = getattr(method, "state_summary", None)
+    if callable(summary):  # e.g. LoCoCo's learned λ per layer
+        results["method_state"] = summary()
+    placement = method.placement() if callable(getattr(method, "placement", None)) else None
+    results.update(run_metadata(cfg, "eval", {"system": system, "dataset": str(cfg.dataset.name)}, placement=placement))
     write_json(Path(out_dir) / RESULTS_JSON, results)
     lines = [f"# eval task={task}: {system} on {cfg.dataset.name}", "", md_table(header, cells), ""]
     lines += [*notes, "", f"Provenance: {provenance_line(results)}",

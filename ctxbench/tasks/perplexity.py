@@ -98,7 +98,7 @@ def run(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]:
              "slots read = positions the target attended to in place of the context (full_context: every "
              "context token; no_context: none); compression = context tokens ÷ slots read; KV bytes = those "
              "slots' keys and values in every layer."]
-    return write_results(out_dir, cfg, "perplexity", name, rows,
+    return write_results(out_dir, cfg, method, "perplexity", name, rows,
                          header, cells, {"source": "answers" if has_answers else "text windows",
                                          "target_tokens": None if has_answers else int(tcfg.target_tokens)}, notes)
 
@@ -192,5 +192,5 @@ def run_stream(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]
     notes = ["task.score=stream: every token after the first of each window's first `tokens in` tokens is scored "
              "as the text streams through the cache (segment by segment); full_context = the base model over the "
              "same prefix in one forward. KV slots / bytes = what the cache holds after that prefix."]
-    return write_results(out_dir, cfg, "perplexity", name, rows, header, cells,
+    return write_results(out_dir, cfg, method, "perplexity", name, rows, header, cells,
                          {"source": "text windows, streamed", "score": "stream"}, notes)

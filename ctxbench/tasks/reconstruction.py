@@ -61,5 +61,5 @@ def run(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]:
              "(nltk, smoothing method1); exact match of the token ids; token accuracy by position. "
              "± = bootstrap standard error over passages.", "",
              f"Example — context: {ex['reference'][:300]!r}", f"decoded: {ex['reconstruction'][:300]!r}"]
-    return write_results(out_dir, cfg, "reconstruction", name, rows, header, cells,
+    return write_results(out_dir, cfg, method, "reconstruction", name, rows, header, cells,
                          {"metrics_version": R.VERSION}, notes)
