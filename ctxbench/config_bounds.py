@@ -149,7 +149,7 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     "memory.max_lookups": COUNT,
     # -- methods ------------------------------------------------------------------------------------------
     "method.seq_len": TOKENS, "method.segment_len": TOKENS, "method.step_tokens": TOKENS,
-    "method.context_tokens": TOKENS, "method.lm_tokens": TOKENS,
+    "method.context_tokens": TOKENS, "method.lm_tokens": COUNT,  # 0 = AE only (no continuation)
     "method.max_context": ge(1, note="null = the model's window"),
     "method.max_context_tokens": TOKENS, "method.max_prompt_tokens": TOKENS, "method.max_answer_tokens": TOKENS,
     "method.max_session_tokens": ge(1, note="null = no cap"),
@@ -213,7 +213,8 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "method.mode": {"ccm_*": ("concat", "merge"), "icae*": ("pretrain", "finetune")},  # ccm.MODES, ICAE.MODES
     "method.positions": ("absolute", "cache"),
     "task.normalize": ("mean", "sum"),                              # tasks/choice.py
-    "task.score": ("continuation", "stream"),                       # tasks/perplexity.py
+    "task.score": ("continuation", "stream"),
+    "method.segment_layout": ("ctxbench", "reference"),             # methods/icae_data.Layout                       # tasks/perplexity.py
     "method.hidden_act": ("relu", "gelu", "silu", "none"),         # methods.lococo.ACTIVATIONS
     "method.slot_norm": ("none", "embed"),
     "method.add_bos": ("auto", True, False),

@@ -53,7 +53,7 @@ def step(method, batch, lr=1e-2):
 
 
 def test_ae_training_drives_reconstruction_loss_near_zero():
-    m = make(rescale=True, mem_size=16, slot_norm="none")  # the reference's raw last-layer states
+    m = make(rescale=True, mem_size=16, slot_norm="none", lambda_ae=1.0)  # raw last-layer states; AE only: λ = 1
     batch = m.collate([D.Example(context=m.layout.encode(t)) for t in TEXTS])
     opt = torch.optim.Adam([p for p in m.parameters() if p.requires_grad], lr=1e-2)
     first = None

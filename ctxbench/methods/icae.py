@@ -16,15 +16,17 @@ As a system, ``ingest`` compresses the history and ``answer`` decodes greedily f
 """
 from __future__ import annotations
 
+import contextlib
 import random
 import time
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError
 from ..registry import register
+from ..tasks.protocol import Scored
 from ..types import History, Prediction, Question, Sample, Usage
 from . import icae_data as D
 from . import lora
@@ -168,10 +170,11 @@ class ICAE(TrainableMethod):
             if bool((kind == k).any()):
                 parts[name] = tok_loss[kind == k].mean()
                 stats[f"{name}_loss"] = float(parts[name].detach())
-        if self.mode == "finetune" or self.cfg.get("objective_sampling", False) or len(parts) < 2:
-            loss = tok_loss.mean()  # token mean over whatever objectives the batch holds
-        else:
-            loss = self.lambda_ae * parts["ae"] + (1.0 - self.lambda_ae) * parts["lm"]
+        if self.mode == "finetune" or self.cfg.get("objective_sampling", False):
+            loss = tok_loss.mean()  # token mean over whatever objectives the batch holds (the reference's sampling)
+        else:  # λ·L_AE + (1−λ)·L_LM in every batch: an objective the batch lacks adds 0, λ still weights the other
+            zero = tok_loss.sum() * 0.0
+            loss = self.lambda_ae * parts.get("ae", zero) + (1.0 - self.lambda_ae) * parts.get("lm", zero)
         return MethodOutput(loss=loss, n_tokens=int(sel.sum()), stats=stats)
 
     # -- inference helpers ----------------------------------------------------------------------
@@ -186,14 +189,19 @@ class ICAE(TrainableMethod):
             return torch.zeros(0, self.memory_embed.shape[1], device=self.device, dtype=base_dtype(self.base)), 0
         bs = int(self.cfg.get("encode_batch_size", 8))
         out = []
+        framed = self.layout.frame_segments(segs)
         for i in range(0, len(segs), bs):
-            part = [self.layout.bos + s for s in segs[i : i + bs]]
+            part = framed[i : i + bs]
             enc = torch.full((len(part), max(map(len, part))), int(self.tokenizer.pad_token_id), dtype=torch.long)
             for j, s in enumerate(part):
                 enc[j, : len(s)] = torch.tensor(s)
             out.append(self.encode_segments(enc.to(self.device), torch.tensor([len(s) for s in part]).to(self.device)))
         slots = torch.cat(out).reshape(-1, self.memory_embed.shape[1])
         return slots, sum(len(s) for s in segs)
+
+    def memory_slots(self, n_tokens: int) -> int:
+        """Slots ``n_tokens`` of context compress into (mem_size per segment)."""
+        return len(D.segment(list(range(n_tokens)), self.layout.seg_len)) * self.mem_size
 
     @torch.no_grad()
     def decoder_logits(self, codes: list[int], slots: torch.Tensor) -> torch.Tensor:
@@ -225,12 +233,43 @@ class ICAE(TrainableMethod):
 
     def reconstruct(self, text: str, max_new_tokens: int | None = None) -> str:
         """AE evaluation: compress ``text`` and decode it back greedily from [slots][AE]."""
-        self.eval()
         ids = self.layout.encode(text)
-        slots, _ = self.compress(ids)
-        codes = self.layout.bos + [D.SLOT] * slots.shape[0] + [D.AE]
-        gen = self.greedy(codes, slots, max_new_tokens or len(ids) + 8)
-        return self.tokenizer.decode(gen, skip_special_tokens=True)
+        return self.tokenizer.decode(self.reconstruct_ids(ids, max_new_tokens or len(ids) + 8), skip_special_tokens=True)
+
+    # -- the eval-task protocol (tasks/protocol.py) ---------------------------------------------
+    @torch.no_grad()
+    def reconstruct_ids(self, context: Sequence[int], max_new_tokens: int) -> list[int]:
+        """Compress ``context`` and decode it back greedily from [slots][AE] (the decoder sees only the slots)."""
+        self.eval()
+        slots, _ = self.compress(list(context))
+        codes = self.layout.row_bos + [D.SLOT] * slots.shape[0] + [D.AE]
+        return self.greedy(codes, slots, max_new_tokens)
+
+    @torch.no_grad()
+    def score_continuation(self, context: Sequence[Sequence[int]], target: Sequence[int],
+                           prompt: Sequence[int] = ()) -> Scored:
+        """Summed NLL of ``target`` read by the decoder after the slots of ``context`` (all chunks joined,
+        segmented as in training): [slots][LM] target for a continuation (Table 6's text continuation),
+        or the fine-tuning layout [slots][FT] prompt → target when a prompt is given to ``icae_finetune``."""
+        self.eval()
+        flat = [int(t) for c in context for t in c]
+        slots, _ = self.compress(flat)
+        n = int(slots.shape[0])
+        if prompt and self.mode == "finetune":
+            head = self.layout.ft_prompt(n, list(prompt))
+        else:
+            head = self.layout.row_bos + [D.SLOT] * n + ([D.LM] if self.layout.use_lm_token else []) + list(prompt)
+        codes = head + list(target)
+        logits = self.decoder_logits(codes, slots)[len(head) - 1 : -1].float()
+        tgt = torch.tensor(list(target), device=logits.device)
+        nll = float(F.cross_entropy(logits, tgt, reduction="sum"))
+        return Scored(nll=nll, tokens=len(target), context_tokens=len(flat), memory_slots=n, kv_bytes=self.kv_bytes(n))
+
+    @contextlib.contextmanager
+    def plain_lm(self) -> Iterator[Any]:
+        """The base LLM with the encoder's LoRA disabled: the decoder ICAE reads its slots with."""
+        with self.model.disable_adapter():
+            yield self.base
 
     def reconstruction_bleu(self, text: str) -> float:
         return D.reconstruction_bleu(text, self.reconstruct(text))
@@ -244,7 +283,8 @@ class ICAE(TrainableMethod):
         n_seg = self._slots.shape[0] // self.mem_size
         self._ingest = {"context_tokens_total": len(ids), "context_tokens_compressed": kept,
                         "dropped_tokens": len(ids) - kept, "segments": n_seg,
-                        "encoded_tokens": kept + n_seg * (self.mem_size + len(self.layout.bos)),
+                        "encoded_tokens": kept + n_seg * self.mem_size
+                        + len(self.layout.bos) * (n_seg if self.layout.segment_layout == "ctxbench" else min(n_seg, 1)),
                         "seconds": time.perf_counter() - t0}
 
     def construction_usage(self) -> Usage:

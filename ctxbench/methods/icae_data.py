@@ -57,6 +57,12 @@ class Layout:
             probe = tokenizer("a")["input_ids"]
             add_bos = bool(probe) and tokenizer.bos_token_id is not None and probe[0] == tokenizer.bos_token_id
         self.bos = [tokenizer.bos_token_id] if add_bos else []
+        self.segment_layout = str(cfg.get("segment_layout", "ctxbench"))
+        if self.segment_layout not in ("ctxbench", "reference"):
+            raise ValueError(f"method.segment_layout={self.segment_layout!r}: use ctxbench or reference")
+        # reference: the start token once, before the first segment (the text is tokenized whole, then split),
+        # and none in front of a decoder row; ctxbench: before every segment and every decoder row
+        self.row_bos = list(self.bos) if self.segment_layout == "ctxbench" else []
         self.eos = tokenizer.eos_token_id
         self.chat_left, self.chat_right = self._chat_frame(bool(cfg.get("chat_template", True)))
 
@@ -74,20 +80,25 @@ class Layout:
     def encode(self, text: str) -> list[int]:
         return self.tok(text, add_special_tokens=False)["input_ids"]
 
+    def frame_segments(self, segs: list[list[int]]) -> list[list[int]]:
+        """Segments as the encoder reads them: with the start token per segment (ctxbench) or only
+        before the first (reference)."""
+        return [(self.bos if self.segment_layout == "ctxbench" or i == 0 else []) + s for i, s in enumerate(segs)]
+
     def segments(self, ids: list[int]) -> list[list[int]]:
-        return [self.bos + s for s in segment(ids, self.seg_len)]
+        return self.frame_segments(segment(ids, self.seg_len))
 
     def n_slots(self, ids: list[int]) -> int:
         return len(segment(ids, self.seg_len)) * self.mem_size
 
     # -- decoder sequences: (codes, labels) ---------------------------------------------------
     def ae(self, ctx: list[int]) -> tuple[list[int], list[int]]:
-        head = self.bos + [SLOT] * self.n_slots(ctx) + [AE]
+        head = self.row_bos + [SLOT] * self.n_slots(ctx) + [AE]
         tail = ctx + [self.eos]
         return head + tail, [-100] * len(head) + tail
 
     def lm(self, ctx: list[int], cont: list[int]) -> tuple[list[int], list[int]]:
-        head = self.bos + [SLOT] * self.n_slots(ctx) + ([LM] if self.use_lm_token else [])
+        head = self.row_bos + [SLOT] * self.n_slots(ctx) + ([LM] if self.use_lm_token else [])
         leave = min(self.leave_lm, max(len(cont) - 1, 0))
         return head + cont, [-100] * (len(head) + leave) + cont[leave:]
 
