@@ -97,3 +97,19 @@ def test_score_continuation_reads_the_slots_and_reconstruct_ids_decodes():
     assert other.nll != pytest.approx(s.nll, rel=1e-4)               # the target depends on the context's slots
     out = m.reconstruct_ids(ctx, max_new_tokens=5)
     assert isinstance(out, list) and len(out) <= 5 and all(isinstance(t, int) for t in out)
+
+
+def test_icae_eval_is_an_alias_of_eval_task_reconstruction(tmp_path, shared_data):
+    import json
+
+    from ctxbench.methods.icae_eval import eval_args, main
+
+    args = eval_args(["--text", str(shared_data / "tinyshakespeare.txt"), "--model", "tiny", "--n", "2",
+                      "--tokens", "16", "--out", str(tmp_path / "r"), "mem_size=4", "max_new_tokens=4"])
+    assert args[:3] == ["eval", "task=reconstruction", "method=icae_pretrain"] and "method.mem_size=4" in args
+    main(["--text", str(shared_data / "tinyshakespeare.txt"), "--model", "tiny", "--n", "2", "--tokens", "16",
+          "--out", str(tmp_path / "r"), "mem_size=4", "compression_rate=4"])
+    res = json.loads((tmp_path / "r" / "results.json").read_text())
+    (row,) = res["rows"]
+    assert res["task"] == "reconstruction" and row["n"] == 2 and row["memory_slots"] == 4
+    assert 0.0 <= row["bleu4"] <= 1.0 and (tmp_path / "r" / "results.md").exists()

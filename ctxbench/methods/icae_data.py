@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -194,14 +193,10 @@ def finetune_examples(samples: list[Any], layout: Layout, max_context: int, max_
 
 
 # -- reconstruction BLEU ------------------------------------------------------------------------
-_WORD = re.compile(r"\w+|[^\w\s]")
 
 
 def reconstruction_bleu(reference: str, hypothesis: str) -> float:
-    """Sentence BLEU-4 (nltk, smoothing method1) over lowercased word/punctuation tokens."""
-    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+    """Sentence BLEU-4 over lowercased word/punctuation tokens: the one definition, ctxbench/metrics/reconstruction.py."""
+    from ..metrics.reconstruction import bleu4
 
-    ref, hyp = _WORD.findall(reference.lower()), _WORD.findall(hypothesis.lower())
-    if not ref or not hyp:
-        return 0.0
-    return float(sentence_bleu([ref], hyp, smoothing_function=SmoothingFunction().method1))
+    return bleu4(reference, hypothesis)
