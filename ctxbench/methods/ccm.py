@@ -25,16 +25,19 @@ grow past a small model's trained window, as in the reference.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 import torch
 from torch import nn
 
 from ..errors import ConfigError
+from ..models.loading import kv_bytes_per_token
 from ..registry import register
+from ..tasks.protocol import Scored
 from ..types import History, Prediction, Question, Sample, Session, Usage
 from .base import MethodOutput, TrainableMethod, base_dtype, fp32_trainables
 from .ccm_lora import CompGate, install_gated_lora, lora_config
@@ -156,6 +159,38 @@ class CCM(TrainableMethod):
         """No COMP gate, no merged columns: the model computes the plain base model."""
         self.gate.set(None)
         self.pstate.avg = None
+
+    # ---- the eval-task protocol (tasks/protocol.py) ---------------------------------------------
+    @torch.no_grad()
+    def score_continuation(self, context: Sequence[Sequence[int]], target: Sequence[int],
+                           prompt: Sequence[int] = ()) -> Scored:
+        """Summed NLL of ``target`` read after the compressed memory of ``context`` (each chunk one step,
+        a longer one split into ``step_tokens`` pieces) and ``prompt``, in the parallel form (equal to
+        recurrent compression). Every target token is scored when there is a prompt; without one the
+        first target token has nothing of its own before it and is not (``tokens`` says how many were)."""
+        self.eval()
+        size = int(self.cfg.get("step_tokens", 64))
+        steps = [list(c[i:i + size]) for c in context for i in range(0, len(c), size) if len(c[i:i + size])]
+        ids, tgt = list(prompt) + list(target), list(target)
+        labels = [-100] * max(len(prompt) - 1, 0) + (tgt if prompt else tgt[1:]) + [-100]
+        lay = self.layout(steps, ids, labels, loss_steps_from=len(steps) + 2)  # loss on the target only
+        batch = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in self.collate([lay]).items()}
+        try:
+            h = self.parallel_hidden(batch)
+        finally:
+            self.clear_state()
+        sel = batch["labels"] != -100
+        logits = self.model.get_output_embeddings()(h[sel]).float()
+        nll = float(nn.functional.cross_entropy(logits, batch["labels"][sel], reduction="sum"))
+        slots = self.n_tok * (len(steps) if self.mode == "concat" else min(len(steps), 1))
+        return Scored(nll=nll, tokens=int(sel.sum()), context_tokens=sum(map(len, steps)), memory_slots=slots,
+                      kv_bytes=slots * kv_bytes_per_token(self.model))
+
+    @contextlib.contextmanager
+    def plain_lm(self) -> Iterator[Any]:
+        """The base model: the conditional LoRA's gate is off (it fires only at COMP positions)."""
+        self.clear_state()
+        yield self.model
 
     def parallel_logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.model.get_output_embeddings()(self.parallel_hidden(batch))

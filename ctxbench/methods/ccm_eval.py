@@ -1,16 +1,19 @@
-"""CCM's comparison table: next-step loss with compressed memory vs no memory vs full context, and
-the memory each keeps (KV slots, entries, bytes) — the shape of the CCM paper's tables.
+"""CCM's comparison table: next-step loss with compressed memory vs no memory vs full context.
 
-For each evaluation window of ``steps + 1`` chunks of ``step_tokens`` tokens the loss is taken on
-the same tokens (every token of the last chunk after its first, predicted inside the chunk):
+``python -m ctxbench.methods.ccm_eval --run concat=DIR --run merge=DIR --data FILE --from-char N`` is an
+alias of the one evaluator: it runs ``python -m ctxbench eval task=perplexity method=ccm_<mode>
+checkpoint=DIR`` once per ``--run`` (run folders under ``--out``), each scoring the ``step_tokens``
+tokens after ``steps`` chunks of memory beside the base model with the full context and none.
+:func:`eval_args` builds those command lines.
+
+:func:`compare` / :func:`markdown` remain as library functions for the same measure on models in hand
+(the CCM system tests use them): for each window of ``steps + 1`` chunks the loss is taken on the
+same tokens (every token of the last chunk after its first, predicted inside the chunk):
 
 - ``no_context``: the base model reads the last chunk alone;
-- ``ccm_<mode>`` (each trained run given): memory of the first ``steps`` chunks (parallel form,
-  equal to recurrent compression), then the last chunk;
+- ``ccm_<mode>``: memory of the first ``steps`` chunks (parallel form, equal to recurrent
+  compression), then the last chunk;
 - ``full_context``: the base model reads all chunks in one sequence.
-
-``python -m ctxbench.methods.ccm_eval --run concat=DIR --run merge=DIR --data FILE --from-char N``
-prints a markdown table (and writes JSON with ``--out``). :func:`compare` is the function behind it.
 """
 from __future__ import annotations
 
@@ -22,7 +25,6 @@ from typing import Any
 
 import torch
 
-from ..paths import conf_dir as package_conf_dir
 
 
 def eval_windows(tokens: list[int], steps: int, step_tokens: int, n: int) -> list[list[list[int]]]:
@@ -102,20 +104,19 @@ def compare(base_model: Any, methods: dict[str, Any], tokens: list[int], steps: 
 
 
 def markdown(rows: list[dict[str, Any]], steps: int, step_tokens: int) -> str:
+    from ..markdown_table import md_table
+
     head = (f"next-step loss after {steps} steps of {step_tokens} tokens "
-            f"(loss on the following chunk; memory = KV kept for the earlier steps)\n\n"
-            "| system | loss | ppl | memory slots | KV entries | KV bytes |\n|---|---:|---:|---:|---:|---:|\n")
-    return head + "".join(f"| {r['system']} | {r['loss']:.3f} | {r['ppl']:.1f} | {r['slots']} | {r['kv_entries']:,} | "
-                          f"{r['kv_bytes']:,} |\n" for r in rows)
+            f"(loss on the following chunk; memory = KV kept for the earlier steps)\n\n")
+    cells = [[r["system"], f"{r['loss']:.3f}", f"{r['ppl']:.1f}", r["slots"], f"{r['kv_entries']:,}", f"{r['kv_bytes']:,}"]
+             for r in rows]
+    return head + md_table(["system", "loss", "ppl", "memory slots", "KV entries", "KV bytes"], cells) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
-    from omegaconf import OmegaConf
-
-    from .. import checkpoint as ckpt_mod
-    from ..models.loading import load_model
-    from ..registry import build
-
+def eval_args(argv: list[str] | None = None) -> list[list[str]]:
+    """The ``eval task=perplexity`` command lines this alias stands for: one per ``--run``, on the text
+    from ``--from-char`` (written to ``--out``/held_out.txt), contexts of ``steps × step_tokens`` tokens,
+    the next ``step_tokens`` scored, beside the base model with the full context and none."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run", action="append", default=[], help="LABEL=RUN_DIR of a trained ccm_concat/ccm_merge "
                     "(LABEL=untrained:concat|merge for an untrained one)")
@@ -123,38 +124,37 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", required=True, help="a text file")
     ap.add_argument("--from-char", type=int, default=0, help="evaluate on the text from this character (held out)")
     ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--step-tokens", type=int, default=None, help="default: the runs' method.step_tokens")
+    ap.add_argument("--step-tokens", type=int, default=64)
     ap.add_argument("--n", type=int, default=16, help="evaluation windows")
-    ap.add_argument("--out", default=None, help="write the rows as JSON here")
-    args = ap.parse_args(argv)
-
-    conf_dir = package_conf_dir()
-    model_cfg = OmegaConf.load(conf_dir / "model" / f"{args.model}.yaml")
-    methods: dict[str, Any] = {}
-    step_tokens = args.step_tokens
-    base = None
-    for spec in args.run:
+    ap.add_argument("--out", default="outputs/eval/ccm_eval", help="run folders go here, one per --run")
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    held = out / "held_out.txt"
+    held.write_text(Path(a.data).read_text(encoding="utf-8")[a.from_char:], encoding="utf-8")
+    cmds = []
+    for spec in a.run:
         label, _, where = spec.partition("=")
-        if where.startswith("untrained:"):
-            cfg = OmegaConf.load(conf_dir / "method" / f"ccm_{where.split(':', 1)[1]}.yaml")
+        method = f"ccm_{where.split(':', 1)[1]}" if where.startswith("untrained:") else None
+        cmd = ["eval", "task=perplexity", f"model={a.model}", "dataset=text", f"dataset.path={held}",
+               f"task.lengths=[{a.steps * a.step_tokens}]", f"task.target_tokens={a.step_tokens}",
+               f"task.windows={a.n}", f"method.step_tokens={a.step_tokens}", f"hydra.run.dir={out / label}"]
+        if method:
+            cmds.append([cmd[0], f"method={method}", *cmd[1:]])
         else:
-            ck = ckpt_mod.resolve_checkpoint(where)
-            cfg = OmegaConf.create(json.loads((ck / "method.json").read_text()))
-        m = build("method", cfg, bundle=load_model(model_cfg))
-        if not where.startswith("untrained:"):
-            ckpt_mod.load_trained(m, where)
-        methods[label] = m
-        step_tokens = step_tokens or int(cfg.get("step_tokens", 64))
-        base = base or m.model
-    base = base if base is not None else load_model(model_cfg).model  # CCM's model with the gate off = base model
-    step_tokens = step_tokens or 64
-    text = Path(args.data).read_text(encoding="utf-8")[args.from_char:]
-    tok = load_model(model_cfg).tokenizer
-    tokens = tok(text, add_special_tokens=False)["input_ids"]
-    rows = compare(base, methods, tokens, args.steps, step_tokens, args.n)
-    print(markdown(rows, args.steps, step_tokens))
-    if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=2))
+            saved = json.loads((Path(where) / "method.json").read_text()) if (Path(where) / "method.json").exists() \
+                else None
+            name = (saved or {}).get("name") or ("ccm_merge" if "merge" in label else "ccm_concat")
+            cmds.append([cmd[0], f"method={name}", f"checkpoint={where}", *cmd[1:]])
+    return cmds
+
+
+def main(argv: list[str] | None = None) -> None:
+    """An alias of ``python -m ctxbench eval task=perplexity method=ccm_*`` (the one evaluator)."""
+    from ..__main__ import main as cli
+
+    for cmd in eval_args(argv):
+        cli(cmd)
 
 
 if __name__ == "__main__":

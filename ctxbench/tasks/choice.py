@@ -18,7 +18,7 @@ from ..registry import register
 from ..render import render_session
 from ..types import Question, Sample
 from .common import (Records, baseline_nll, encode, mean_se, no_items, progress_bar, start_ids, task_method,
-                     tokenizer_of, write_results)
+                     tokenizer_of, whole_or_round, write_results)
 
 LETTERS = "ABCDEFGHIJ"
 
@@ -110,7 +110,7 @@ def run(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]:
         for cat, ps in groups.items():
             acc, se = mean_se([p[2] for p in ps])
             rows.append({"system": sysname, "category": cat, "n": len(ps), "accuracy": acc, "accuracy_stderr": se,
-                         "memory_slots": round(sum(p[3]["memory_slots"] for p in ps) / len(ps), 1),
+                         "memory_slots": whole_or_round(sum(p[3]["memory_slots"] for p in ps) / len(ps)),
                          "chance": round(sum(1 / len(p[0]["options"]) for p in ps) / len(ps), 4)})
     header = ["system", "category", "n", "accuracy ± SE", "chance", "slots read"]
     cells = [[r["system"], r["category"], r["n"], f"{r['accuracy']:.4f}" + ("" if r["accuracy_stderr"] is None else

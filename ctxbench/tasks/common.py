@@ -145,6 +145,11 @@ class Records:
         self._log.close()
 
 
+def whole_or_round(x: float, digits: int = 1) -> int | float:
+    """A mean that is a whole number prints as one (128, not 128.0); else rounded."""
+    return int(x) if float(x).is_integer() else round(x, digits)
+
+
 def mean_se(values: Sequence[float]) -> tuple[float | None, float | None]:
     """Mean and bootstrap standard error (the evaluator's), rounded; (None, None) for no values."""
     if not values:

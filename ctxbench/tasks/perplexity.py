@@ -22,7 +22,7 @@ from ..registry import register
 from ..render import render_session
 from ..types import Sample
 from .common import (Records, baseline_nll, encode, mean_se, no_items, ppl, progress_bar, start_ids,
-                     task_method, token_windows, tokenizer_of, write_results)
+                     task_method, token_windows, tokenizer_of, whole_or_round, write_results)
 
 Item = tuple[str, Any, list[list[int]], list[int], list[int]]  # (id, length, context chunks, prompt, target)
 
@@ -123,7 +123,7 @@ def summarize(done: dict[str, dict[str, Any]], items: list[Item], systems: list[
             kv = [r["kv_bytes"] for r in recs if r.get("kv_bytes") is not None]
             rows.append({"system": system, "length": length, "n": len(recs), "tokens": tokens, "ppl": ppl(nll, tokens),
                          "nll_per_token": round(nll / max(tokens, 1), 4), "nll_stderr": se, "mean_window_nll": mean,
-                         "memory_slots": round(slots, 1), "context_tokens": round(ctx, 1),
+                         "memory_slots": whole_or_round(slots), "context_tokens": whole_or_round(ctx),
                          "compression": round(ctx / slots, 2) if slots else None,
                          "kv_bytes": round(sum(kv) / len(kv)) if kv else None,
                          "seconds": round(sum(r.get("seconds", 0.0) for r in recs), 2)})
