@@ -40,12 +40,13 @@ def main(cfg: Any) -> dict[str, Any] | None:
         out = Path(cfg.out) if cfg.get("out") else None
         result = table_report(str(cfg.table), roots, out)
         print(result["markdown"])
-        print(f"report: wrote {result['path']} (runs searched: {', '.join(map(str, roots))}; "
+        png = f" and {result['png']}" if result.get("png") else ""
+        print(f"report: wrote {result['path']}{png} (runs searched: {', '.join(map(str, roots))}; "
               f"experiments found: {', '.join(result['found']) or 'none'})")
         return result
     from .tables import table_names
 
     print("usage: python -m ctxbench report sweep=DIR | table=NAME [runs=DIR]\npaper tables: "
-          + ", ".join(table_names()))
+          + ", ".join(table_names()) + "\nboards (systems side by side): " + ", ".join(table_names("board")))
     return None
 

@@ -31,20 +31,33 @@ TRAIN_METRICS = ("eval_loss", "eval_ppl", "final_loss")
 TRAIN_LOSSES = TRAIN_METRICS  # never in a paper's column: load_table refuses a table that maps a metric to one
 
 
-def table_names() -> list[str]:
-    return sorted(p.stem for p in PAPERS_DIR.glob("*.yaml"))
+def table_names(kind: str | None = "paper") -> list[str]:
+    """The tables ``report table=NAME`` knows: paper tables (default), boards (``kind="board"``), or all (None)."""
+    names = sorted(p.stem for p in PAPERS_DIR.glob("*.yaml"))
+    return names if kind is None else [n for n in names if table_kind(n) == kind]
 
 
-def load_table(name: str) -> dict[str, Any]:
+def read_yaml(name: str) -> dict[str, Any]:
+    """``ctxbench/report/papers/<name>.yaml`` as a dict; an unknown name is refused with the nearest ones."""
     path = PAPERS_DIR / f"{name}.yaml"
     if not path.exists():
         from ..registry import suggest
 
-        names = table_names()
+        names = table_names(None)
         raise ReportError(f"unknown table {name!r}.{suggest(name, names)}")
     from omegaconf import OmegaConf
 
-    data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+
+
+def table_kind(name: str) -> str:
+    """``paper`` (ours beside published cells) or ``board`` (systems side by side, :mod:`.board`)."""
+    return str(read_yaml(name).get("kind", "paper"))
+
+
+def load_table(name: str) -> dict[str, Any]:
+    path = PAPERS_DIR / f"{name}.yaml"
+    data = read_yaml(name)
     for key in ("name", "source", "metrics", "categories", "cells"):
         if key not in data:
             raise ReportError(f"{path}: missing required key {key!r}")
@@ -299,11 +312,20 @@ def _metric_line(label: str, spec: dict[str, Any], table: dict[str, Any]) -> str
 
 
 def table_report(name: str, roots: list[Path], out: Path | None = None) -> dict[str, Any]:
-    table = load_table(name)
     runs = runs_by_experiment(roots)
+    out = out or Path("outputs") / "report" / f"{name}.md"
+    if table_kind(name) == "board":  # many systems on the same questions, no published values (board.py)
+        from .board import board_report, check_board
+
+        board = check_board(read_yaml(name), PAPERS_DIR / f"{name}.yaml")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        result = board_report(board, runs, out)
+        out.write_text(result["markdown"], encoding="utf-8")
+        out.with_suffix(".json").write_text(json.dumps(result["records"], indent=2) + "\n", encoding="utf-8")
+        return {**result, "path": out, "found": sorted(runs)}
+    table = load_table(name)
     records = compare(table, runs)
     md = render(table, records)
-    out = out or Path("outputs") / "report" / f"{name}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md, encoding="utf-8")
     (out.with_suffix(".json")).write_text(json.dumps(records, indent=2) + "\n", encoding="utf-8")

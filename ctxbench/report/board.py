@@ -1,0 +1,223 @@
+"""A board: many systems on the same questions, one row each (``report table=locomo_all``).
+
+A paper table (:mod:`.tables`) sets ours beside published cells; a board has no published values. Its
+YAML (``ctxbench/report/papers/<NAME>.yaml`` with ``kind: board``) lists ``rows`` — ``row``, ``label``,
+``paradigm`` (compression | memory | baseline), the ``experiment`` whose newest run fills it and, for a
+trained method, ``trained_by`` (the train experiment that makes its checkpoint). Each row reads its
+run's results.json: F1, BLEU-1, ROUGE-L ± bootstrap stderr (J when the run has ``llm_judge``), answer
+tokens per question, construction tokens per question (amortised), memory held per history (KV bytes
+for a compression method, items and tokens for a memory system), answer latency p50, ingest seconds.
+
+Rows are compared only on the same questions: each run's question ids (predictions.jsonl) are
+hashed; a row whose set differs from the most common one is marked and left off the plot.
+``<out>.png`` plots F1 against tokens per question (answer + amortised construction, log scale) with
+the Pareto front (no other row has at most its tokens and more F1) marked.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .markdown import MISSING, md_table
+from .runs import ReportError, Run
+
+METRICS = (("F1", "f1"), ("BLEU-1", "bleu1"), ("ROUGE-L", "rougeL"), ("J", "llm_judge"))
+PARADIGMS = ("compression", "memory", "baseline")
+
+
+def check_board(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    for key in ("name", "rows"):
+        if key not in data:
+            raise ReportError(f"{path}: missing required key {key!r}")
+    for i, row in enumerate(data["rows"]):
+        for key in ("row", "experiment"):
+            if key not in row:
+                raise ReportError(f"{path}: rows[{i}] has no {key!r} key")
+        if row.get("paradigm", "memory") not in PARADIGMS:
+            raise ReportError(f"{path}: rows[{i}].paradigm={row.get('paradigm')!r}: use one of {PARADIGMS}")
+    return data
+
+
+def question_ids(run: Run) -> list[str]:
+    """The question ids a run answered (predictions.jsonl), in file order."""
+    path = run.path / "predictions.jsonl"
+    if not path.exists():
+        return []
+    ids = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            ids.append(str(json.loads(line).get("id")))
+    return ids
+
+
+def _num(node: Any, *keys: str) -> float | None:
+    for k in keys:
+        if not isinstance(node, dict) or k not in node:
+            return None
+        node = node[k]
+    return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
+def row_record(spec: dict[str, Any], run: Run | None) -> dict[str, Any]:
+    """One board row: the run's overall metrics with stderr, cost, memory and latency."""
+    rec: dict[str, Any] = {"row": spec["row"], "label": spec.get("label", spec["row"]),
+                           "paradigm": spec.get("paradigm", "memory"), "experiment": spec["experiment"],
+                           "trained_by": spec.get("trained_by"), "run": None if run is None else str(run.path)}
+    if run is None or not run.results or not run.results.get("overall"):
+        return rec
+    res, ov = run.results, run.results["overall"]
+    cost = res.get("cost") or {}
+    rec["n"] = ov.get("n")
+    for _, key in METRICS:
+        rec[key], rec[f"{key}_stderr"] = _num(ov, key), _num(ov, f"{key}_stderr")
+    tq = cost.get("tokens_per_question") or {}
+    answer = (_num(tq, "answer_prompt") or 0.0) + (_num(tq, "answer_completion") or 0.0)
+    build = (_num(tq, "construction_prompt_amortised") or 0.0) + (_num(tq, "construction_completion_amortised") or 0.0)
+    rec.update(answer_tokens=answer, construction_tokens=build, tokens_per_question=answer + build,
+               context_tokens=_num(tq, "context"),
+               kv_bytes=_num(cost, "memory_per_history", "kv_bytes") or None,
+               memory_items=_num(cost, "memory_per_history", "items"),
+               memory_tokens=_num(cost, "memory_per_history", "tokens"),
+               answer_p50_s=_num(cost, "latency_s", "answer", "p50"),
+               ingest_s=_num(cost, "latency_s", "ingest", "total"),
+               health=(res.get("health") or {}).get("status"),
+               checkpoint=(res.get("config") or {}).get("checkpoint"))
+    ids = question_ids(run)
+    rec["questions"] = hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:12] if ids else None
+    return rec
+
+
+def pareto(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point dominates (at most its x and more y, or less x and as much y)."""
+    front = []
+    for i, (x, y) in enumerate(points):
+        if not any((x2 <= x and y2 > y) or (x2 < x and y2 >= y) for j, (x2, y2) in enumerate(points) if j != i):
+            front.append(i)
+    return front
+
+
+def mark_questions(records: list[dict[str, Any]]) -> str | None:
+    """The most common question set; rows on another set get ``other_questions``."""
+    sets = Counter(r["questions"] for r in records if r.get("questions"))
+    if not sets:
+        return None
+    common = sets.most_common(1)[0][0]
+    for r in records:
+        r["same_questions"] = r.get("questions") == common if r.get("questions") else None
+    return common
+
+
+def _with_se(r: dict[str, Any], key: str) -> str:
+    v, se = r.get(key), r.get(f"{key}_stderr")
+    if v is None:
+        return MISSING
+    return f"{v:.3f}" + ("" if se is None else f" ± {se:.3f}")
+
+
+def _bytes(v: float | None) -> str:
+    if not v:
+        return MISSING
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if v >= size:
+            return f"{v / size:.1f} {unit}"
+    return f"{v:.0f} B"
+
+
+def _memory(r: dict[str, Any]) -> str:
+    if r.get("kv_bytes"):
+        return f"{_bytes(r['kv_bytes'])} KV"
+    items, toks = r.get("memory_items"), r.get("memory_tokens")
+    if not items and not toks:
+        return MISSING
+    return f"{items or 0:,.0f} items / {toks or 0:,.0f} tok"
+
+
+def _tok(v: float | None) -> str:
+    return MISSING if v is None else f"{v:,.0f}"
+
+
+def _sec(v: float | None) -> str:
+    return MISSING if v is None else f"{v:.2f}"
+
+
+def render_board(board: dict[str, Any], records: list[dict[str, Any]], png: str | None) -> str:
+    judged = any(r.get("llm_judge") is not None for r in records)
+    metrics = [(label, key) for label, key in METRICS if key != "llm_judge" or judged]
+    front = set(r["row"] for r in records if r.get("pareto"))
+    header = ["system", "paradigm", "n"] + [f"{label} ± SE" for label, _ in metrics] + \
+        ["tokens / q (answer)", "construction tokens / q", "memory per history", "answer p50 s", "ingest s", "Pareto"]
+    rows = []
+    for r in records:
+        label = r["label"] + ("" if r.get("same_questions") in (None, True) else " (other questions)")
+        if r.get("run") is None:
+            rows.append([label, r["paradigm"], "no run found"] + [MISSING] * (len(header) - 3))
+            continue
+        rows.append([label, r["paradigm"], r.get("n")] + [_with_se(r, key) for _, key in metrics] +
+                    [_tok(r.get("answer_tokens")), _tok(r.get("construction_tokens")), _memory(r),
+                     _sec(r.get("answer_p50_s")), _sec(r.get("ingest_s")), "★" if r["row"] in front else ""])
+    lines = [f"# {board.get('title', board['name'])}", ""]
+    if board.get("description"):
+        lines += [str(board["description"]).strip(), ""]
+    lines += [md_table(header, rows), ""]
+    trained = [r for r in records if r.get("trained_by")]
+    if trained:
+        lines += ["Trained rows: " + "; ".join(
+            f"{r['label']} from `train experiment={r['trained_by']}`"
+            + (f" (checkpoint `{r['checkpoint']}`)" if r.get("checkpoint") else "") for r in trained) + ".", ""]
+    lines += ["± = bootstrap standard error over questions. tokens / q = answer prompt + completion tokens per "
+              "question; construction tokens / q = the LLM tokens spent building the memory, divided by the "
+              "questions asked of it; memory per history = the KV bytes a compression method holds between "
+              "ingest and answer, or a memory system's items and their tokens. ★ = on the Pareto front of F1 "
+              "against answer + construction tokens per question."]
+    if png:
+        lines += ["", f"![F1 against tokens per question]({png})"]
+    return "\n".join(lines) + "\n"
+
+
+def plot_board(records: list[dict[str, Any]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = [r for r in records if r.get("f1") is not None and r.get("tokens_per_question") is not None
+           and r.get("same_questions") is not False]
+    colors = {"compression": "tab:blue", "memory": "tab:orange", "baseline": "tab:gray"}
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
+    for paradigm, color in colors.items():
+        group = [r for r in pts if r["paradigm"] == paradigm]
+        ax.scatter([max(r["tokens_per_question"], 1.0) for r in group], [r["f1"] for r in group], c=color,
+                   label=paradigm, s=40, zorder=3)
+    for r in pts:
+        ax.annotate(r["row"], (max(r["tokens_per_question"], 1.0), r["f1"]), fontsize=7,
+                    xytext=(3, 3), textcoords="offset points")
+    front = sorted((r for r in pts if r.get("pareto")), key=lambda r: r["tokens_per_question"])
+    if front:
+        ax.step([max(r["tokens_per_question"], 1.0) for r in front], [r["f1"] for r in front], where="post",
+                color="black", lw=1, ls="--", label="Pareto front", zorder=2)
+    ax.set_xscale("log")
+    ax.set_xlabel("tokens per question (answer + amortised construction, log)")
+    ax.set_ylabel("F1")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def board_report(board: dict[str, Any], runs: dict[str, Run], out: Path, plot: bool = True) -> dict[str, Any]:
+    records = [row_record(spec, runs.get(spec["experiment"])) for spec in board["rows"]]
+    mark_questions(records)
+    live = [r for r in records if r.get("f1") is not None and r.get("same_questions") is not False]
+    for i in pareto([(r["tokens_per_question"], r["f1"]) for r in live]):
+        live[i]["pareto"] = True
+    png = out.with_suffix(".png")
+    drew = plot and bool(live)
+    if drew:
+        plot_board(records, png, board.get("title", board["name"]))
+    md = render_board(board, records, png.name if drew else None)
+    return {"markdown": md, "records": records, "png": str(png) if drew else None}
