@@ -90,7 +90,8 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     "dataset.max_chars": ge(0, note="0 or null = no cut"),
     "dataset.min_chars": COUNT,
     "dataset.max_episodes": ge(0, note="0 or null = all"),
-    "dataset.max_profile": POSITIVE,
+    "dataset.max_profile": POSITIVE, "dataset.k": POSITIVE, "dataset.task_index": between(1, 7),
+    "dataset.sampling_seed": COUNT,
     "dataset.sessions": ge(1, note="null = all"),  # first N sessions of each conversation (locomo, dialsim)
     # -- anything that batches ----------------------------------------------------------------------------
     "*batch_size": POSITIVE,  # trainer., llm., embedder., train_step., method.encode_batch_size
@@ -214,7 +215,8 @@ CHOICES: dict[str, tuple[Any, ...] | dict[str, tuple[Any, ...]]] = {
     "method.positions": ("absolute", "cache"),
     "task.normalize": ("mean", "sum"),                              # tasks/choice.py
     "task.score": ("continuation", "stream"),
-    "method.segment_layout": ("ctxbench", "reference"),             # methods/icae_data.Layout                       # tasks/perplexity.py
+    "method.segment_layout": ("ctxbench", "reference"),             # methods/icae_data.Layout
+    "method.loss_on": ("steps", "output"),                          # methods/ccm.py
     "method.hidden_act": ("relu", "gelu", "silu", "none"),         # methods.lococo.ACTIVATIONS
     "method.slot_norm": ("none", "embed"),
     "method.add_bos": ("auto", True, False),

@@ -13,11 +13,13 @@ from ctxbench.models.loading import load_model
 
 
 
-def make(mode: str, n_tok: int = 3, attn: str = "eager", lora_std: float = 0.3) -> CCM:
+def make(mode: str, n_tok: int = 3, attn: str = "eager", lora_std: float = 0.3, **over) -> CCM:
     torch.manual_seed(0)  # LoRA A init draws from the global generator
     bundle = load_model(OmegaConf.create({"name": "tiny", "attn_implementation": attn, "dtype": "float32"}))
     cfg = OmegaConf.load(f"conf/method/ccm_{mode}.yaml")
     cfg.n_tok = n_tok
+    for k, v in over.items():
+        cfg[k] = v
     m = CCM(cfg, bundle)
     if lora_std:
         torch.manual_seed(1)
@@ -222,3 +224,60 @@ def test_parallel_equals_recurrent_on_packaged_smollm2(mode):
     keep = ~m.collate([m.layout(steps, target)])["is_comp"][0]
     assert torch.allclose(par[keep], rec, atol=1e-3, rtol=0), float((par[keep] - rec).abs().max())
     assert mem.slots == (12 if mode == "concat" else 4)
+
+
+@pytest.mark.parametrize("mode", ["concat", "merge"])
+def test_non_recurrent_parallel_equals_stepwise_and_compresses_each_step_alone(mode):
+    """method.recurrent=false (the reference's MetaICL / LaMP masks): each step is compressed without
+    the memory before it, only the target reads memory; the parallel form equals step-by-step."""
+    m = make(mode, recurrent=False)
+    steps, target = rand_steps([7, 5, 9]), rand_steps([6], seed=1)[0]
+    batch = m.collate([m.layout(steps, target, loss_steps_from=1)])
+    with torch.no_grad():
+        par = m.parallel_logits(batch)[0]
+    rec, mem = recurrent_logits(m, steps, target)
+    text = ~batch["is_comp"][0]
+    assert torch.allclose(par[text], rec, atol=1e-4, rtol=0), float((par[text] - rec).abs().max())
+    # step 2's text and COMP ignore step 1: its logits equal step 2 compressed alone (at the same positions)
+    _, alone = m.compress_step(Memory(text_pos=len(steps[0])), steps[1], return_logits=True)
+    n1, n2 = len(steps[0]), len(steps[1])
+    assert torch.allclose(rec[n1:n1 + n2], alone[0], atol=1e-5, rtol=0)
+    rm = make(mode, recurrent=True)  # the recurrent form reads step 1 there
+    rec_r, _ = recurrent_logits(rm, steps, target)
+    assert (rec_r[n1:n1 + n2] - rec[n1:n1 + n2]).abs().max() > 1e-3
+    # the target still reads every step: change step 1 and the target's logits move
+    rec2, _ = recurrent_logits(m, [rand_steps([7], seed=9)[0]] + steps[1:], target)
+    assert (rec2[-len(target):] - rec[-len(target):]).abs().max() > 1e-3
+    assert mem.slots == (3 * m.n_tok if mode == "concat" else m.n_tok)
+
+
+def test_merge_memory_is_the_running_mean_of_each_steps_comp_kv():
+    """Merge keeps a_t = 1/t: after T steps the memory is the plain mean of the T COMP key/values, each
+    taken from the step compressed on top of the memory before it."""
+    m = make("merge")
+    steps = rand_steps([6, 4, 8, 5])
+    mem, per_step = Memory(), []
+    for s in steps:
+        prev = mem
+        mem, _ = m.compress_step(prev, s)
+        concat = make("concat")  # the same weights: concat's newest n_tok slots are this step's COMP KV
+        concat.load_state_dict(m.state_dict())
+        one, _ = concat.compress_step(prev, s)
+        per_step.append(([k[:, :, -m.n_tok:] for k in one.keys], [v[:, :, -m.n_tok:] for v in one.values]))
+        for layer in range(len(mem.keys)):
+            want_k = torch.stack([ks[layer] for ks, _ in per_step]).mean(0)
+            want_v = torch.stack([vs[layer] for _, vs in per_step]).mean(0)
+            assert torch.allclose(mem.keys[layer], want_k, atol=1e-5) and torch.allclose(mem.values[layer], want_v, atol=1e-5)
+    assert mem.slots == m.n_tok and mem.n_steps == 4
+
+
+def test_output_only_loss_leaves_the_steps_text_unlabelled():
+    steps, target = rand_steps([5, 6, 4]), rand_steps([5], 2)[0]
+    both, out = make("concat"), make("concat", loss_on="output")
+    lb, lo = both.layout(steps, target), out.layout(steps, target)
+    step_b, step_o = torch.tensor(lb.step), torch.tensor(lo.step)
+    lab_b, lab_o = torch.tensor(lb.labels), torch.tensor(lo.labels)
+    assert (lab_b[(step_b >= 2) & (step_b <= 3)] != -100).any()  # default: steps 2.. carry continuation labels
+    assert (lab_o[step_o <= 3] == -100).all() and (lab_o[step_o == 4] != -100).any()  # output only: the target
+    with pytest.raises(ValueError, match="method.loss_on"):
+        make("concat", loss_on="all")

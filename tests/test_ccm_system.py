@@ -2,6 +2,7 @@
 online ingest + answer with usage, the comparison table, and the hub loaders' offline error."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -129,9 +130,45 @@ def test_comparison_table_on_tiny():
 
 def test_hub_loaders_fail_clearly_offline(monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    for name in ("ccm_dailydialog", "ccm_metaicl", "ccm_lamp"):
+    for name in ("ccm_dailydialog", "ccm_metaicl"):
         with pytest.raises(DataError, match="needs the Hugging Face hub"):
             build("dataset", OmegaConf.load(f"conf/dataset/{name}.yaml"))
+    with pytest.raises(DataError, match=r"dataset.path.*ciir.cs.umass.edu/downloads/LaMP/LaMP_2/dev/dev_questions"):
+        build("dataset", OmegaConf.load("conf/dataset/ccm_lamp.yaml"))
+
+
+def test_metaicl_files_in_their_own_format(tmp_path):
+    task = tmp_path / "superglue-cb"
+    task.mkdir()
+    demos = [{"task": "superglue-cb", "input": f"premise {i}", "output": "true", "options": ["true", "false"]}
+             for i in range(16)]
+    tests = [{"task": "superglue-cb", "input": "premise x", "output": "false", "options": ["true", "false"]}]
+    (task / "superglue-cb_16_100_train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in demos))
+    (task / "superglue-cb_16_100_test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in tests))
+    cfg = OmegaConf.load("conf/dataset/ccm_metaicl.yaml")
+    cfg.path = str(tmp_path)
+    [s] = build("dataset", cfg)
+    assert len(s.history.sessions) == 16 and s.history.sessions[0].turns[0].text == "premise 0\nOutput: true"
+    assert s.questions[0].options == ["true", "false"] and s.questions[0].answer == "false"
+    cfg.sampling_seed = 13
+    with pytest.raises(DataError, match="superglue-cb_16_13_train.jsonl"):
+        build("dataset", cfg)
+
+
+def test_lamp_files_in_the_benchmarks_own_format(tmp_path):
+    qs = [{"id": "110", "input": "Which tag does this movie relate to? [x]", "profile": [
+        {"id": "1100", "tag": "comedy", "description": "a funny film"}, {"id": "1101", "tag": "sci-fi", "description": "space"}]}]
+    (tmp_path / "dev_questions.json").write_text(json.dumps(qs))
+    (tmp_path / "dev_outputs.json").write_text(json.dumps({"task": "LaMP_2", "golds": [{"id": "110", "output": "comedy"}]}))
+    cfg = OmegaConf.load("conf/dataset/ccm_lamp.yaml")
+    cfg.path = str(tmp_path)
+    [s] = build("dataset", cfg)
+    assert [t.text for sess in s.history.sessions for t in sess.turns] == ["tag: comedy description: a funny film",
+                                                                           "tag: sci-fi description: space"]
+    assert s.questions[0].answer == "comedy"
+    (tmp_path / "dev_outputs.json").write_text(json.dumps({"golds": []}))
+    with pytest.raises(DataError, match=r"dev_outputs.json.*no gold output for ids \['110'\]"):
+        build("dataset", cfg)
 
 
 def test_bad_config_is_named():

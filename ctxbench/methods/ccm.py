@@ -91,6 +91,11 @@ class CCM(TrainableMethod):
         if mode not in MODES:
             raise ConfigError(f"method.mode must be one of {MODES}, got {mode!r}")
         self.mode = mode
+        self.recurrent = bool(cfg.get("recurrent", True))  # false: each step compressed on its own (MetaICL/LaMP)
+        self.loss_on = str(cfg.get("loss_on", "steps"))
+        if self.loss_on not in ("steps", "output"):
+            raise ConfigError(f"method.loss_on={self.loss_on!r}: use steps (every step's continuation and the "
+                              "target) or output (the target only, as the paper trains MetaICL / LaMP / DailyDialog)")
         self.n_tok = int(cfg.get("n_tok", 8))
         if self.n_tok < 1:
             raise ConfigError(f"method.n_tok must be >= 1, got {self.n_tok}")
@@ -137,7 +142,7 @@ class CCM(TrainableMethod):
     def parallel_hidden(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Last hidden states of the one-pass forward over all steps (``[B, L, H]``)."""
         dtype = self._dtype()
-        mask, avg = parallel_mask(batch, self.mode, self.n_tok, dtype)
+        mask, avg = parallel_mask(batch, self.mode, self.n_tok, dtype, recurrent=self.recurrent)
         emb = self._embed(batch["input_ids"], batch["is_comp"], batch["comp_k"])
         self.gate.set(batch["is_comp"])
         self.pstate.avg = avg
@@ -213,6 +218,8 @@ class CCM(TrainableMethod):
     def layout(self, steps: list[list[int]], target: list[int] | None = None,
                target_labels: list[int] | None = None, loss_steps_from: int | None = None) -> Layout:
         lsf = int(self.cfg.get("loss_steps_from", 2)) if loss_steps_from is None else loss_steps_from
+        if self.loss_on == "output":  # no loss on the steps' own text: only the target's labels
+            lsf = max(lsf, len(steps) + 1)
         return build_layout(steps, self.n_tok, self._placeholder, target, target_labels, lsf)
 
     def train_examples(self, samples: list[Sample]) -> list[Layout]:
@@ -262,8 +269,9 @@ class CCM(TrainableMethod):
         is_comp = torch.tensor([[False] * L + [True] * n], device=dev)
         comp_k = torch.tensor([[-1] * L + list(range(n))], device=dev)
         pos = torch.arange(memory.text_pos, memory.text_pos + L + n, device=dev)[None]
-        cache = self._cache(memory)
-        mask = causal_with_past(L + n, memory.slots, dtype, dev)
+        past = memory if self.recurrent else Memory()  # non-recurrent: the step alone, positions go on
+        cache = self._cache(past)
+        mask = causal_with_past(L + n, past.slots, dtype, dev)
         self.clear_state()
         self.gate.set(is_comp)
         try:

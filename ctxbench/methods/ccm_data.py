@@ -22,6 +22,7 @@ They need ``datasets.load_dataset`` to reach the hub and fail with a clear messa
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from ..data.errors import DataError
@@ -166,28 +167,105 @@ def load_dailydialog(cfg: Any) -> list[Sample]:
     return out
 
 
+def _json_file(path: Path, what: str) -> Any:
+    import json
+
+    if not path.exists():
+        raise DataError(str(path), f"not found ({what})")
+    try:
+        if path.suffix == ".jsonl":
+            return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise DataError(str(path), f"is not valid JSON ({e})") from None
+
+
+def _hub_file(cfg: Any, filename: str) -> Path:
+    """One file of a hub dataset repo (``huggingface_hub``; refused offline, naming the repo and file)."""
+    hub_id = cfg.get("hub_id")
+    if os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise DataError(f"{hub_id}:{filename}", "needs the Hugging Face hub, but HF_HUB_OFFLINE / HF_DATASETS_OFFLINE "
+                        "is set; pass dataset.path=<a folder holding the file>")
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return Path(hf_hub_download(str(hub_id), filename, repo_type="dataset"))
+    except Exception as e:  # noqa: BLE001 - report the hub failure with the file named
+        first = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+        raise DataError(f"{hub_id}:{filename}", f"could not be fetched ({type(e).__name__}: {first})") from None
+
+
+def metaicl_file(cfg: Any, split: str) -> Path:
+    """``{task}_{k}_{seed}_{split}.jsonl`` (MetaICL's own file names) from ``dataset.path`` or the hub."""
+    name = str(cfg.get("file_pattern", "{task}/{task}_{k}_{seed}_{split}.jsonl")).format(
+        task=cfg.get("task"), k=cfg.get("k", 16), seed=cfg.get("sampling_seed", 100), split=split)
+    if cfg.get("path"):
+        root = Path(str(cfg.path))
+        for cand in (root / name, root / Path(name).name):
+            if cand.exists():
+                return cand
+        raise DataError(str(root / name), f"not found (dataset.path holds MetaICL's files; {split} split of task "
+                        f"{cfg.get('task')!r}, k={cfg.get('k', 16)}, sampling_seed={cfg.get('sampling_seed', 100)})")
+    return _hub_file(cfg, name)
+
+
 @register("dataset", "ccm_metaicl")
 def load_metaicl(cfg: Any) -> list[Sample]:
-    """MetaICL-style rows {demonstrations: [{input, output}], input, output} (field names configurable)."""
-    ds = _load_hub(cfg, "", cfg.get("split", "train"))
+    """MetaICL in its own format (facebookresearch/MetaICL; the hub copy allenai/metaicl-data): rows
+    ``{task, input, output, options}`` in ``{task}_{k}_{seed}_{train,test}.jsonl``. The k train rows
+    are the demonstrations (one step each, the same for every test row, as MetaICL evaluates); each test
+    row is a question whose options ``task=choice`` ranks. A task without options is scored open-ended."""
+    if not cfg.get("task"):
+        raise DataError(cfg.get("name"), "set dataset.task to a MetaICL task (e.g. superglue-cb)", field="task")
+    demos = _json_file(metaicl_file(cfg, "train"), "MetaICL demonstrations")
+    tests = _json_file(metaicl_file(cfg, str(cfg.get("split", "test"))), "MetaICL test rows")
+    limit = int(cfg.get("limit") or 0)
+    sessions = [Session(id=f"session_{j + 1}", turns=[Turn("Input", f"{d['input']}\nOutput: {d['output']}")])
+                for j, d in enumerate(demos)]
     out = []
-    for i, row in enumerate(_rows(ds, cfg)):
-        demos = row[cfg.get("demos_field", "demonstrations")]
-        sessions = [Session(id=f"session_{j + 1}", turns=[Turn("Input", f"{d['input']}\nOutput: {d['output']}")])
-                    for j, d in enumerate(demos)]
-        q = Question(id=f"icl-{i}", question=f"Input: {row[cfg.get('input_field', 'input')]}\nOutput:",
-                     answer=str(row[cfg.get("output_field", "output")]),
+    for i, row in enumerate(tests[:limit] if limit else tests):
+        for key in ("input", "output"):
+            if key not in row:
+                raise DataError(str(metaicl_file(cfg, str(cfg.get("split", "test")))), f"row {i} has no {key!r}",
+                                field=key)
+        q = Question(id=f"{cfg.get('task')}-{i}", question=f"Input: {row['input']}\nOutput:", answer=str(row["output"]),
+                     options=[str(o) for o in row["options"]] if row.get("options") else None,
+                     category=str(row.get("task") or cfg.get("task")), category_name=str(row.get("task") or cfg.get("task")),
                      meta={"ccm_steps": "all", "ccm_target": "continuation"})
-        out.append(Sample(History(id=f"icl-{i}", sessions=sessions), [q]))
+        out.append(Sample(History(id=f"icl-{cfg.get('task')}-{i}", sessions=sessions), [q]))
     return out
+
+
+LAMP_URL = "https://ciir.cs.umass.edu/downloads/LaMP/LaMP_{index}/{split}/{split}_{kind}.json"  # LaMP_2: LaMP_2/new/...
 
 
 @register("dataset", "ccm_lamp")
 def load_lamp(cfg: Any) -> list[Sample]:
-    """LaMP rows {input, profile: [{...}], output}: profile items as steps, the input as question."""
-    ds = _load_hub(cfg, "", cfg.get("split", "train"))
+    """LaMP in the benchmark's own files (``{split}_questions.json``: [{id, input, profile: [...]}],
+    ``{split}_outputs.json``: {golds: [{id, output}]}) in ``dataset.path``, as the reference reads them;
+    profile items as steps (at most ``max_profile``), the input as the question, the gold output as
+    the answer. ``dataset.hub_id`` reads a hub copy with rows {input, profile, output} instead."""
+    split = str(cfg.get("split", "dev"))
+    if not cfg.get("path"):
+        if not cfg.get("hub_id"):
+            idx = int(cfg.get("task_index", 2))
+            raise DataError(cfg.get("name"), "set dataset.path to a folder with LaMP's "
+                            f"{split}_questions.json and {split}_outputs.json (download them from "
+                            f"{LAMP_URL.format(index=idx, split=split, kind='questions')} and ..._outputs.json), "
+                            "or dataset.hub_id to a hub copy", field="path")
+        rows = _rows(_load_hub(cfg, "", "validation" if split == "dev" else split), cfg)
+    else:
+        root = Path(str(cfg.path))
+        questions = _json_file(root / f"{split}_questions.json", "LaMP questions")
+        golds = {str(g["id"]): g["output"] for g in _json_file(root / f"{split}_outputs.json", "LaMP outputs")["golds"]}
+        rows = [{**q, "output": golds.get(str(q["id"]))} for q in questions]
+        missing = [str(r["id"]) for r in rows if r["output"] is None]
+        if missing:
+            raise DataError(str(root / f"{split}_outputs.json"), f"has no gold output for ids {missing[:5]}")
+        limit = int(cfg.get("limit") or 0)
+        rows = rows[:limit] if limit else rows
     out = []
-    for i, row in enumerate(_rows(ds, cfg)):
+    for i, row in enumerate(rows):
         prof = row[cfg.get("profile_field", "profile")][: int(cfg.get("max_profile", 16))]
         sessions = [Session(id=f"session_{j + 1}", turns=[Turn("Profile", " ".join(f"{k}: {v}" for k, v in p.items()
                                                                                    if k != "id"))])
@@ -195,5 +273,5 @@ def load_lamp(cfg: Any) -> list[Sample]:
         q = Question(id=str(row.get("id", i)), question=str(row[cfg.get("input_field", "input")]),
                      answer=str(row[cfg.get("output_field", "output")]), meta={"ccm_steps": "all",
                                                                               "ccm_target": "continuation"})
-        out.append(Sample(History(id=f"lamp-{i}", sessions=sessions), [q]))
+        out.append(Sample(History(id=f"lamp-{row.get('id', i)}", sessions=sessions), [q]))
     return out

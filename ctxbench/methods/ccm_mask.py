@@ -13,6 +13,10 @@ What each token sees (``step`` = 1..T for steps, T+1 for the target):
   which is the same computation without extra query tokens. Exactly equal to the recurrent merge
   (up to float rounding of a mean vs a running mean).
 
+Non-recurrent (``method.recurrent: false``, the reference's form for MetaICL and LaMP): each step
+sees only itself, so each demonstration is compressed on its own; only the target reads memory (all
+COMP tokens for concat, their mean for merge). Inference compresses each step with no past.
+
 Positions follow the reference's "skip" scheme (``update_position_ids``): text tokens are numbered
 by the count of text tokens before them (COMP tokens do not advance it); COMP token k of a step sits
 at last-text-position + 1 + k. Inference keeps the same counter, so both forms see equal positions.
@@ -118,14 +122,27 @@ def collate_layouts(layouts: list[Layout], pad_id: int) -> dict[str, torch.Tenso
     return out
 
 
-def allowed_real(step: torch.Tensor, is_comp: torch.Tensor, valid: torch.Tensor, mode: str) -> torch.Tensor:
+def reads_memory(step: torch.Tensor, n_steps: torch.Tensor | None, recurrent: bool) -> torch.Tensor:
+    """Boolean ``[B, L]``: may the token read compressed memory. Recurrent: every step after the first
+    (each compression reads the memory before it). Non-recurrent (the reference's MetaICL / LaMP
+    masks, ``get_comp_attn_mask_concat`` / ``_merge``): only the target, so each step is compressed
+    on its own."""
+    if recurrent:
+        return step > 1
+    if n_steps is None:
+        raise ValueError("the non-recurrent mask needs n_steps (the target is step n_steps + 1)")
+    return step == n_steps.to(step.device)[:, None] + 1
+
+
+def allowed_real(step: torch.Tensor, is_comp: torch.Tensor, valid: torch.Tensor, mode: str,
+                 n_steps: torch.Tensor | None = None, recurrent: bool = True) -> torch.Tensor:
     """Boolean ``[B, L, L]``: may query i attend real key j."""
     L = step.shape[1]
     causal = torch.ones(L, L, dtype=torch.bool, device=step.device).tril()
     sq, sk = step[:, :, None], step[:, None, :]
     ok = (sq == sk)
     if mode == "concat":
-        ok = ok | (is_comp[:, None, :] & (sk < sq))
+        ok = ok | (is_comp[:, None, :] & (sk < sq) & reads_memory(step, n_steps, recurrent)[:, :, None])
     elif mode != "merge":
         raise ConfigError(f"method.mode must be 'concat' or 'merge', got {mode!r}")
     ok = ok & causal & valid[:, None, :] & valid[:, :, None]
@@ -144,22 +161,25 @@ def merge_matrix(step: torch.Tensor, is_comp: torch.Tensor, comp_k: torch.Tensor
     return a / a.sum(-1, keepdim=True).clamp(min=1.0)
 
 
-def allowed_merged(step: torch.Tensor, valid: torch.Tensor, n_tok: int, n_steps: int) -> torch.Tensor:
-    """Boolean ``[B, L, S*n_tok]``: query of step t sees merged memory s = t-1."""
+def allowed_merged(step: torch.Tensor, valid: torch.Tensor, n_tok: int, n_steps: int,
+                   steps_of: torch.Tensor | None = None, recurrent: bool = True) -> torch.Tensor:
+    """Boolean ``[B, L, S*n_tok]``: query of step t sees merged memory s = t-1 (non-recurrent: the
+    target only, ``steps_of`` being each example's step count)."""
     s_idx = torch.arange(1, n_steps + 1, device=step.device).repeat_interleave(n_tok)
-    return (step[:, :, None] - 1 == s_idx[None, None, :]) & valid[:, :, None]
+    reads = reads_memory(step, steps_of, recurrent)
+    return (step[:, :, None] - 1 == s_idx[None, None, :]) & valid[:, :, None] & reads[:, :, None]
 
 
-def parallel_mask(batch: dict[str, torch.Tensor], mode: str, n_tok: int, dtype: torch.dtype
-                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
+def parallel_mask(batch: dict[str, torch.Tensor], mode: str, n_tok: int, dtype: torch.dtype,
+                  recurrent: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The 4-D additive mask for the parallel forward and, for merge, the averaging matrix."""
-    step, is_comp, valid = batch["step"], batch["is_comp"], batch["valid"]
-    real = allowed_real(step, is_comp, valid, mode)
+    step, is_comp, valid, steps_of = batch["step"], batch["is_comp"], batch["valid"], batch["n_steps"]
+    real = allowed_real(step, is_comp, valid, mode, steps_of, recurrent)
     if mode == "concat":
         return additive(real, dtype), None
-    s = int(batch["n_steps"].max())
+    s = int(steps_of.max())
     avg = merge_matrix(step, is_comp, batch["comp_k"], valid, n_tok, s)
-    ext = allowed_merged(step, valid, n_tok, s)
+    ext = allowed_merged(step, valid, n_tok, s, steps_of, recurrent)
     return additive(torch.cat([real, ext], dim=-1), dtype), avg
 
 
