@@ -157,6 +157,9 @@ def test_qa_system_streams_history_and_answers(tiny):
     assert u.kv_bytes == 2 * 2 * 2 * 48 * 16 * 4
     assert u.extra["history_tokens"] > 300 and u.answer_calls == 1 and u.answer_completion_tokens <= 5
     assert u.extra["peak_working_slots"] <= 48 + max(32, u.answer_prompt_tokens + 5)
+    c = m.construction_usage()  # building the cache read the whole history, one forward per 32-token segment
+    assert c.construction_prompt_tokens == c.memory_tokens == u.extra["history_tokens"]
+    assert c.construction_calls == -(-c.construction_prompt_tokens // 32)
 
 
 def test_training_free_methods_refuse_to_train(tiny):

@@ -88,6 +88,8 @@ def test_ratio_half_halves_the_cache_and_answering_leaves_it(smol):
     n = p1.usage.memory_tokens
     assert p1.usage.extra["kv_slots_per_layer"] == [int(n * 0.5)] * 30
     assert p1.text == p2.text and p2.usage.memory_items == int(n * 0.5)
+    c = m.construction_usage()  # one prefill of the whole history built the cache
+    assert (c.construction_prompt_tokens, c.construction_calls) == (n, 1)
     cfg = smol.model.config
     assert p1.usage.kv_bytes == 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * int(n * 0.5) * cfg.head_dim * 4
 

@@ -455,7 +455,11 @@ class FixedKVMethod(TrainingFreeMethod):
     def construction_usage(self) -> Usage:
         """What ingesting the current history cost and what it keeps."""
         st = self._state
-        return Usage(memory_items=st.slots if st else 0, memory_tokens=self._ingest_tokens,
+        # construction = the history tokens the model read to build the cache, one forward per segment
+        # (as ICAE's encoder tokens and CCM's compressed steps count), so a board compares like with like
+        return Usage(construction_prompt_tokens=self._ingest_tokens,
+                     construction_calls=-(-self._ingest_tokens // self.segment_len) if st else 0,
+                     memory_items=st.slots if st else 0, memory_tokens=self._ingest_tokens,
                      kv_bytes=st.kv_bytes() if st else 0, ingest_seconds=self._ingest_seconds,
                      extra={"peak_working_slots": st.peak_slots if st else 0,
                             "ingest_peak_rss_bytes": self._ingest_peak_rss})

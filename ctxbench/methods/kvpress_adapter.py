@@ -170,7 +170,8 @@ class KVPressMethod(TrainingFreeMethod):
     def construction_usage(self) -> Usage:
         c = self._cache
         slots = cache_slots(c) if c is not None else [0]
-        return Usage(memory_items=max(slots), memory_tokens=self._n_text, kv_bytes=cache_bytes(c) if c else 0,
+        return Usage(construction_prompt_tokens=self._n_text, construction_calls=1 if c is not None else 0,
+                     memory_items=max(slots), memory_tokens=self._n_text, kv_bytes=cache_bytes(c) if c else 0,
                      ingest_seconds=self._ingest_seconds,
                      extra={"kv_slots_per_layer": slots, "ingest_peak_rss_bytes": self._ingest_peak_rss})
 
