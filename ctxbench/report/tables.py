@@ -145,9 +145,20 @@ def setting_differs(table: dict[str, Any], cell: dict[str, Any], run: Run | None
     if run is None:
         return None
     setting = {**(table.get("setting") or {}), **(cell.get("setting") or {})}
-    diffs = [f"{k}={config_value(run.config, k)!r} (paper {v!r})" for k, v in setting.items()
+    diffs = [f"{shown(run.config, k)} (paper {v!r})" for k, v in setting.items()
              if str(config_value(run.config, k)) != str(v)]
     return "ours " + ", ".join(diffs) if diffs else None
+
+
+def shown(config: Any, key: str) -> str:
+    """``key=value`` of a run's config; an unset ``*.label`` shows its group's ``name`` instead
+    (``model.label=None`` says nothing; ``model.name='smollm2_135m'`` says which model ran)."""
+    value = config_value(config, key)
+    if value is None and key.endswith(".label"):
+        name_key = key[: -len("label")] + "name"
+        if config_value(config, name_key) is not None:
+            return f"{name_key}={config_value(config, name_key)!r}"
+    return f"{key}={value!r}"
 
 
 def our_value(run: Run, category: dict[str, Any], metric: str, scale: float,
