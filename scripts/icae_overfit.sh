@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# ICAE autoencodes on real weights: overfit 32 passages of 64 tokens into 16 slots each on the packaged
-# SmolLM2 (conf/experiment/icae_overfit.yaml), then decode them back — the 32 trained on, and 32 held out.
+# ICAE autoencodes on real weights: overfit 4 passages of 64 tokens into 16 slots each on the packaged
+# SmolLM2 (conf/experiment/icae_overfit.yaml), then decode them back — the 4 trained on, and 4 held out.
 #
 #   scripts/icae_overfit.sh [TEXT]        TEXT: a .txt corpus (default ../shared/data/tinyshakespeare.txt)
 # Env: OUT (default outputs/icae_overfit), EXTRA (more train overrides, e.g. trainer.max_steps=600), PYTHON.
@@ -13,7 +13,7 @@ PY=${PYTHON:-python}
 # shellcheck disable=SC2086
 "$PY" -m ctxbench train experiment=icae_overfit "dataset.path=$TEXT" "hydra.run.dir=$OUT/train" ${EXTRA:-}
 EVAL=(eval task=reconstruction method=icae "checkpoint=$OUT/train" dataset=text "dataset.path=$TEXT"
-      dataset.max_chars=40000 "task.lengths=[64]" task.windows=32 task.extra_tokens=0)
-"$PY" -m ctxbench "${EVAL[@]}" "hydra.run.dir=$OUT/trained_on"                            # tokens 0..2047
-"$PY" -m ctxbench "${EVAL[@]}" task.skip_tokens=4096 "hydra.run.dir=$OUT/held_out"          # tokens 4096..6143
+      dataset.max_chars=40000 "task.lengths=[64]" task.windows=4 task.extra_tokens=0)
+"$PY" -m ctxbench "${EVAL[@]}" "hydra.run.dir=$OUT/trained_on"                            # the 4 trained on: tokens 0..255
+"$PY" -m ctxbench "${EVAL[@]}" task.skip_tokens=4096 "hydra.run.dir=$OUT/held_out"          # 4 held out: tokens 4096..4351
 for d in trained_on held_out; do echo "== $d"; cat "$OUT/$d/results.md"; done
