@@ -11,7 +11,7 @@ TEXT=${1:-../shared/data/tinyshakespeare.txt}
 OUT=${OUT:-outputs/icae_overfit}
 PY=${PYTHON:-python}
 # shellcheck disable=SC2086
-"$PY" -m ctxbench train experiment=icae_overfit "dataset.path=$TEXT" "hydra.run.dir=$OUT/train" ${EXTRA:-}
+"$PY" -m ctxbench train experiment=icae_overfit "dataset.path=$TEXT" "hydra.run.dir=$OUT/train" trainer.resume=auto ${EXTRA:-}
 EVAL=(eval task=reconstruction method=icae "checkpoint=$OUT/train" dataset=text "dataset.path=$TEXT"
       dataset.max_chars=40000 "task.lengths=[64]" task.windows=4 task.extra_tokens=0)
 "$PY" -m ctxbench "${EVAL[@]}" "hydra.run.dir=$OUT/trained_on"                            # the 4 trained on: tokens 0..255
