@@ -156,8 +156,9 @@ def shown(config: Any, key: str) -> str:
     value = config_value(config, key)
     if value is None and key.endswith(".label"):
         name_key = key[: -len("label")] + "name"
-        if config_value(config, name_key) is not None:
-            return f"{name_key}={config_value(config, name_key)!r}"
+        name = config_value(config, name_key)
+        if name is not None:
+            return f"{name_key}={name!r}"
     return f"{key}={value!r}"
 
 
