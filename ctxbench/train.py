@@ -264,11 +264,13 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                   f"(train_summary.json); nothing to do")
         acc.end_training()
         return {**done, "already_complete": True}
+    resume = t.get("resume")
+    if not resume:
+        refuse_overwrite(run_dir)
     set_seed(int(cfg.seed))
 
     # cheap checks first: a missing or damaged checkpoint is named before the model loads
     init_from = ckpt_mod.resolve_checkpoint(cfg.checkpoint) if cfg.get("checkpoint") else None
-    resume = t.get("resume")
     resume_from = ckpt_mod.resolve_checkpoint(resume) if resume and str(resume) != "auto" else None
     if init_from is not None and (init_from / ckpt_mod.MANIFEST).exists():  # a hand-made folder may have none
         ckpt_mod.verify(init_from)
@@ -426,6 +428,19 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     acc.wait_for_everyone()
     acc.end_training()
     return summary
+
+
+def refuse_overwrite(run_dir: Path) -> None:
+    """A fresh start (``trainer.resume`` unset) into a folder that holds a training run would train
+    from step 0 over its checkpoints and metrics.jsonl: refused, naming the folder and the ways on."""
+    found = ckpt_mod.list_checkpoints(run_dir / "checkpoints")
+    summary = run_dir / "train_summary.json"
+    if not found and not summary.exists():
+        return
+    what = f"checkpoints up to {found[-1].name}" if found else "train_summary.json"
+    raise ConfigError(f"{run_dir} already holds a training run ({what}); trainer.resume is unset, so training "
+                      "would restart from step 0 over it. Pass trainer.resume=auto to continue it (a finished "
+                      "run is returned as it is), or choose a new hydra.run.dir")
 
 
 def finished_run(run_dir: Path, cfg: DictConfig) -> dict[str, Any] | None:

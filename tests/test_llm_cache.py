@@ -171,3 +171,42 @@ def test_cli_names_a_damaged_cache(cli, tmp_path):
             f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode == 2, r.stderr[-2000:]
     assert f"ctxbench: error: {path}: the LLM call cache is damaged" in r.stderr
+
+
+def _open_cache(path, q, barrier):
+    try:
+        barrier.wait(60)  # all at once
+        c = CallCache(path)
+        c.put("k", ChatResult(text="x", prompt_tokens=1, completion_tokens=1))
+        q.put("ok")
+    except Exception as e:  # noqa: BLE001 - reported to the parent
+        q.put(repr(e))
+
+
+def test_processes_opening_a_new_cache_together_all_succeed(tmp_path):
+    """Rows of a board run side by side (scripts/reproduce_locomo_all.sh JOBS=2) open one new cache file:
+    both made the table without ``flags`` and added it ("duplicate column name"), or met a lock on WAL."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    for i in range(6):
+        path, q, barrier = tmp_path / f"c{i}.sqlite", ctx.Queue(), ctx.Barrier(3)
+        procs = [ctx.Process(target=_open_cache, args=(path, q, barrier)) for _ in range(3)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert [q.get(timeout=5) for _ in procs] == ["ok"] * 3
+        assert len(CallCache(path)) == 1
+
+
+def test_an_old_cache_without_flags_gains_the_column(tmp_path):
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as c:
+        c.execute("CREATE TABLE calls (key TEXT PRIMARY KEY, text TEXT NOT NULL, prompt_tokens INTEGER, "
+                  "completion_tokens INTEGER, created REAL)")
+        c.execute("INSERT INTO calls VALUES ('k', 'old', 1, 1, 0)")
+    cache = CallCache(path)
+    assert cache.get("k").text == "old"
+    cache.put("k2", ChatResult(text="new", prompt_tokens=1, completion_tokens=1, truncated=True))
+    assert cache.get("k2").truncated

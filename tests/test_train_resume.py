@@ -47,6 +47,16 @@ def test_resume_of_a_finished_run_says_so_and_rewrites_nothing(cli, finished):
     assert _snapshot(finished) == before
 
 
+def test_a_fresh_start_into_a_trained_folder_is_refused_and_rewrites_nothing(cli, finished):
+    """trainer.resume unset on a folder holding a run: trained from step 0 over its metrics.jsonl before."""
+    before = _snapshot(finished)
+    r = cli(*BASE, f"hydra.run.dir={finished}")
+    assert r.returncode == 2, r.stdout[-1000:] + r.stderr[-2000:]
+    err = r.stderr.strip().splitlines()[-1]
+    assert str(finished) in err and "step_0000006" in err and "trainer.resume=auto" in err, r.stderr[-2000:]
+    assert _snapshot(finished) == before
+
+
 def test_resume_past_max_steps_is_one_line(cli, finished, tmp_path):
     import shutil
 

@@ -80,11 +80,20 @@ class CallCache:
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self._guard(), self._conn() as c:
-            c.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, text TEXT NOT NULL, "
-                      "prompt_tokens INTEGER, completion_tokens INTEGER, created REAL)")
-            if "flags" not in {r[1] for r in c.execute("PRAGMA table_info(calls)")}:
-                c.execute("ALTER TABLE calls ADD COLUMN flags INTEGER")
+        with self._guard():
+            conn = self._conn()
+            # one process at a time (several rows of a board may open a new cache together): the table is
+            # made with every column, an older table gains ``flags`` once, inside one write transaction
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, text TEXT NOT NULL, "
+                             "prompt_tokens INTEGER, completion_tokens INTEGER, created REAL, flags INTEGER)")
+                if "flags" not in {r[1] for r in conn.execute("PRAGMA table_info(calls)")}:
+                    conn.execute("ALTER TABLE calls ADD COLUMN flags INTEGER")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
@@ -103,7 +112,14 @@ class CallCache:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=60)
-            conn.execute("PRAGMA journal_mode=WAL")
+            for attempt in range(100):  # switching a new file to WAL does not wait on another process's lock
+                try:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError as e:
+                    if "locked" not in str(e) or attempt == 99:
+                        raise
+                    time.sleep(0.05)
             self._local.conn = conn
         return conn
 
