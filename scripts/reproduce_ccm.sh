@@ -23,6 +23,6 @@ fi
 for cell in $CELLS; do
   # shellcheck disable=SC2086
   $LAUNCH train "experiment=ccm_locomo_$cell" "scale/ccm=$SCALE" "trainer.max_steps=$STEPS" \
-    "hydra.run.dir=$OUT/$cell" "${KNOBS[@]}" ${EXTRA:-}
+    "hydra.run.dir=$OUT/$cell" trainer.resume=auto "${KNOBS[@]}" ${EXTRA:-}
 done
 "$PY" -m ctxbench report table=ccm_locomo "runs=$OUT" "out=$OUT/ccm_locomo.md"

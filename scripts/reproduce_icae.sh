@@ -22,8 +22,8 @@ else
 fi
 # shellcheck disable=SC2086
 $LAUNCH train experiment=icae_pwc_pretrain "scale/icae_pretrain=$SCALE" "trainer.max_steps=$STEPS" \
-  "hydra.run.dir=$OUT/pretrain" "${KNOBS[@]}" ${EXTRA:-}
+  "hydra.run.dir=$OUT/pretrain" trainer.resume=auto "${KNOBS[@]}" ${EXTRA:-}
 # shellcheck disable=SC2086
 $LAUNCH train experiment=icae_pwc_finetune "scale/icae_finetune=$SCALE" "checkpoint=$OUT/pretrain" \
-  "trainer.max_steps=$STEPS" "hydra.run.dir=$OUT/finetune" "${KNOBS[@]}" ${EXTRA:-}
+  "trainer.max_steps=$STEPS" "hydra.run.dir=$OUT/finetune" trainer.resume=auto "${KNOBS[@]}" ${EXTRA:-}
 "$PY" -m ctxbench report table=icae_pwc "runs=$OUT" "out=$OUT/icae_pwc.md"

@@ -22,5 +22,5 @@ else
 fi
 # shellcheck disable=SC2086
 $LAUNCH train experiment=lococo_pile_lococo "scale/lococo=$SCALE" "trainer.max_steps=$STEPS" \
-  "hydra.run.dir=$OUT/lococo" "${KNOBS[@]}" ${EXTRA:-}
+  "hydra.run.dir=$OUT/lococo" trainer.resume=auto "${KNOBS[@]}" ${EXTRA:-}
 "$PY" -m ctxbench report table=lococo_pile "runs=$OUT" "out=$OUT/lococo_pile.md"
