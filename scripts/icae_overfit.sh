@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# ICAE autoencodes on real weights: overfit 4 passages of 64 tokens into 16 slots each on the packaged
-# SmolLM2 (conf/experiment/icae_overfit.yaml), then decode them back — the 4 trained on, and 4 held out.
+# ICAE autoencodes on real weights: overfit 2 passages of 64 tokens into 16 slots each on the packaged
+# SmolLM2 (conf/experiment/icae_overfit.yaml), then decode them back — the 2 trained on, and 2 held out.
 #
 #   scripts/icae_overfit.sh [TEXT]        TEXT: a .txt corpus (default ../shared/data/tinyshakespeare.txt)
-# Env: PASSAGES (default 4: trained on, and decoded back; as many held out), OUT (default outputs/icae_overfit), EXTRA (more train overrides, e.g. trainer.max_steps=600), PYTHON.
+# Env: PASSAGES (default 2: trained on, and decoded back; as many held out), OUT (default outputs/icae_overfit), EXTRA (more train overrides, e.g. trainer.max_steps=600), PYTHON.
 # Prints the two reconstruction tables (BLEU-4, exact match, token accuracy ± SE); reruns resume.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TEXT=${1:-../shared/data/tinyshakespeare.txt}
 OUT=${OUT:-outputs/icae_overfit}
 PY=${PYTHON:-python}
-N=${PASSAGES:-4}
+N=${PASSAGES:-2}
 # shellcheck disable=SC2086
 "$PY" -m ctxbench train experiment=icae_overfit "dataset.path=$TEXT" "hydra.run.dir=$OUT/train" "method.max_examples=$N" trainer.resume=auto ${EXTRA:-}
 EVAL=(eval task=reconstruction method=icae "checkpoint=$OUT/train" dataset=text "dataset.path=$TEXT"
