@@ -10,17 +10,17 @@ import importlib
 import os
 import sys
 
-from .errors import CtxbenchError  # noqa: F401 - re-exported: ctxbench.__main__.CtxbenchError
-from .paths import conf_dir
+from ctxbench.core.errors import CtxbenchError  # noqa: F401 - re-exported: ctxbench.__main__.CtxbenchError
+from ctxbench.core.paths import conf_dir
 
 COMMANDS = {
-    "train": ("ctxbench.train", "main"),
-    "eval": ("ctxbench.evaluate", "main"),
-    "score": ("ctxbench.evaluate", "score_main"),
+    "train": ("ctxbench.training.loop", "main"),
+    "eval": ("ctxbench.evaluation.evaluator", "main"),
+    "score": ("ctxbench.evaluation.evaluator", "score_main"),
     "bench": ("ctxbench.bench", "main"),
     "report": ("ctxbench.report", "main"),
     "data": ("ctxbench.data.cli", "main"),
-    "ls": ("ctxbench.listing", "main"),
+    "ls": ("ctxbench.report.listing", "main"),
     "export": ("ctxbench.export", "main"),
 }
 CONF_DIR = conf_dir()
@@ -35,7 +35,7 @@ def _fail(msg: str) -> "None":
 
 def check_group_choices(argv: list[str]) -> None:
     """Catch ``group=option`` typos before Hydra, with a "did you mean" and the list."""
-    from .registry import suggest
+    from ctxbench.core.registry import suggest
 
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
@@ -72,7 +72,7 @@ def run_command(command: str, argv: list[str]) -> None:
     mod_name, fn_name = COMMANDS[command]
 
     def task(cfg) -> None:
-        from .secrets import redact_override
+        from ctxbench.core.secrets import redact_override
 
         _scrub_hydra_outputs()
         sys.argv[:] = [redact_override(a) for a in sys.argv]  # wandb and others record argv
@@ -84,7 +84,7 @@ def run_command(command: str, argv: list[str]) -> None:
         except Exception:  # Hydra would print the overrides (keys included) with the traceback
             import traceback
 
-            from .secrets import scrub_text
+            from ctxbench.core.secrets import scrub_text
 
             print(scrub_text(traceback.format_exc()), file=sys.stderr, end="")
             raise SystemExit(1) from None
@@ -103,7 +103,7 @@ def _scrub_hydra_outputs() -> None:
         out = HydraConfig.get().runtime.output_dir
     except Exception:
         return
-    from .secrets import scrub_run_files
+    from ctxbench.core.secrets import scrub_run_files
 
     scrub_run_files(out)
 
@@ -125,7 +125,7 @@ def _rank_safe(command: str, argv: list[str]) -> list[str]:
 def user_errors() -> tuple[type[BaseException], ...]:
     """What the CLI prints as one line (exit 2): every project error, and the few library errors a user causes.
 
-    Every error the project raises on purpose is a :class:`ctxbench.errors.CtxbenchError` (the test
+    Every error the project raises on purpose is a :class:`ctxbench.core.errors.CtxbenchError` (the test
     tests/test_errors_cli.py walks the package to keep it so); anything else is a bug and keeps its
     traceback (exit 1).
     """
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(0 if argv else 2)
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
-        from .registry import suggest
+        from ctxbench.core.registry import suggest
 
         _fail(f"unknown command {command!r}.{suggest(command, list(COMMANDS))}")
     if command == "data":  # `data download locomo` → `action=download name=locomo` (Hydra takes key=value only)
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
         rest = [f"{k}={v}" for k, v in zip(("action", "name"), pos)] + rest
     if command == "report":  # `report sweep=DIR`: conf/sweep/ is a config group, so the folder travels as sweep_dir
         rest = ["sweep_dir=" + a.partition("=")[2] if a.startswith("sweep=") else a for a in rest]
-    from .cli_hints import dashed_key_hint
+    from ctxbench.config.hints import dashed_key_hint
 
     hint = dashed_key_hint(command, rest, CONF_DIR, SKIP_FLAGS | VALUE_FLAGS | CONFIG_FLAGS)  # `--limit 3`
     if hint:
@@ -203,9 +203,9 @@ def check_overrides(command: str, argv: list[str]) -> None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from .config_schema import check_types, unknown_key_line
-    from .errors import ConfigError
-    from .config_sweep import sweep_combinations, sweeper_params
+    from ctxbench.config.schema import check_types, unknown_key_line
+    from ctxbench.core.errors import ConfigError
+    from ctxbench.config.sweep import sweep_combinations, sweeper_params
 
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR), job_name=command):
         if multirun:

@@ -84,7 +84,7 @@ def check_checkpoint(label: str, args: argparse.Namespace) -> str | None:
         raise SystemExit(f"{label!r} needs {opt} (a `train method=lococo` run)")
     from omegaconf import OmegaConf
 
-    from ctxbench.checkpoint import resolve_checkpoint
+    from ctxbench.training.checkpoint import resolve_checkpoint
 
     saved = OmegaConf.create(json.loads((resolve_checkpoint(ckpt) / "method.json").read_text()))
     if (saved.mem_size, saved.segment_len) != (args.mem_size, args.segment_len):
@@ -151,7 +151,7 @@ def slug(label: str) -> str:
 
 
 def table(results: dict, args: argparse.Namespace) -> str:
-    from ctxbench.markdown_table import md_table
+    from ctxbench.core.markdown_table import md_table
 
     L = args.table_length
     mib = 1024 * 1024

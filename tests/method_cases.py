@@ -12,7 +12,7 @@ import torch
 from omegaconf import OmegaConf
 
 from ctxbench.models.loading import load_model
-from ctxbench.registry import build
+from ctxbench.core.registry import build
 
 CONF = Path(__file__).resolve().parents[1] / "ctxbench" / "conf" / "method"
 TEXT = "the quick brown fox jumps over the lazy dog while the cat sleeps in the warm sun. " * 3

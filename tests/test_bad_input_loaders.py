@@ -19,7 +19,7 @@ from ctxbench.data.errors import DataError
 from ctxbench.data.locomo import load_locomo_file
 from ctxbench.data.pwc import load_pwc_rows
 from ctxbench.data.safe_pickle import safe_loads
-from ctxbench.evaluate import load_prediction_file
+from ctxbench.evaluation.evaluator import load_prediction_file
 from tests.conftest import run_cli
 
 SAMPLES = Path(__file__).resolve().parents[1] / "ctxbench" / "samples"

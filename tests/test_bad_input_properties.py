@@ -28,7 +28,7 @@ from ctxbench.data.dialsim import load_dialsim_file
 from ctxbench.data.errors import DataError
 from ctxbench.data.locomo import load_locomo_file
 from ctxbench.data.pwc import load_pwc_rows
-from ctxbench.evaluate import load_prediction_file
+from ctxbench.evaluation.evaluator import load_prediction_file
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 OUTCOMES: dict[str, Counter] = defaultdict(Counter)

@@ -18,7 +18,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ctxbench import checkpoint as ck
+from ctxbench.training import checkpoint as ck
 from ctxbench.data.errors import DataError
 
 GARBAGE = b"\xff\xfe\x00\x9c garbage \x80\x81 not a file the trainer wrote"
@@ -325,7 +325,7 @@ def test_a_sweep_with_only_broken_runs_names_why(tmp_path, capsys):
 # ---- train metrics.jsonl -----------------------------------------------------------------------------
 
 def metrics_log(run: Path, data: bytes, resume_step: int = 3):
-    from ctxbench.train import MetricsLog
+    from ctxbench.training.loop import MetricsLog
 
     (run / "metrics.jsonl").write_bytes(data)
     cfg = OmegaConf.create({"logger": {"name": "none"}})
@@ -372,7 +372,7 @@ ROW = b'{"id": "q1", "prediction": "Paris", "answer": "Paris"}\n'
     (b'{"id": "q0", "prediction": "x", "failed": "no"}\n' + ROW, "field 'failed'"),
 ], ids=["garbage", "truncated line", "string", "no id", "id object", "prediction number", "failed string"])
 def test_a_damaged_predictions_line_names_file_and_line(tmp_path, name, data, says):
-    from ctxbench.evaluate import _answered
+    from ctxbench.evaluation.evaluator import _answered
 
     (tmp_path / name).write_bytes(data)
     with pytest.raises(DataError) as e:
@@ -383,7 +383,7 @@ def test_a_damaged_predictions_line_names_file_and_line(tmp_path, name, data, sa
 @pytest.mark.parametrize("name", ["predictions.jsonl", "predictions.rank0.jsonl"])
 @pytest.mark.parametrize("tail", [b"", b'{"id": "q2", "predi', GARBAGE], ids=["empty", "torn", "garbage"])
 def test_a_torn_or_empty_predictions_file_is_recovered(tmp_path, name, tail):
-    from ctxbench.evaluate import _answered
+    from ctxbench.evaluation.evaluator import _answered
 
     (tmp_path / name).write_bytes((ROW if tail else b"") + tail)
     done = _answered(tmp_path)
@@ -471,7 +471,7 @@ def guard_cfg(k=10):
 ], ids=["truncated", "empty", "garbage", "list", "config list", "fingerprint int", "previous int", "previous str",
         "deep"])
 def test_a_damaged_run_record_names_the_file(tmp_path, data, says):
-    from ctxbench.run_guard import RunFolderError, check_config
+    from ctxbench.runs.guard import RunFolderError, check_config
 
     (tmp_path / ".ctxbench").mkdir()
     (tmp_path / ".ctxbench" / "run.json").write_bytes(data)
@@ -481,7 +481,7 @@ def test_a_damaged_run_record_names_the_file(tmp_path, data, says):
 
 
 def test_a_run_record_is_recovered_by_deleting_it(tmp_path):
-    from ctxbench.run_guard import check_config
+    from ctxbench.runs.guard import check_config
 
     check_config(tmp_path, guard_cfg())
     path = tmp_path / ".ctxbench" / "run.json"
@@ -494,7 +494,7 @@ def test_a_run_record_is_recovered_by_deleting_it(tmp_path):
 
 @pytest.mark.parametrize("how", ["lock is a folder", "guard dir is a file"])
 def test_an_unusable_lock_names_the_file(tmp_path, how):
-    from ctxbench.run_guard import RunFolderError, acquire_lock
+    from ctxbench.runs.guard import RunFolderError, acquire_lock
 
     if how == "lock is a folder":
         (tmp_path / ".ctxbench" / "lock").mkdir(parents=True)
@@ -506,7 +506,7 @@ def test_an_unusable_lock_names_the_file(tmp_path, how):
 
 
 def test_a_lock_file_with_garbage_in_it_is_just_taken(tmp_path):
-    from ctxbench.run_guard import acquire_lock, release_lock
+    from ctxbench.runs.guard import acquire_lock, release_lock
 
     (tmp_path / ".ctxbench").mkdir()
     (tmp_path / ".ctxbench" / "lock").write_bytes(GARBAGE)

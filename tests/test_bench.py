@@ -14,7 +14,7 @@ from ctxbench.bench import selected
 from ctxbench.bench.common import PeakMemory, percentile
 from ctxbench.bench.report import markdown
 from ctxbench.bench.retrieval import recall_at_k
-from ctxbench.registry import UnknownName
+from ctxbench.core.registry import UnknownName
 
 
 def test_bench_retrieval_cli_writes_json_and_markdown(cli, tmp_path):
@@ -107,7 +107,7 @@ def test_scripted_model_satisfies_memory_systems(shared_data, tmp_path):
     sys.path.insert(0, str(Path(__file__).parent))
     from memory_scripted import BowEmbedder
 
-    from ctxbench import registry
+    from ctxbench.core import registry
     from ctxbench.bench.scripted_llm import ScriptedChatModel
 
     samples = registry.build("dataset", OmegaConf.create({"name": "locomo", "path": str(shared_data / "locomo10.json"),
@@ -137,7 +137,7 @@ def test_memory_systems_rows_from_the_evaluator_configs(tmp_path):
     sys.path.insert(0, str(Path(__file__).parent))
     from memory_scripted import BowEmbedder
 
-    from ctxbench import registry
+    from ctxbench.core import registry
     from ctxbench.bench.common import compose
     from ctxbench.bench.memory_systems import measure_system
     from ctxbench.bench.scripted_llm import ScriptedChatModel

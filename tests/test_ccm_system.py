@@ -13,8 +13,8 @@ from ctxbench.data.errors import DataError
 from ctxbench.methods.ccm import CCM, Memory
 from ctxbench.methods.ccm_eval import compare, eval_windows, markdown
 from ctxbench.models.loading import load_model
-from ctxbench.registry import build
-from ctxbench.types import History, Question, Sample, Session, Turn
+from ctxbench.core.registry import build
+from ctxbench.core.types import History, Question, Sample, Session, Turn
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

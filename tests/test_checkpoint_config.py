@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from ctxbench import checkpoint as ck
+from ctxbench.training import checkpoint as ck
 
 TRAINED_METHOD = {"mem_size": 4, "lora": {"r": 4}, "max_new_tokens": 32}
 TINY = {"name": "tiny", "hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1,

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from ctxbench import checkpoint as ck
+from ctxbench.training import checkpoint as ck
 
 
 def saved(root, step=1):

@@ -13,8 +13,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ctxbench import checkpoint as ck
-from ctxbench import sharded_state as sharded
+from ctxbench.training import checkpoint as ck
+from ctxbench.training import sharded_state as sharded
 
 SHARD = "accelerate/pytorch_model/zero_pp_rank_{}_mp_rank_00_optim_states.pt"
 
@@ -127,8 +127,8 @@ def test_full_trainable_without_shards_is_the_method_state():
 
 
 def test_fsdp_plugin_from_the_launcher_config():
-    from ctxbench.paths import conf_dir
-    from ctxbench.train import fsdp_plugin
+    from ctxbench.core.paths import conf_dir
+    from ctxbench.training.loop import fsdp_plugin
 
     conf = OmegaConf.load(conf_dir() / "launcher" / "fsdp.yaml").fsdp
     p2 = fsdp_plugin(conf)

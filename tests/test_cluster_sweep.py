@@ -175,7 +175,7 @@ def test_slurm_site_settings_come_from_the_environment(monkeypatch, tmp_path):
 
 def test_the_readme_lambda_sweep_composes_on_slurm():
     """The README's command: every λ point composes with the paper's trainer settings and the SLURM launcher."""
-    from ctxbench.config_sweep import sweep_combinations
+    from ctxbench.config.sweep import sweep_combinations
 
     base = ["experiment=icae_pwc_pretrain", "scale/icae_pretrain=paper", "method.lambda_ae=0.2,0.5,0.8"]
     combos = sweep_combinations(base)

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from ctxbench import config_bounds as cb
-from ctxbench.config_schema import schema
+from ctxbench.config import bounds as cb
+from ctxbench.config.schema import schema
 
 COMMANDS = ("train", "eval", "score", "bench", "report", "data", "ls", "export")
 
@@ -106,7 +106,7 @@ def test_every_numeric_key_has_a_range_or_a_reason():
     keys = numeric_keys()
     assert len(keys) > 100  # the walk sees the YAMLs (some 150 numeric keys)
     missing = sorted(k for k in keys if k not in cb.RANGES and cb.range_of(k) is None and k not in cb.EXEMPT)
-    assert not missing, f"declare a range in ctxbench/config_bounds.py RANGES (or an EXEMPT reason): {missing}"
+    assert not missing, f"declare a range in ctxbench/config/bounds.py RANGES (or an EXEMPT reason): {missing}"
     assert all(cb.EXEMPT.values()), "every EXEMPT key needs its reason"
 
 
@@ -124,7 +124,7 @@ def test_choices_agree_with_the_code():
     from ctxbench.methods.icae import ICAE
     from ctxbench.methods.lococo import ACTIVATIONS
     from ctxbench.models.loading import DTYPES
-    from ctxbench.train import SCHEDULERS
+    from ctxbench.training.loop import SCHEDULERS
 
     assert set(cb.CHOICES["trainer.scheduler"]) == set(SCHEDULERS)
     assert set(cb.CHOICES["model.dtype"]) == set(DTYPES) == set(cb.CHOICES["llm.dtype"])
@@ -152,7 +152,7 @@ def listed_alternatives():
     """(dotted key, file) of every YAML line ``key: v  # ... | ...`` whose comment lists its value among others."""
     import re
 
-    from ctxbench.config_schema import CONF_DIR, NOT_SCHEMA_GROUPS
+    from ctxbench.config.schema import CONF_DIR, NOT_SCHEMA_GROUPS
 
     files = [("", f) for f in CONF_DIR.glob("*.yaml")]
     files += [(g.name + ".", f) for g in CONF_DIR.iterdir() if g.is_dir() and g.name not in NOT_SCHEMA_GROUPS
@@ -177,7 +177,7 @@ def test_every_listed_set_of_values_is_a_choice():
     found = dict(listed_alternatives())
     assert {"trainer.scheduler", "memory.index", "method.mode", "dataset.answer_format"} <= set(found)
     missing = sorted(f"{k} ({f})" for k, f in found.items() if k not in cb.CHOICES and k not in cb.OPEN_CHOICES)
-    assert not missing, f"declare CHOICES in ctxbench/config_bounds.py (or an OPEN_CHOICES reason): {missing}"
+    assert not missing, f"declare CHOICES in ctxbench/config/bounds.py (or an OPEN_CHOICES reason): {missing}"
     assert set(cb.OPEN_CHOICES) <= set(found), "OPEN_CHOICES names a key no YAML lists values for"
 
 
@@ -201,7 +201,7 @@ def test_tiny_model_heads_must_divide_the_hidden_size():
     """transformers' ValueError (a traceback) before; now a one-line ModelLoadError naming the keys."""
     from omegaconf import OmegaConf
 
-    from ctxbench.errors import CtxbenchError
+    from ctxbench.core.errors import CtxbenchError
     from ctxbench.models.loading import tiny_dir
 
     with pytest.raises(CtxbenchError, match=r"model.hidden_size=64 must be a multiple of model.num_heads=3"):

@@ -20,8 +20,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from ctxbench import registry
-from ctxbench.config_schema import yaml_leaves
+from ctxbench.core import registry
+from ctxbench.config.schema import yaml_leaves
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 PACKAGE = Path(__file__).resolve().parents[1] / "ctxbench"

@@ -12,8 +12,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from ctxbench.__main__ import check_overrides
-from ctxbench.config_sweep import sweep_combinations
-from ctxbench.config_schema import NULL_DEFAULTS, ConfigTypeError, check_types, schema, schema_files, yaml_leaves
+from ctxbench.config.sweep import sweep_combinations
+from ctxbench.config.schema import NULL_DEFAULTS, ConfigTypeError, check_types, schema, schema_files, yaml_leaves
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

@@ -7,8 +7,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from ctxbench import registry
-from ctxbench.config_schema import check_types
+from ctxbench.core import registry
+from ctxbench.config.schema import check_types
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 PRIMARY = sorted(p.stem for p in CONF.glob("*.yaml"))

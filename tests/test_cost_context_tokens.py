@@ -16,14 +16,14 @@ import re
 import pytest
 from omegaconf import OmegaConf
 
-from ctxbench.evaluate import run_system
+from ctxbench.evaluation.evaluator import run_system
 from ctxbench.memory.baselines import FullContext, NoContext
 from ctxbench.memory.rag import RAG, chunk_turns
 from ctxbench.memory.readagent import ReadAgent, paragraphs_of
 from ctxbench.metrics.cost import aggregate_cost
 from ctxbench.qa import get_prompt
-from ctxbench.render import render_history
-from ctxbench.types import History, Question, Sample, Session, Turn
+from ctxbench.core.render import render_history
+from ctxbench.core.types import History, Question, Sample, Session, Turn
 
 from memory_scripted import BowEmbedder
 from scripted_llm import ScriptedLLM

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ctxbench import registry
+from ctxbench.core import registry
 from ctxbench.data.dialsim import UNKNOWN_ANSWER, load_dialsim_file, script_turns
 from ctxbench.data.errors import DataError
 from ctxbench.data.safe_pickle import safe_load, safe_loads

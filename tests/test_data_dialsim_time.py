@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ctxbench import registry
+from ctxbench.core import registry
 from ctxbench.data.dialsim import UNKNOWN_ANSWER
 from ctxbench.data.errors import DataError
-from ctxbench.evaluate import run_system
+from ctxbench.evaluation.evaluator import run_system
 
 from scripted_llm import ScriptedLLM
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ctxbench import registry
+from ctxbench.core import registry
 from ctxbench.data.categories import ADVERSARIAL_GOLD, parse_categories
 from ctxbench.data.errors import DataError
 from ctxbench.data.locomo import load_locomo_file, parse_evidence_id, select, stats

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ctxbench import registry
+from ctxbench.core import registry
 from ctxbench.data.errors import DataError
 
 REPO = Path(__file__).resolve().parents[1]

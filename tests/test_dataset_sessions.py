@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ctxbench import registry
+from ctxbench.core import registry
 from ctxbench.bench.scripted_llm import ScriptedChatModel
 from ctxbench.data.errors import DataError
 from ctxbench.data.locomo import load_locomo_file, select

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from ctxbench.data.errors import DataError
-from ctxbench.evaluate import load_prediction_file
+from ctxbench.evaluation.evaluator import load_prediction_file
 from ctxbench.report.sweep import sweep_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from ctxbench.registry import build
-from ctxbench.train_message import done_message
+from ctxbench.core.registry import build
+from ctxbench.training.message import done_message
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

@@ -78,7 +78,7 @@ def single(tmp_path_factory):
 
 def damaged_newer_copy(ckpt, damage):
     """step_0000005: a copy of ``ckpt`` claiming step 5, its MANIFEST rewritten, then one file damaged."""
-    from ctxbench import checkpoint as ck
+    from ctxbench.training import checkpoint as ck
 
     newer = ckpt.parent / "step_0000005"
     shutil.copytree(ckpt, newer)

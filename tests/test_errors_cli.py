@@ -1,6 +1,6 @@
 """Every error the project raises on purpose is a CtxbenchError, printed as one line; bugs keep their traceback.
 
-The CLI catches :class:`ctxbench.errors.CtxbenchError` (plus FileNotFoundError and omegaconf's
+The CLI catches :class:`ctxbench.core.errors.CtxbenchError` (plus FileNotFoundError and omegaconf's
 MissingMandatoryValue) instead of a list of classes that new code forgot to extend. The walk below
 imports every module of the package and fails on any exception class defined there that is neither
 a CtxbenchError nor one of the internal control-flow exceptions listed (with their reason) in
@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import ctxbench
-from ctxbench.errors import ConfigError, CtxbenchError
+from ctxbench.core.errors import ConfigError, CtxbenchError
 
 # exceptions that never reach the user: each is caught inside the package and turned into something else
 INTERNAL = {
@@ -56,24 +56,24 @@ def test_every_project_error_is_a_ctxbench_error():
 
 
 def test_the_walk_sees_the_known_errors():
-    for name in ("ctxbench.data.errors.DataError", "ctxbench.checkpoint.CheckpointError",
-                 "ctxbench.memory.stores.records.StoreError", "ctxbench.registry.UnknownName",
-                 "ctxbench.config_schema.ConfigTypeError", "ctxbench.export.ExportError"):
+    for name in ("ctxbench.data.errors.DataError", "ctxbench.training.checkpoint.CheckpointError",
+                 "ctxbench.memory.stores.records.StoreError", "ctxbench.core.registry.UnknownName",
+                 "ctxbench.config.schema.ConfigTypeError", "ctxbench.export.ExportError"):
         assert issubclass(CLASSES[name], CtxbenchError), name
     assert issubclass(CLASSES["ctxbench.data.errors.DataError"], ValueError)  # old bases kept
-    assert issubclass(CLASSES["ctxbench.checkpoint.CheckpointError"], RuntimeError)
+    assert issubclass(CLASSES["ctxbench.training.checkpoint.CheckpointError"], RuntimeError)
     assert issubclass(ConfigError, ValueError)
 
 
 def run_ls(monkeypatch, capsys, raise_: BaseException) -> tuple[int, str]:
     """``python -m ctxbench ls`` in-process, its work replaced by raising ``raise_``."""
-    import ctxbench.listing
+    import ctxbench.report.listing
     from ctxbench.__main__ import main
 
     def broken(cfg):
         raise raise_
 
-    monkeypatch.setattr(ctxbench.listing, "main", broken)
+    monkeypatch.setattr(ctxbench.report.listing, "main", broken)
     monkeypatch.setattr(sys, "argv", ["ctxbench", "ls"])
     with pytest.raises(SystemExit) as e:
         main(["ls"])

@@ -1,4 +1,4 @@
-"""Concurrent evaluation (ctxbench/eval_pool.py): histories and questions on N workers, the same records.
+"""Concurrent evaluation (ctxbench/evaluation/pool.py): histories and questions on N workers, the same records.
 
 A slow, thread-safe scripted backend answers from the messages alone (so the reply cannot depend on
 completion order) and records how many calls were in flight at once.
@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from ctxbench.evaluate import HistorySystems, run_system
+from ctxbench.evaluation.evaluator import HistorySystems, run_system
 from ctxbench.llm.base import ChatResult, UsageMeter
 from ctxbench.llm.shared import SharedLLM
 from ctxbench.memory.baselines import FullContext
-from ctxbench.system import System
-from ctxbench.types import History, Prediction, Question, Sample, Session, Turn, Usage
+from ctxbench.core.system import System
+from ctxbench.core.types import History, Prediction, Question, Sample, Session, Turn, Usage
 
 TIMING = ("answer_seconds", "usage.answer_seconds", "construction.seconds")
 
@@ -209,7 +209,7 @@ def test_hf_calls_from_several_workers_are_generated_as_one_batch(tmp_path):
 
 
 def test_batcher_groups_calls_and_counts_each_in_its_callers_task(tmp_path):
-    from ctxbench.eval_pool import Gate, HistoryWork, run_tasks
+    from ctxbench.evaluation.pool import Gate, HistoryWork, run_tasks
     from ctxbench.llm.scope import call_scope
     from ctxbench.llm.shared import CallBatcher
 
@@ -244,7 +244,7 @@ def test_batcher_groups_calls_and_counts_each_in_its_callers_task(tmp_path):
 
 
 def test_log_samples_writes_each_answers_calls_context_and_construction_calls(tmp_path, monkeypatch):
-    from ctxbench.sample_log import CONSTRUCTION_CALLS, SAMPLES
+    from ctxbench.evaluation.sample_log import CONSTRUCTION_CALLS, SAMPLES
 
     secret = "s3cr3t-value-of-the-key-0042"
     monkeypatch.setenv("MY_SERVICE_API_KEY", secret)

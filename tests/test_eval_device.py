@@ -16,12 +16,12 @@ import torch
 from accelerate import PartialState
 from omegaconf import OmegaConf
 
-from ctxbench import evaluate as E
-from ctxbench.errors import ConfigError
+from ctxbench.evaluation import evaluator as E
+from ctxbench.core.errors import ConfigError
 from ctxbench.models import loading as L
-from ctxbench.paths import conf_dir
-from ctxbench.system import System
-from ctxbench.types import History, Prediction, Question, Sample, Session, Turn
+from ctxbench.core.paths import conf_dir
+from ctxbench.core.system import System
+from ctxbench.core.types import History, Prediction, Question, Sample, Session, Turn
 from tests.conftest import run_cli
 
 TINY = {"name": "tiny", "hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1,
@@ -123,7 +123,7 @@ def test_eval_loads_straight_onto_the_resolved_device_in_bf16(gpu_node):
 
 
 def test_llm_hf_on_a_gpu_node_loads_bf16_on_the_ranks_device(gpu_node):
-    from ctxbench.registry import build
+    from ctxbench.core.registry import build
 
     llm = build("llm", OmegaConf.create({"name": "hf", "model": {**TINY, "dtype": "auto"}, "cache": False}))
     assert gpu_node[-1]["device_map"] == {"": torch.device("cuda", 1)} and gpu_node[-1]["dtype"] is torch.bfloat16
@@ -135,7 +135,7 @@ def test_llm_hf_on_a_gpu_node_loads_bf16_on_the_ranks_device(gpu_node):
 
 
 def test_llm_device_names_a_missing_gpu(monkeypatch):
-    from ctxbench.registry import build
+    from ctxbench.core.registry import build
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ConfigError, match=r"^llm.device='cuda:3' but torch sees no CUDA GPU on this machine"):
@@ -165,7 +165,7 @@ def guard_inputs(model: torch.nn.Module) -> list[str]:
 
 
 def test_llm_hf_bf16_generates_with_inputs_on_the_models_device():
-    from ctxbench.registry import build
+    from ctxbench.core.registry import build
 
     llm = build("llm", OmegaConf.create({"name": "hf", "model": TINY, "dtype": "bfloat16", "device": "cpu",
                                          "cache": False, "context_window": 256}))

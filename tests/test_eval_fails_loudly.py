@@ -9,10 +9,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from omegaconf import OmegaConf
 
-from ctxbench.evaluate import evaluate_samples
+from ctxbench.evaluation.evaluator import evaluate_samples
 from ctxbench.memory.baselines import FullContext
 from ctxbench.metrics.health import run_health
-from ctxbench.types import History, Question, Sample, Session, Turn
+from ctxbench.core.types import History, Question, Sample, Session, Turn
 
 from conftest import run_cli
 from scripted_llm import ScriptedLLM

@@ -10,12 +10,12 @@ import pytest
 from omegaconf import OmegaConf
 
 from ctxbench.qa import get_prompt
-from ctxbench.evaluate import evaluate_samples, run_system
+from ctxbench.evaluation.evaluator import evaluate_samples, run_system
 from ctxbench.memory.baselines import FullContext, NoContext
-from ctxbench.qa_prompts import (CONV_START_PROMPT, NOT_MENTIONED, QA_PROMPT, adversarial_options, postprocess,
+from ctxbench.qa.forms import (CONV_START_PROMPT, NOT_MENTIONED, QA_PROMPT, adversarial_options, postprocess,
                                  qa_prompt)
-from ctxbench.render import render_history
-from ctxbench.types import History, Question, Sample, Session, Turn
+from ctxbench.core.render import render_history
+from ctxbench.core.types import History, Question, Sample, Session, Turn
 from tests.scripted_llm import ScriptedLLM
 
 

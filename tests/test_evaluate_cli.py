@@ -69,7 +69,7 @@ def test_score_cli_names_file_line_and_field_of_bad_input(tmp_path):
 ])
 def test_prediction_file_errors_name_line_and_field(tmp_path, row, field):
     from ctxbench.data.errors import DataError
-    from ctxbench.evaluate import load_prediction_file
+    from ctxbench.evaluation.evaluator import load_prediction_file
 
     path = write_lines(tmp_path / "p.jsonl", [LINES[0][0], row])
     with pytest.raises(DataError) as e:

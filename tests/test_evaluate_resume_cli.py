@@ -93,7 +93,7 @@ def test_eval_cli_refuses_to_resume_a_folder_made_with_another_config(tmp_path):
 
 def test_eval_cli_refuses_a_folder_another_process_is_using(tmp_path):
     out = tmp_path / "run"
-    hold = ("import sys, time; from ctxbench.run_guard import acquire_lock; acquire_lock(sys.argv[1]); "
+    hold = ("import sys, time; from ctxbench.runs.guard import acquire_lock; acquire_lock(sys.argv[1]); "
             "print('held', flush=True); time.sleep(300)")
     holder = subprocess.Popen([sys.executable, "-c", hold, str(out)], cwd=REPO, stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -117,7 +117,7 @@ def test_eval_cli_refuses_a_folder_another_process_is_using(tmp_path):
 ])
 def test_resume_read_of_a_bad_prediction_line_names_file_and_line(tmp_path, line, what):
     from ctxbench.data.errors import DataError
-    from ctxbench.evaluate import run_system
+    from ctxbench.evaluation.evaluator import run_system
     from ctxbench.memory.baselines import NoContext
 
     pred = tmp_path / "predictions.jsonl"

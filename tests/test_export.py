@@ -7,10 +7,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ctxbench import checkpoint as ck
+from ctxbench.training import checkpoint as ck
 from ctxbench.export import load_export, read_extras
 from ctxbench.models.loading import load_model
-from ctxbench.registry import build
+from ctxbench.core.registry import build
 
 FAST = ["model=tiny", "trainer.progress=false", "trainer.max_steps=2", "trainer.save_every=2"]
 ICAE_SMALL = ["method.mem_size=4", "method.compression_rate=4", "method.context_tokens=32", "method.lm_tokens=16"]

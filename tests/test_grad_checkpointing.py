@@ -89,7 +89,7 @@ def test_train_runs_icae_with_checkpointing_on_a_bf16_base(cli, tmp_path):
     and the exported trainable weights are fp32."""
     from safetensors.torch import load_file
 
-    from ctxbench import checkpoint as ck
+    from ctxbench.training import checkpoint as ck
 
     run = tmp_path / "run"
     r = cli("train", "method=icae_pretrain", "model=tiny", "model.dtype=bfloat16", "trainer.precision=bf16",

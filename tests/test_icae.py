@@ -11,8 +11,8 @@ from omegaconf import OmegaConf
 from ctxbench.methods import icae_data as D
 from ctxbench.methods.icae import qa_text
 from ctxbench.models.loading import load_model
-from ctxbench.registry import build
-from ctxbench.types import History, Question, Sample, Session, Turn
+from ctxbench.core.registry import build
+from ctxbench.core.types import History, Question, Sample, Session, Turn
 
 TEXTS = ["The quick brown fox jumps over.", "A lazy dog sleeps in the sun!!"]
 

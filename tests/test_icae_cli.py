@@ -5,7 +5,7 @@ import json
 
 from safetensors.torch import load_file
 
-from ctxbench import checkpoint as ck
+from ctxbench.training import checkpoint as ck
 
 SMALL = ["model=tiny", "method.mem_size=4", "method.compression_rate=4", "method.context_tokens=32",
          "method.lm_tokens=16", "method.max_new_tokens=4", "method.max_context_tokens=64"]

@@ -15,8 +15,8 @@ import zlib
 import pytest
 from omegaconf import OmegaConf
 
-from ctxbench.errors import ConfigError
-from ctxbench.evaluate import finalize
+from ctxbench.core.errors import ConfigError
+from ctxbench.evaluation.evaluator import finalize
 from ctxbench.llm.base import ChatResult, UsageMeter
 from ctxbench.llm.cache import CachedLLM, cache_key
 from ctxbench.metrics.aggregate import aggregate, score_records
@@ -167,8 +167,8 @@ def test_bad_judge_settings_are_refused(tmp_path):
         judge(tmp_path, runs=0)
     from hydra import compose, initialize_config_dir
 
-    from ctxbench.config_schema import check_types
-    from ctxbench.paths import conf_dir
+    from ctxbench.config.schema import check_types
+    from ctxbench.core.paths import conf_dir
 
     with initialize_config_dir(version_base="1.3", config_dir=str(conf_dir())):
         ok = compose(config_name="eval", overrides=["judge.runs=10", "judge.temperature=0.5"])
@@ -215,7 +215,7 @@ def test_hf_seeded_sampling_is_reproducible_and_leaves_the_global_rng(tmp_path):
 def test_the_mem0_paper_setting_judges_ten_runs():
     from hydra import compose, initialize_config_dir
 
-    from ctxbench.paths import conf_dir
+    from ctxbench.core.paths import conf_dir
 
     with initialize_config_dir(version_base="1.3", config_dir=str(conf_dir())):
         paper = compose(config_name="eval", overrides=["experiment=mem0_locomo_table1_mem0", "scale/mem0=paper"])

@@ -14,8 +14,8 @@ from ctxbench.methods.kv_baselines import H2OPress, SinkPress
 from ctxbench.methods.kv_cache import KVState
 from ctxbench.methods.press import LayerKV, SegmentInfo
 from ctxbench.models.loading import load_model
-from ctxbench.registry import build
-from ctxbench.types import History, Question, Session, Turn
+from ctxbench.core.registry import build
+from ctxbench.core.types import History, Question, Session, Turn
 
 
 @pytest.fixture(scope="module")
@@ -173,8 +173,8 @@ def test_through_the_evaluator_on_locomo(tiny, shared_data, tmp_path):
     from dataclasses import replace
 
     from ctxbench.data.locomo import load_locomo_file
-    from ctxbench.evaluate import evaluate_samples
-    from ctxbench.types import Sample
+    from ctxbench.evaluation.evaluator import evaluate_samples
+    from ctxbench.core.types import Sample
 
     conv = load_locomo_file(shared_data / "locomo10.json")[0]
     short = Sample(replace(conv.history, sessions=conv.history.sessions[:2]), conv.questions[:3])
@@ -213,7 +213,7 @@ def test_answer_with_a_large_cache_is_the_full_models_greedy_answer(tiny, name, 
     m = method(tiny, name, segment_len=32, mem_size=4096, max_new_tokens=8, **kw)
     m.ingest(hist)
     got = m.answer(q)
-    from ctxbench.render import render_history
+    from ctxbench.core.render import render_history
 
     before, after = m._frame(q, hist.speakers)
     tok = tiny.tokenizer

@@ -11,12 +11,12 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ctxbench.errors import ConfigError
+from ctxbench.core.errors import ConfigError
 from ctxbench.methods.kv_prompt import qa_frame, stop_token_ids
 from ctxbench.models.loading import load_model
-from ctxbench.registry import build
-from ctxbench.render import render_history
-from ctxbench.types import History, Question, Session, Turn
+from ctxbench.core.registry import build
+from ctxbench.core.render import render_history
+from ctxbench.core.types import History, Question, Session, Turn
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from ctxbench.llm.base import LLMUnavailable
-from ctxbench.paths import conf_dir
-from ctxbench.registry import build
+from ctxbench.core.paths import conf_dir
+from ctxbench.core.registry import build
 
 from tests.conftest import run_cli
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ctxbench.errors import ConfigError
+from ctxbench.core.errors import ConfigError
 from ctxbench.llm.hf import HFChatLLM, llm_model_config
 from ctxbench.llm.prefix_cache import PrefixCache, common_prefix
 from ctxbench.models.loading import load_model
@@ -226,9 +226,9 @@ def test_smollm2_full_context_replies_equal(shared_data):
     """3 answer prompts (qa_prompt=brief) over the same ~1,500-token LoCoMo history: SmolLM2's
     greedy replies and token counts are equal with reuse on and off, and the 2nd and 3rd hit."""
     from ctxbench.qa import get_prompt
-    from ctxbench.registry import build
-    from ctxbench.render import render_history
-    from ctxbench.types import History
+    from ctxbench.core.registry import build
+    from ctxbench.core.render import render_history
+    from ctxbench.core.types import History
 
     sample = list(build("dataset", OmegaConf.create({"name": "locomo", "path": str(shared_data / "locomo10.json")})))[0]
     on, off = pair("smollm2_135m", 2048, min_tokens=256)
@@ -249,7 +249,7 @@ def test_the_measurement_reports_hits_and_equal_replies():
     """bench.prefix_reuse on the tiny model and the shipped LoCoMo sample (fast; the SmolLM2 run is
     the issue's measurement): every question after the first reuses the shared history."""
     from ctxbench.bench.prefix_reuse import measure_full_context_prefix
-    from ctxbench.paths import samples_dir
+    from ctxbench.core.paths import samples_dir
 
     r = measure_full_context_prefix(questions=3, context_window=4096, max_new_tokens=4, model="tiny",
                                     path=samples_dir() / "locomo_sample.json", threads=1)

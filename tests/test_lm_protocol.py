@@ -1,4 +1,4 @@
-"""``method=lm`` on the eval-task protocol (tasks/protocol.py): the plain model reading its context as text.
+"""``method=lm`` on the eval-task protocol (core/task_protocol.py): the plain model reading its context as text.
 
 Shows: score_continuation is the model's NLL of the target after context + prompt in one forward;
 a context longer than the window is cut from its oldest tokens; plain_lm switches LoRA off.
@@ -9,9 +9,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ctxbench.errors import ConfigError
+from ctxbench.core.errors import ConfigError
 from ctxbench.models.loading import load_model
-from ctxbench.registry import build
+from ctxbench.core.registry import build
 
 
 @pytest.fixture(scope="module")

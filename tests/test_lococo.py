@@ -15,8 +15,8 @@ from ctxbench.methods.kv_cache import KVState
 from ctxbench.methods.press import LayerKV, SegmentInfo
 from ctxbench.methods.lococo import ConvCompressor
 from ctxbench.models.loading import load_model
-from ctxbench.registry import build
-from ctxbench.types import History, Sample
+from ctxbench.core.registry import build
+from ctxbench.core.types import History, Sample
 
 
 @pytest.fixture(scope="module")

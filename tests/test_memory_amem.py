@@ -7,7 +7,7 @@ import json
 from omegaconf import OmegaConf
 
 from ctxbench.memory.amem import AMem
-from ctxbench.types import History, Question, Session, Turn
+from ctxbench.core.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder, ScriptedLLM
 

@@ -12,11 +12,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from ctxbench.config_schema import check_types
-from ctxbench.errors import ConfigError
+from ctxbench.config.schema import check_types
+from ctxbench.core.errors import ConfigError
 from ctxbench.memory.amem import AMem
 from ctxbench.memory.prompts import amem as P
-from ctxbench.types import History, Question, Session, Turn
+from ctxbench.core.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder, ScriptedLLM
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ctxbench import registry
-from ctxbench.evaluate import run_system
+from ctxbench.core import registry
+from ctxbench.evaluation.evaluator import run_system
 
 from ctxbench.bench.scripted_llm import ScriptedChatModel
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.evaluate import history_dir
+from ctxbench.evaluation.evaluator import history_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json"

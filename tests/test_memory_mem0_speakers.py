@@ -16,11 +16,11 @@ import pytest
 from jinja2 import Template
 from omegaconf import OmegaConf
 
-from ctxbench.errors import ConfigError
+from ctxbench.core.errors import ConfigError
 from ctxbench.memory.mem0 import Mem0
 from ctxbench.qa import get_prompt
 from ctxbench.qa.prompts import mem0 as QP
-from ctxbench.types import History, Question, Session, Turn
+from ctxbench.core.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder, ScriptedLLM, prompt_text
 

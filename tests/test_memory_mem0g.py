@@ -13,7 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from ctxbench.memory.mem0g import Mem0g
-from ctxbench.types import History, Question, Session, Turn
+from ctxbench.core.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder, ScriptedLLM, prompt_text
 

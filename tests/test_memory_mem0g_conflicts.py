@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 
-from ctxbench.types import History, Session, Turn
+from ctxbench.core.types import History, Session, Turn
 
 from memory_scripted import ScriptedLLM
 from test_memory_mem0g import make
@@ -90,7 +90,7 @@ def test_a_small_limit_keeps_the_most_recent_edges(tmp_path):
 def test_caroline_and_her_mom_stay_two_nodes_with_minilm(tmp_path):
     from omegaconf import OmegaConf
 
-    from ctxbench import registry
+    from ctxbench.core import registry
 
     minilm = registry.build("embedder", OmegaConf.create({"name": "minilm", "batch_size": 8}))
     v = minilm.encode(["caroline", "caroline's mom"])

@@ -12,12 +12,12 @@ import pytest
 from omegaconf import OmegaConf
 
 from ctxbench.qa import get_prompt
-from ctxbench import registry
-from ctxbench.evaluate import history_dir, run_system
+from ctxbench.core import registry
+from ctxbench.evaluation.evaluator import history_dir, run_system
 from ctxbench.llm.schema import SchemaError, parse_reply
 from ctxbench.memory.memgpt import MemGPT
 from ctxbench.memory.prompts.memgpt import call_schema
-from ctxbench.types import History, Question, Session, Turn
+from ctxbench.core.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder
 from scripted_llm import ScriptedLLM

@@ -10,7 +10,7 @@ import pytest
 
 from ctxbench.memory.memgpt import MemGPT
 from ctxbench.memory.prompts.memgpt import WARNING, pressure_schema
-from ctxbench.types import Question
+from ctxbench.core.types import Question
 
 from memory_scripted import BowEmbedder
 from scripted_llm import ScriptedLLM

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from ctxbench.memory.base import parse_date
 from ctxbench.memory.memorybank import MemoryBank, retention
-from ctxbench.types import History, Question, Session, Turn
+from ctxbench.core.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder, ScriptedLLM
 

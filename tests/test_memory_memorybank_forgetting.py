@@ -12,10 +12,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from ctxbench.config_schema import check_types
-from ctxbench.errors import ConfigError
+from ctxbench.config.schema import check_types
+from ctxbench.core.errors import ConfigError
 from ctxbench.memory.memorybank import MemoryBank, draw, retention
-from ctxbench.types import History, Session, Turn
+from ctxbench.core.types import History, Session, Turn
 
 from memory_scripted import BowEmbedder, ScriptedLLM
 

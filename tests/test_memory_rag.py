@@ -6,7 +6,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from ctxbench.memory.rag import RAG, chunk_turns
-from ctxbench.types import History, Question, Session, Turn
+from ctxbench.core.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder, ScriptedLLM
 

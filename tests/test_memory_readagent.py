@@ -11,10 +11,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from ctxbench.qa import get_prompt
-from ctxbench import registry
-from ctxbench.evaluate import run_system
+from ctxbench.core import registry
+from ctxbench.evaluation.evaluator import run_system
 from ctxbench.memory.readagent import ReadAgent, paragraphs_of
-from ctxbench.types import History, Question, Session, Turn
+from ctxbench.core.types import History, Question, Session, Turn
 
 from scripted_llm import ScriptedLLM
 

@@ -10,7 +10,7 @@ from ctxbench.metrics.base import NOT_MENTIONED, build_metrics, category_name
 from ctxbench.metrics.cost import aggregate_cost, percentile
 from ctxbench.metrics.qa import (Bleu1, LoCoMoF1, Rouge1, Rouge2, RougeL, SetF1, f1_score, normalize_answer,
                                  word_tokens)
-from ctxbench.types import Question
+from ctxbench.core.types import Question
 
 
 def q(answer, cat, name=""):

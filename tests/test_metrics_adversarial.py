@@ -12,7 +12,7 @@ import yaml
 from ctxbench.metrics.aggregate import aggregate, score_records
 from ctxbench.metrics.base import NOT_MENTIONED, build_metrics
 from ctxbench.report.tables import load_table, table_report
-from ctxbench.types import Question
+from ctxbench.core.types import Question
 
 NAMES = ["f1", "f1_set", "f1_adv_answer", "bleu1", "bleu1_adv_answer"]
 

@@ -80,7 +80,7 @@ def test_pip_install_dot_installs_the_same_files(built):
 
 
 def test_installed_copy_finds_its_own_files(built):
-    code = ("import ctxbench, json; from ctxbench.paths import conf_dir, samples_dir, source_root; "
+    code = ("import ctxbench, json; from ctxbench.core.paths import conf_dir, samples_dir, source_root; "
             "from ctxbench.data.paths import data_root, resolve; "
             "print(json.dumps({'pkg': ctxbench.__file__, 'conf': str(conf_dir()), 'samples': str(samples_dir()), "
             "'root': source_root(), 'data': str(data_root()), "

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from ctxbench.config_schema import check_types
+from ctxbench.config.schema import check_types
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -75,7 +75,7 @@ def test_lococo_paper_examples_are_32k_tokens_with_rope_x8():
     assert cfg.method.segment_len * cfg.method.n_segments == 32768
     # the factor the real method computes from a 4096-token window (Llama-2's): the tiny model has one
     from ctxbench.models.loading import load_model
-    from ctxbench.registry import build
+    from ctxbench.core.registry import build
 
     tiny = composed("experiment=lococo_pile_lococo", "scale/lococo=paper", "model=tiny")
     assert tiny.model.max_position_embeddings == 4096

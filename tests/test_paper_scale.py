@@ -11,8 +11,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from ctxbench import registry
-from ctxbench.config_schema import check_types
+from ctxbench.core import registry
+from ctxbench.config.schema import check_types
 
 from memory_scripted import BowEmbedder
 from scripted_llm import ScriptedLLM

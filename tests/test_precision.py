@@ -90,7 +90,7 @@ def test_icae_kv_bytes_count_the_decoder_dtype_not_the_fp32_slots():
 def test_a_bf16_base_with_fp32_trainables_ingests_and_answers_without_autocast(case):
     """Evaluation loads the bf16 base, builds the method (fp32 trainables) and answers with no
     autocast: compression, memory and decoding cast where the two meet."""
-    from ctxbench.types import History, Question, Session, Turn
+    from ctxbench.core.types import History, Question, Session, Turn
 
     m, _ = build_case(case, BF16)
     turns = [Turn(speaker="Ann", text="I adopted a cat named Pixel last week."),

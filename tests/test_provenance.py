@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench import results as R
-from ctxbench.evaluate import finalize
+from ctxbench.runs import results as R
+from ctxbench.evaluation.evaluator import finalize
 from ctxbench.metrics.base import build_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def test_device_info_names_the_gpu(monkeypatch):
 
 
 def test_provenance_imports_neither_deepspeed_nor_torch():
-    code = ("import json, sys; from ctxbench.results import provenance; p = provenance(); "
+    code = ("import json, sys; from ctxbench.runs.results import provenance; p = provenance(); "
             "print(json.dumps(['deepspeed' in sys.modules, 'torch' in sys.modules, p]))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

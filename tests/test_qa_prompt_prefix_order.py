@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ctxbench.qa.registry import PROMPTS
-from ctxbench.types import Question
+from ctxbench.core.types import Question
 
 CONTEXT = "DATE: 8 May, 2023\nCONVERSATION:\nAnn said: \"I adopted a dog named Rex.\"\nBob said: \"Nice!\""
 

@@ -16,13 +16,13 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from ctxbench import registry
-from ctxbench.errors import ConfigError
-from ctxbench.evaluate import build_system, evaluate_samples, run_system
+from ctxbench.core import registry
+from ctxbench.core.errors import ConfigError
+from ctxbench.evaluation.evaluator import build_system, evaluate_samples, run_system
 from ctxbench.qa import PROMPTS, AnswerPrompt, get_prompt
 from ctxbench.qa.prompts import amem, brief, mem0
-from ctxbench.run_guard import RunFolderError, check_config
-from ctxbench.types import History, Question, Sample, Session, Turn
+from ctxbench.runs.guard import RunFolderError, check_config
+from ctxbench.core.types import History, Question, Sample, Session, Turn
 
 from memory_scripted import BowEmbedder
 from scripted_llm import ScriptedLLM
@@ -65,7 +65,7 @@ def test_each_prompt_renders_its_golden_strings(name, kind):
 
 @pytest.mark.parametrize("kind", sorted(questions()))
 def test_locomo_is_byte_identical_to_the_prompt_before_the_registry(kind):
-    """'before' was written by ctxbench.qa_prompts.qa_messages / memory_messages / qa_instruction."""
+    """'before' was written by ctxbench.qa.forms.qa_messages / memory_messages / qa_instruction."""
     p, q, before = get_prompt("locomo"), questions()[kind], GOLDEN["before"][kind]
     assert p.messages(q, CTX, SPEAKERS) == before["with_context"]
     assert p.messages(q, CTX) == before["memory"]
@@ -288,7 +288,7 @@ def test_eval_config_default_and_paper_experiments():
 
 def test_build_system_hands_the_prompt_over(tmp_path, monkeypatch):
     llm = ScriptedLLM("Rex")
-    monkeypatch.setattr("ctxbench.evaluate.preflight", lambda llm: None)
+    monkeypatch.setattr("ctxbench.evaluation.evaluator.preflight", lambda llm: None)
     real_build = registry.build
     monkeypatch.setattr(registry, "build", lambda kind, c, **d: llm if kind == "llm" else real_build(kind, c, **d))
     cfg = eval_cfg("memory=no_context", "qa_prompt=amem")
@@ -361,7 +361,7 @@ def test_compare_script_end_to_end_with_a_scripted_llm(tmp_path, monkeypatch):
             return BowEmbedder()
         return real_build(kind, c, **deps)
     monkeypatch.setattr(registry, "build", build)
-    monkeypatch.setattr("ctxbench.evaluate.preflight", lambda llm: None)
+    monkeypatch.setattr("ctxbench.evaluation.evaluator.preflight", lambda llm: None)
     cmp = load_compare()
     out = tmp_path / "cmp"
     assert cmp.main(["--prompts", "locomo,brief", "--sessions", "1", "--limit", "2", "--choose", "--out", str(out),

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ctxbench import run_guard
-from ctxbench.run_guard import EXCLUDED_KEYS, RunFolderError, claim, fingerprint
+from ctxbench.runs import guard as run_guard
+from ctxbench.runs.guard import EXCLUDED_KEYS, RunFolderError, claim, fingerprint
 
 from tests.conftest import REPO
 
@@ -98,7 +98,7 @@ def test_unreadable_run_record_is_a_one_line_error(run):
 
 # ---- the lock, with real processes ---------------------------------------------------------------
 
-HOLD = ("import sys, time; from ctxbench.run_guard import acquire_lock; acquire_lock(sys.argv[1]); "
+HOLD = ("import sys, time; from ctxbench.runs.guard import acquire_lock; acquire_lock(sys.argv[1]); "
         "print('held', flush=True); time.sleep(120)")
 
 

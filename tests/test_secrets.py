@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxbench.secrets import redact, scrub_text
+from ctxbench.core.secrets import redact, scrub_text
 
 KEY = "sk-test-DoNotLeak-0123456789abcdef"
 
@@ -75,7 +75,7 @@ def test_redact_and_scrub():
 
 
 def test_scrub_known_key_shapes_and_given_values():
-    from ctxbench.secrets import scrub_text
+    from ctxbench.core.secrets import scrub_text
 
     hf = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345"
     text = (f"Authorization: Bearer abc.def-ghi_123456 from https://user:hunter22@host/v1 "
@@ -88,7 +88,7 @@ def test_scrub_known_key_shapes_and_given_values():
 
 
 def test_check_env_name_hides_a_key_given_as_the_name():
-    from ctxbench.secrets import check_env_name
+    from ctxbench.core.secrets import check_env_name
 
     assert check_env_name("llm.api_key_env", "OPENAI_API_KEY") == "OPENAI_API_KEY"
     assert check_env_name("llm.api_key_env", "hf_token") == "hf_token"  # a real variable name

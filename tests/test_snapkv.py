@@ -17,8 +17,8 @@ from ctxbench.methods.press import LayerKV, SegmentInfo
 from ctxbench.methods.pyramidkv import pyramid_budget
 from ctxbench.methods.snapkv import SnapKVPress, pooled_votes
 from ctxbench.models.loading import load_model
-from ctxbench.registry import build
-from ctxbench.types import History, Question, Session, Turn
+from ctxbench.core.registry import build
+from ctxbench.core.types import History, Question, Session, Turn
 
 
 @pytest.fixture(scope="module")

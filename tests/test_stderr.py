@@ -8,10 +8,10 @@ import time
 import numpy as np
 import pytest
 
-from ctxbench.evaluate import finalize
+from ctxbench.evaluation.evaluator import finalize
 from ctxbench.metrics.aggregate import aggregate, bootstrap_stderr
 from ctxbench.metrics.base import build_metrics
-from ctxbench.results import results_markdown
+from ctxbench.runs.results import results_markdown
 
 NAMES = ["f1", "f1_set", "bleu1", "rouge1", "rouge2", "rougeL"]
 

@@ -152,7 +152,7 @@ def test_ingest_refuses_a_store_whose_progress_was_lost(tmp_path):
 
     from ctxbench.memory.rag import RAG
     from ctxbench.memory.stores.records import StoreError
-    from ctxbench.types import History, Session, Turn
+    from ctxbench.core.types import History, Session, Turn
 
     from memory_scripted import BowEmbedder, ScriptedLLM
 

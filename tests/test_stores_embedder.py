@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from omegaconf import OmegaConf
 
-from ctxbench import registry
+from ctxbench.core import registry
 
 
 def test_minilm_offline():

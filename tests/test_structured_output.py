@@ -190,7 +190,7 @@ def test_openai_finish_reason_length_is_truncated_and_counted(server, tmp_path):
 
 def test_cost_and_results_md_carry_the_structured_counts():
     from ctxbench.metrics.cost import aggregate_cost
-    from ctxbench.results import structured_table
+    from ctxbench.runs.results import structured_table
 
     counts = Counter()
     StructuredCaller(results('{"id": "1"}', "bad", "bad"), retries=1, counts=counts)(GO, PICK, kind="update")

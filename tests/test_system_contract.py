@@ -16,13 +16,13 @@ import pytest
 from omegaconf import OmegaConf
 
 from ctxbench.qa import get_prompt
-from ctxbench import registry
+from ctxbench.core import registry
 from ctxbench.bench.scripted_llm import ScriptedChatModel
-from ctxbench.evaluate import evaluate_samples, run_system
-from ctxbench.qa_prompts import NOT_MENTIONED, adversarial_options, postprocess, qa_prompt
-from ctxbench.render import render_history
-from ctxbench.system import ContractError, System
-from ctxbench.types import History, Prediction, Question, Sample, Session, Turn, Usage
+from ctxbench.evaluation.evaluator import evaluate_samples, run_system
+from ctxbench.qa.forms import NOT_MENTIONED, adversarial_options, postprocess, qa_prompt
+from ctxbench.core.render import render_history
+from ctxbench.core.system import ContractError, System
+from ctxbench.core.types import History, Prediction, Question, Sample, Session, Turn, Usage
 
 from memory_scripted import BowEmbedder
 
@@ -52,7 +52,7 @@ def test_register_refuses_what_is_not_a_system():
     class Half(System):
         def ingest(self, history): ...
 
-    with pytest.raises(ContractError, match="does not derive from ctxbench.system.System"):
+    with pytest.raises(ContractError, match="does not derive from ctxbench.core.system.System"):
         registry.register("memory", "not_a_system_test")(NotASystem)
     with pytest.raises(ContractError, match="does not implement answer"):
         registry.register("method", "half_test")(Half)
@@ -75,7 +75,7 @@ def test_run_system_refuses_a_duck_typed_object(tmp_path):
         def answer(self, question):
             return Prediction("x")
 
-    with pytest.raises(ContractError, match="not a ctxbench.system.System"):
+    with pytest.raises(ContractError, match="not a ctxbench.core.system.System"):
         run_system(Duck(), [], tmp_path, progress=False)
 
 

@@ -11,10 +11,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from conftest import run_cli
-from ctxbench.errors import ConfigError
-from ctxbench.evaluate import main as eval_main
-from ctxbench.tasks.choice import gold_index
-from ctxbench.types import Question
+from ctxbench.core.errors import ConfigError
+from ctxbench.evaluation.evaluator import main as eval_main
+from ctxbench.evaluation.tasks.choice import gold_index
+from ctxbench.core.types import Question
 
 CONF = Path(__file__).resolve().parents[1] / "ctxbench" / "conf"
 ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}

@@ -7,7 +7,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ctxbench import checkpoint as ck
+from ctxbench.training import checkpoint as ck
 from ctxbench.data.errors import DataError
 
 BASE = ["train", "method=lm", "model=tiny", "trainer.progress=false", "method.seq_len=32", "trainer.max_steps=6",
@@ -109,8 +109,8 @@ def test_a_finished_run_with_a_damaged_final_checkpoint_is_redone_from_the_intac
 
 
 def test_a_damaged_wandb_id_is_one_line(tmp_path):
-    from ctxbench.errors import ConfigError
-    from ctxbench.train import wandb_run_id
+    from ctxbench.core.errors import ConfigError
+    from ctxbench.training.loop import wandb_run_id
 
     first = wandb_run_id(tmp_path)
     assert wandb_run_id(tmp_path) == first and len(first) == 12
@@ -158,7 +158,7 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous(cli, tmp_path):
 
 
 def _log(run_dir, lines: list[str], resume_step: int):
-    from ctxbench.train import MetricsLog
+    from ctxbench.training.loop import MetricsLog
 
     (run_dir / "metrics.jsonl").write_text("".join(ln + "\n" for ln in lines))
     cfg = OmegaConf.create({"logger": {"name": "none"}})

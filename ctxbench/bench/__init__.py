@@ -23,13 +23,13 @@ EXTRA_SUITES = ("gpu",)  # run when named only (suite=gpu): 7B models need a GPU
 
 
 def run_dir(cfg: Any) -> Path:
-    from ..results import run_dir as results_run_dir
+    from ctxbench.runs.results import run_dir as results_run_dir
 
     return results_run_dir(cfg, "outputs/bench/run")
 
 
 def selected(cfg: Any) -> list[str]:
-    from ..registry import UnknownName, suggest
+    from ctxbench.core.registry import UnknownName, suggest
 
     raw = cfg.get("suite", "all")
     names = list(raw) if not isinstance(raw, str) else [s.strip() for s in str(raw).split(",") if s.strip()]
@@ -43,11 +43,11 @@ def selected(cfg: Any) -> list[str]:
 
 def main(cfg: Any) -> dict[str, Any]:
     """Run the selected suites; write bench.json and bench.md into the run folder."""
-    from ..registry import discover, get
-    from ..results import plain_config, write_json
-    from ..secrets import redact, redact_override
-    from .common import machine_info
-    from .report import markdown
+    from ctxbench.core.registry import discover, get
+    from ctxbench.runs.results import plain_config, write_json
+    from ctxbench.core.secrets import redact, redact_override
+    from ctxbench.bench.common import machine_info
+    from ctxbench.bench.report import markdown
 
     suites = selected(cfg)
     out = run_dir(cfg)
@@ -63,7 +63,7 @@ def main(cfg: Any) -> dict[str, Any]:
             res = get("bench", name)(cfg.get(name) or {}, {"run_dir": out, "cfg": cfg})
             res.setdefault("status", "ok")
         except Exception as e:  # noqa: BLE001 - a failed suite is recorded, the others still run
-            from .common import Skip
+            from ctxbench.bench.common import Skip
 
             if isinstance(e, Skip):
                 res = {"status": "skipped", "reason": str(e)}
@@ -74,7 +74,7 @@ def main(cfg: Any) -> dict[str, Any]:
         doc["suites"][name] = res
         doc["machine"]["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         write_json(out / "bench.json", doc)
-        from ..results import atomic_write_text
+        from ctxbench.runs.results import atomic_write_text
 
         atomic_write_text(out / "bench.md", markdown(doc))
         print(f"bench: {name} {res['status']} in {res['seconds']:.1f}s"

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..paths import conf_dir
+from ctxbench.core.paths import conf_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = conf_dir()
@@ -30,7 +30,7 @@ class Skip(Exception):
 def machine_info() -> dict[str, Any]:
     import torch
 
-    from ..results import git_info
+    from ctxbench.runs.results import git_info
 
     try:
         affinity = len(os.sched_getaffinity(0))
@@ -92,7 +92,7 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def reset_peak() -> bool:
     """Reset this process's peak-RSS mark (Linux ≥ 4.0); False when the kernel does not allow it."""
-    from ..methods.kv_cache import reset_peak_rss
+    from ctxbench.methods.kv_cache import reset_peak_rss
 
     return reset_peak_rss()
 
@@ -178,13 +178,13 @@ def group_options(group: str) -> list[str]:
 
 
 def registered(kind: str) -> list[str]:
-    from ..registry import names
+    from ctxbench.core.registry import names
 
     return names(kind)
 
 
 def is_registered(kind: str, name: str) -> bool:
-    from ..registry import UnknownName, get
+    from ctxbench.core.registry import UnknownName, get
 
     try:
         get(kind, name)

@@ -1,8 +1,8 @@
 """``suite=eval_throughput``: how fast the one evaluator drives its backend, as ratios measured in one run.
 
 Every check composes the real ``eval`` config, builds its systems with
-:func:`ctxbench.evaluate.build_history_systems` and answers through the evaluator's own loop
-(:func:`ctxbench.evaluate.run_system`), into fresh folders in the bench run folder:
+:func:`ctxbench.evaluation.evaluator.build_history_systems` and answers through the evaluator's own loop
+(:func:`ctxbench.evaluation.evaluator.run_system`), into fresh folders in the bench run folder:
 
 - ``concurrency``: questions/s answered one at a time vs ``concurrency = slots`` workers, against
   the loopback OpenAI-compatible server (:mod:`.loopback_server`) answering each call after a fixed
@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..registry import register
-from .common import Skip, compose, rnd
+from ctxbench.core.registry import register
+from ctxbench.bench.common import Skip, compose, rnd
 
 CHECKS = ("concurrency", "hf_batch", "prefix_reuse", "call_cache")
 
@@ -35,8 +35,8 @@ CHECKS = ("concurrency", "hf_batch", "prefix_reuse", "call_cache")
 def _answer(cfg: Any, out: Path, concurrency: int = 1, samples: list | None = None, limit: int | None = None
             ) -> tuple[float, list[dict[str, Any]], Any]:
     """(seconds, records, llm): one evaluator run of ``cfg`` into ``out`` (systems built first, not timed)."""
-    from ..evaluate import build_history_systems, run_system
-    from ..registry import build
+    from ctxbench.evaluation.evaluator import build_history_systems, run_system
+    from ctxbench.core.registry import build
 
     data = samples if samples is not None else list(build("dataset", cfg.dataset))
     systems, llm, _ = build_history_systems(cfg, out)
@@ -56,11 +56,11 @@ def _row(check: str, setting: str, base: tuple[float, list], new: tuple[float, l
 
 
 def check_concurrency(cfg: Any, base: Path) -> dict[str, Any]:
-    from .loopback_server import serve
+    from ctxbench.bench.loopback_server import serve
 
     delay, slots = float(cfg.get("delay_s", 0.2)), int(cfg.get("slots", 4))
     memory, n = str(cfg.get("memory", "full_context")), cfg.get("questions")
-    from ..models.loading import smollm2_dir
+    from ctxbench.models.loading import smollm2_dir
 
     with serve(delay_s=delay, slots=slots) as server:  # counted with SmolLM2's tokenizer (no estimate)
         ecfg = compose("eval", [f"llm.tokenizer={smollm2_dir()}", f"dataset={cfg.get('dataset', 'locomo_sample')}", f"memory={memory}", "llm=openai",
@@ -93,7 +93,7 @@ def check_hf_batch(cfg: Any, base: Path) -> dict[str, Any]:
 
 
 def check_prefix_reuse(cfg: Any, base: Path) -> dict[str, Any]:
-    from .prefix_reuse import locomo_path, measure_full_context_prefix
+    from ctxbench.bench.prefix_reuse import locomo_path, measure_full_context_prefix
 
     try:
         locomo_path()

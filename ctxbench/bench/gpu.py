@@ -33,8 +33,8 @@ import importlib.util
 import time
 from typing import Any
 
-from ..registry import register
-from .common import MB, PeakMemory, Skip, compose, median, rnd
+from ctxbench.core.registry import register
+from ctxbench.bench.common import MB, PeakMemory, Skip, compose, median, rnd
 
 # Published shapes (config.json of each hub model; meta-llama/Llama-2-7b-hf and mistralai/Mistral-7B-v0.1),
 # keyed by the conf/model name whose dtype / attention / gradient checkpointing the cell uses.
@@ -78,7 +78,7 @@ def build_bundle(name: str, size: str, attn: str, device: Any, grad_ckpt: bool, 
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ..models.loading import ModelBundle, tiny_tokenizer
+    from ctxbench.models.loading import ModelBundle, tiny_tokenizer
 
     conf = model_config(name, size, attn)
     torch.manual_seed(seed)
@@ -126,7 +126,7 @@ def measure(cfg: Any, model_name: str, method_key: str, attn: str, device: Any) 
     import torch
     from accelerate.utils import send_to_device
 
-    from ..registry import build
+    from ctxbench.core.registry import build
 
     size = str(cfg.get("size", "7b"))
     method_name, overrides = cell_overrides(cfg, method_key)

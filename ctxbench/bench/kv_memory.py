@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..paths import conf_dir, samples_dir
-from ..registry import register
-from .common import MB, PeakMemory, compose, is_registered, rnd
+from ctxbench.core.paths import conf_dir, samples_dir
+from ctxbench.core.registry import register
+from ctxbench.bench.common import MB, PeakMemory, compose, is_registered, rnd
 
 TEXT = samples_dir() / "text_sample.txt"
 
@@ -46,9 +46,9 @@ def measure(name: str, n: int, cfg: Any) -> dict[str, Any]:
     """Build ``name``, ingest an N-token document, answer one question; the Usage it reports."""
     import torch
 
-    from ..models.loading import load_model
-    from ..registry import build
-    from ..types import History, Question
+    from ctxbench.models.loading import load_model
+    from ctxbench.core.registry import build
+    from ctxbench.core.types import History, Question
 
     overrides = [f"method={name}", f"model={cfg.get('model', 'tiny')}",
                  f"++method.max_new_tokens={int(cfg.get('max_new_tokens', 1))}",

@@ -19,12 +19,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..registry import register
-from .common import compose, median, rnd
+from ctxbench.core.registry import register
+from ctxbench.bench.common import compose, median, rnd
 
 
 def _text_ids(tokenizer: Any, dataset: str, n: int) -> list[int]:
-    from ..registry import build
+    from ctxbench.core.registry import build
 
     cfg = compose("train", [f"dataset={dataset}"])
     text = "\n".join(s.history.render() for s in build("dataset", cfg.dataset))
@@ -37,14 +37,14 @@ def _text_ids(tokenizer: Any, dataset: str, n: int) -> list[int]:
 
 
 def _method(name: str, model: str, bundle: Any, overrides: list[str]) -> Any:
-    from ..registry import build
+    from ctxbench.core.registry import build
 
     cfg = compose("train", [f"method={name}", f"model={model}", *overrides])
     return build("method", cfg.method, bundle=bundle)
 
 
 def _bundle(model: str) -> Any:
-    from ..models.loading import load_model
+    from ctxbench.models.loading import load_model
 
     return load_model(compose("train", [f"model={model}"]).model)
 
@@ -107,7 +107,7 @@ def calibration(cfg: Any) -> dict[str, Any]:
 def presses(cfg: Any) -> list[dict[str, Any]]:
     import torch
 
-    from ..methods.kv_cache import KVState
+    from ctxbench.methods.kv_cache import KVState
 
     model, M, B = str(cfg.model), int(cfg.mem_size), int(cfg.segment_len)
     bundle = _bundle(model)

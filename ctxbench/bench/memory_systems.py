@@ -16,26 +16,26 @@ import shutil
 import time
 from typing import Any
 
-from ..registry import register
-from .common import compose, dir_bytes, is_registered, median, percentile, rnd
+from ctxbench.core.registry import register
+from ctxbench.bench.common import compose, dir_bytes, is_registered, median, percentile, rnd
 
 
 def make_llm(cfg: Any) -> tuple[Any, str]:
     kind = str(cfg.get("llm", "scripted"))
     if kind == "scripted":
-        from .scripted_llm import ScriptedChatModel, tokenizer_counter
+        from ctxbench.bench.scripted_llm import ScriptedChatModel, tokenizer_counter
 
         counter = tokenizer_counter(cfg.get("count_tokens_with"))
         how = f"tokens counted with the {cfg.get('count_tokens_with')} tokenizer" if counter else "tokens = words"
         return ScriptedChatModel(counter), f"scripted (zero-cost replies; {how})"
-    from ..registry import build
+    from ctxbench.core.registry import build
 
     ecfg = compose("eval", [f"llm={kind}", *list(cfg.get("llm_overrides") or [])])
     return build("llm", ecfg.llm), f"{kind}:{ecfg.llm.get('model', '')}"
 
 
 def measure_system(name: str, samples: list[Any], llm: Any, embedder: Any, workdir: Any, cfg: Any) -> dict[str, Any]:
-    from ..registry import build
+    from ctxbench.core.registry import build
 
     mem = compose("eval", [f"memory={name}"]).memory
     for key, value in (("progress", False), ("rebuild", True), ("max_sessions", cfg.get("max_sessions"))):
@@ -88,7 +88,7 @@ def measure_system(name: str, samples: list[Any], llm: Any, embedder: Any, workd
 def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
-    from ..registry import build
+    from ctxbench.core.registry import build
 
     systems = [str(s) for s in cfg.get("systems", [])]
     ecfg = compose("eval", [f"dataset={cfg.get('dataset', 'locomo_sample')}", f"embedder={cfg.get('embedder', 'minilm')}"])

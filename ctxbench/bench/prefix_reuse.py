@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..paths import source_root
+from ctxbench.core.paths import source_root
 
 
 def locomo_path() -> Path:
@@ -42,9 +42,9 @@ def measure_full_context_prefix(questions: int = 6, context_window: int = 2048, 
     ``llm.model`` (tests use ``tiny``); ``threads``: torch's CPU threads while measuring (restored
     after; None = as they are). On a CPU shared with other processes, 1 thread gives steady times:
     with 2 threads on 2 busy cores the same call was measured anywhere between 0.5 and 10 s."""
-    from ..evaluate import build_system
-    from ..registry import build
-    from .common import compose
+    from ctxbench.evaluation.evaluator import build_system
+    from ctxbench.core.registry import build
+    from ctxbench.bench.common import compose
 
     if questions < 2:
         raise ValueError(f"questions must be >= 2 (the first is a warm-up), got {questions}")

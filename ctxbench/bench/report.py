@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..markdown_table import md_table
+from ctxbench.core.markdown_table import md_table
 
 
 def fmt(v: Any) -> str:

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..memory.stores.vector import import_faiss
-from ..registry import register
-from .common import percentile, rnd
+from ctxbench.core.errors import ConfigError
+from ctxbench.memory.stores.vector import import_faiss
+from ctxbench.core.registry import register
+from ctxbench.bench.common import percentile, rnd
 
 KINDS = ("flat", "hnsw", "ivf")
 

@@ -19,9 +19,9 @@ import pkgutil
 from collections import Counter
 from typing import Any, Callable
 
-from ..llm.base import ChatResult, Message, UsageMeter
-from ..memory.prompts.scripting import lines as _lines
-from ..memory.prompts.scripting import words as _words
+from ctxbench.llm.base import ChatResult, Message, UsageMeter
+from ctxbench.memory.prompts.scripting import lines as _lines
+from ctxbench.memory.prompts.scripting import words as _words
 
 
 class ScriptedChatModel:
@@ -109,14 +109,14 @@ def tokenizer_counter(model_name: str | None) -> Callable[[str], int] | None:
     try:
         from omegaconf import OmegaConf
 
-        from ..models.loading import smollm2_dir, tiny_tokenizer
+        from ctxbench.models.loading import smollm2_dir, tiny_tokenizer
 
         if model_name == "tiny":
             tok = tiny_tokenizer()
         else:
             from transformers import AutoTokenizer
 
-            from .common import CONF_DIR
+            from ctxbench.bench.common import CONF_DIR
 
             mcfg = OmegaConf.load(CONF_DIR / "model" / f"{model_name}.yaml")
             path = smollm2_dir() if model_name == "smollm2_135m" else (mcfg.get("path") or mcfg.get("hub_id"))

@@ -12,15 +12,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..registry import register
-from .common import median, rnd
+from ctxbench.core.registry import register
+from ctxbench.bench.common import median, rnd
 
 
 def _prompts(cfg: Any) -> list[tuple[list[dict[str, str]], dict[str, Any]]]:
-    from ..memory.mem0 import render_turns
-    from ..memory.prompts import mem0 as P
-    from ..registry import build
-    from .common import compose
+    from ctxbench.memory.mem0 import render_turns
+    from ctxbench.memory.prompts import mem0 as P
+    from ctxbench.core.registry import build
+    from ctxbench.bench.common import compose
 
     dcfg = compose("eval", [f"dataset={cfg.get('dataset', 'locomo_sample')}"]).dataset
     sample = list(build("dataset", dcfg))[0]
@@ -39,7 +39,7 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
     from omegaconf import OmegaConf
     from transformers import GenerationConfig
 
-    from ..llm.hf import HFChatLLM
+    from ctxbench.llm.hf import HFChatLLM
 
     llm = HFChatLLM(OmegaConf.create({"name": "hf", "model": str(cfg.get("model", "smollm2_135m")),
                                       "context_window": int(cfg.get("context_window", 2048))}))

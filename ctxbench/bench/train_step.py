@@ -15,8 +15,8 @@ import subprocess
 import sys
 from typing import Any
 
-from ..registry import register
-from .common import CONF_DIR, REPO_ROOT, median, registered, rnd
+from ctxbench.core.registry import register
+from ctxbench.bench.common import CONF_DIR, REPO_ROOT, median, registered, rnd
 
 
 def method_names(cfg: Any) -> list[str]:
@@ -38,9 +38,9 @@ def probe_trainable(name: str, dataset: str) -> str | None:
     Saves a subprocess for training-free methods (StreamingLLM, H2O, full cache), whose
     ``train_examples`` refuses with the reason recorded in bench.json.
     """
-    from ..models.loading import load_model
-    from ..registry import build
-    from .common import compose
+    from ctxbench.models.loading import load_model
+    from ctxbench.core.registry import build
+    from ctxbench.bench.common import compose
 
     cfg = compose("train", [f"method={name}", "model=tiny", f"dataset={dataset}"])
     method = build("method", cfg.method, bundle=load_model(cfg.model))

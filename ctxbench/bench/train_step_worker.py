@@ -27,9 +27,9 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
     from accelerate.utils import send_to_device
 
-    from ..models.loading import load_model
-    from ..registry import build
-    from .common import MB, PeakMemory, compose, peak_rss, rss
+    from ctxbench.models.loading import load_model
+    from ctxbench.core.registry import build
+    from ctxbench.bench.common import MB, PeakMemory, compose, peak_rss, rss
 
     overrides = [f"method={spec['method']}", f"model={spec['model']}", f"dataset={spec['dataset']}",
                  f"trainer.batch_size={int(spec['batch_size'])}", *spec.get("overrides", [])]

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .errors import DataError
+from ctxbench.data.errors import DataError
 
 MAX_FILE_BYTES = 2 * 1024 ** 3
 MAX_LINE_BYTES = 256 * 1024 ** 2

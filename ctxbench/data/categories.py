@@ -4,9 +4,12 @@ Papers renumber these (the Mem0 paper's labels differ): always report by name, k
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from .errors import DataError
+from ctxbench.data.errors import DataError
+
+if TYPE_CHECKING:
+    from ctxbench.core.types import Question
 
 LOCOMO_CATEGORIES: dict[int, str] = {
     1: "multi-hop",
@@ -24,6 +27,24 @@ _UNHYPHENATED = {k.replace("-", ""): v for k, v in NAME_TO_ID.items()}
 
 def category_name(cat: int) -> str:
     return LOCOMO_CATEGORIES.get(cat, f"category-{cat}")
+
+
+def canonical_name(name: str) -> str:
+    """'Multi_hop' / 'multi hop' / 'multi-hop' → 'multi-hop'."""
+    return "-".join(str(name).strip().lower().replace("_", " ").split())
+
+
+def question_category(question: "Question") -> str:
+    """A question's category name: ``category_name`` if set, LoCoMo's name for ids 1–5, else str(id)."""
+    if question.category_name:
+        return canonical_name(question.category_name)
+    cat: Any = question.category
+    if isinstance(cat, str) and not cat.strip().lstrip("-").isdigit():
+        return canonical_name(cat)
+    try:
+        return LOCOMO_CATEGORIES.get(int(cat), str(cat))
+    except (TypeError, ValueError):
+        return str(cat)
 
 
 def parse_categories(values: Iterable[object] | None, where: object = "dataset.categories") -> set[int] | None:

@@ -13,12 +13,12 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from .. import registry
-from ..paths import conf_dir
-from .download import download
-from .errors import DataError
-from .sources import SOURCES, default_path
-from .stats import dataset_stats, format_stats
+from ctxbench.core import registry
+from ctxbench.core.paths import conf_dir
+from ctxbench.data.download import download
+from ctxbench.data.errors import DataError
+from ctxbench.data.sources import SOURCES, default_path
+from ctxbench.data.stats import dataset_stats, format_stats
 
 CONF_DATASET = conf_dir() / "dataset"
 ACTIONS = ("stats", "download", "list")

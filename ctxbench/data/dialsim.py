@@ -48,15 +48,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..registry import register
-from ..types import History, Question, Sample, Session, Turn
-from .errors import DataError
-from .invariants import answer_text, check_samples, nonblank
-from .locomo import check_sessions
-from .records import field, short_repr, short_text
-from .safe_pickle import safe_load
-from .samples import Samples
-from .sources import downloads_dir, locate
+from ctxbench.core.registry import register
+from ctxbench.core.types import History, Question, Sample, Session, Turn
+from ctxbench.data.errors import DataError
+from ctxbench.data.invariants import answer_text, check_samples, nonblank
+from ctxbench.data.locomo import check_sessions
+from ctxbench.data.records import field, short_repr, short_text
+from ctxbench.data.safe_pickle import safe_load
+from ctxbench.data.samples import Samples
+from ctxbench.data.sources import downloads_dir, locate
 
 log = logging.getLogger(__name__)
 OPTION_LETTERS = ("(A)", "(B)", "(C)", "(D)", "(E)")

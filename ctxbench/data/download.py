@@ -17,10 +17,10 @@ from urllib.request import Request, urlopen
 
 from tqdm import tqdm
 
-from ..registry import suggest
-from .errors import DataError
-from .hub import iter_hub_rows
-from .sources import SOURCES, RemoteFile, downloads_dir
+from ctxbench.core.registry import suggest
+from ctxbench.data.errors import DataError
+from ctxbench.data.hub import iter_hub_rows
+from ctxbench.data.sources import SOURCES, RemoteFile, downloads_dir
 
 CHUNK = 1 << 20
 TIMEOUT_S = 60

@@ -1,7 +1,7 @@
 """Errors for bad data: always name the file, the record and the field."""
 from __future__ import annotations
 
-from ..errors import CtxbenchError
+from ctxbench.core.errors import CtxbenchError
 
 
 class DataError(CtxbenchError, ValueError):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterator
 
-from .errors import DataError
+from ctxbench.data.errors import DataError
 
 _TRUE = ("1", "true", "yes", "on")
 

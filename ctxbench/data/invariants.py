@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 from typing import Any, Collection, Iterable
 
-from ..types import Question, Sample
-from .errors import DataError
-from .records import short_repr, short_text
+from ctxbench.core.types import Question, Sample
+from ctxbench.data.errors import DataError
+from ctxbench.data.records import short_repr, short_text
 
 QUESTION_RULES = ("each", "any", "none")
 

@@ -30,14 +30,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..registry import register
-from ..types import History, Question, Sample, Session, Turn
-from .categories import ADVERSARIAL_GOLD, LOCOMO_CATEGORIES, category_name, parse_categories
-from .errors import DataError
-from .invariants import answer_text, check_samples, nonblank
-from .records import field, read_json, short_repr, short_text
-from .samples import Samples
-from .sources import locate
+from ctxbench.core.registry import register
+from ctxbench.core.types import History, Question, Sample, Session, Turn
+from ctxbench.data.categories import ADVERSARIAL_GOLD, LOCOMO_CATEGORIES, category_name, parse_categories
+from ctxbench.data.errors import DataError
+from ctxbench.data.invariants import answer_text, check_samples, nonblank
+from ctxbench.data.records import field, read_json, short_repr, short_text
+from ctxbench.data.samples import Samples
+from ctxbench.data.sources import locate
 
 SESSION_KEY = re.compile(r"session_(\d+)$")
 DATE_KEY = re.compile(r"session_(\d+)_date_time$")
@@ -248,7 +248,7 @@ def select(samples: Samples, conversations: Iterable[str] | None = None,
 
 def stats(samples: Samples) -> dict[str, Any]:
     """Per-category counts and quirk counts (the README table)."""
-    from .stats import dataset_stats
+    from ctxbench.data.stats import dataset_stats
 
     return dataset_stats(samples)
 

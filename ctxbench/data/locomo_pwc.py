@@ -13,15 +13,15 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
-from ..registry import register
-from ..render import render_session
-from ..types import History, Sample
-from .categories import LOCOMO_CATEGORIES, parse_categories
-from .errors import DataError
-from .invariants import check_samples
-from .locomo import load_locomo_file, parse_evidence_id
-from .samples import Samples
-from .sources import locate
+from ctxbench.core.registry import register
+from ctxbench.core.render import render_session
+from ctxbench.core.types import History, Sample
+from ctxbench.data.categories import LOCOMO_CATEGORIES, parse_categories
+from ctxbench.data.errors import DataError
+from ctxbench.data.invariants import check_samples
+from ctxbench.data.locomo import load_locomo_file, parse_evidence_id
+from ctxbench.data.samples import Samples
+from ctxbench.data.sources import locate
 
 DEFAULT_TEST = ("conv-26", "conv-30")
 SPLITS = ("train", "test", "all")

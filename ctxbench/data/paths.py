@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..paths import samples_dir, source_root
-from .errors import DataError
+from ctxbench.core.paths import samples_dir, source_root
+from ctxbench.data.errors import DataError
 
 SAMPLES_PREFIX = ("data", "samples")  # how configs name a shipped sample: data/samples/<file>
 

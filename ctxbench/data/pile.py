@@ -11,13 +11,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..registry import register
-from ..types import History, Sample
-from .errors import DataError
-from .hub import iter_hub_rows
-from .records import field, iter_jsonl
-from .samples import Samples
-from .sources import locate, looks_like_hub_id
+from ctxbench.core.registry import register
+from ctxbench.core.types import History, Sample
+from ctxbench.data.errors import DataError
+from ctxbench.data.hub import iter_hub_rows
+from ctxbench.data.records import field, iter_jsonl
+from ctxbench.data.samples import Samples
+from ctxbench.data.sources import locate, looks_like_hub_id
 
 SHARD_SUFFIXES = (".jsonl", ".jsonl.zst", ".json")
 

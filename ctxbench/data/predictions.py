@@ -20,10 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..metrics.base import canonical_name
-from .bounds import MAX_ANSWER_CHARS, WHERE
-from .errors import DataError
-from .records import iter_jsonl, short_repr
+from ctxbench.data.categories import canonical_name
+from ctxbench.data.bounds import MAX_ANSWER_CHARS, WHERE
+from ctxbench.data.errors import DataError
+from ctxbench.data.records import iter_jsonl, short_repr
 
 REQUIRED = ("id", "prediction", "answer", "category")
 

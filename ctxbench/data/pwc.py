@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from ..registry import register
-from ..types import History, Question, Sample
-from .errors import DataError
-from .hub import iter_hub_rows
-from .invariants import check_samples, nonblank
-from .records import field, iter_jsonl
-from .samples import Samples
-from .sources import locate, looks_like_hub_id
+from ctxbench.core.registry import register
+from ctxbench.core.types import History, Question, Sample
+from ctxbench.data.errors import DataError
+from ctxbench.data.hub import iter_hub_rows
+from ctxbench.data.invariants import check_samples, nonblank
+from ctxbench.data.records import field, iter_jsonl
+from ctxbench.data.samples import Samples
+from ctxbench.data.sources import locate, looks_like_hub_id
 
 FIELDS = ("input", "prompt", "answer")
 CATEGORY = "pwc"

@@ -14,8 +14,8 @@ import reprlib
 from pathlib import Path
 from typing import Any, Iterator
 
-from .bounds import MAX_LINE_BYTES, WHERE, check_file_size, check_json_text, decode_utf8
-from .errors import DataError
+from ctxbench.data.bounds import MAX_LINE_BYTES, WHERE, check_file_size, check_json_text, decode_utf8
+from ctxbench.data.errors import DataError
 
 _TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "an object", float: "a number"}
 

@@ -21,9 +21,9 @@ import pickle
 from pathlib import Path
 from typing import Any, Callable
 
-from .bounds import MAX_FILE_BYTES, WHERE, build_budget, check_built, check_file_size
-from .errors import DataError
-from .records import short_text
+from ctxbench.data.bounds import MAX_FILE_BYTES, WHERE, build_budget, check_built, check_file_size
+from ctxbench.data.errors import DataError
+from ctxbench.data.records import short_text
 
 ALLOWED: frozenset[tuple[str, str]] = frozenset({
     ("builtins", n) for n in ("dict", "list", "tuple", "set", "frozenset", "str", "bytes", "bytearray",

@@ -9,7 +9,7 @@ import logging
 from collections import Counter
 from typing import Iterable
 
-from ..types import Sample
+from ctxbench.core.types import Sample
 
 log = logging.getLogger(__name__)
 

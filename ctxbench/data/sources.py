@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import DataError
-from .paths import candidates, data_root, resolve
+from ctxbench.data.errors import DataError
+from ctxbench.data.paths import candidates, data_root, resolve
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..types import Sample
+from ctxbench.core.types import Sample
 
 
 def dataset_stats(samples: list[Sample]) -> dict[str, Any]:

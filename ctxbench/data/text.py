@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..registry import register
-from ..types import History, Sample
-from .bounds import check_file_size, decode_utf8
-from .errors import DataError
-from .paths import resolve
-from .records import field, iter_jsonl
+from ctxbench.core.registry import register
+from ctxbench.core.types import History, Sample
+from ctxbench.data.bounds import check_file_size, decode_utf8
+from ctxbench.data.errors import DataError
+from ctxbench.data.paths import resolve
+from ctxbench.data.records import field, iter_jsonl
 
 
 def read_text_documents(path: Path, text_field: str = "text", limit: int | None = None) -> list[str]:

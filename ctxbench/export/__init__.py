@@ -1,6 +1,6 @@
 """``python -m ctxbench export checkpoint=DIR [out=DIR]``: a trained run as files the ecosystem loads.
 
-A checkpoint (:mod:`ctxbench.checkpoint`) holds the method's trainable weights under ctxbench's own
+A checkpoint (:mod:`ctxbench.training.checkpoint`) holds the method's trainable weights under ctxbench's own
 parameter names, which ``peft`` does not read. An export is a folder
 
 - ``adapter/`` — ``adapter_config.json`` + ``adapter_model.safetensors``, written by peft's own
@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-from .. import checkpoint as ck
-from ..data.errors import first_line
+from ctxbench.training import checkpoint as ck
+from ctxbench.data.errors import first_line
 
 ADAPTER, EXTRAS, EXPORT_JSON = "adapter", "extras.safetensors", "export.json"
 FORMAT = "ctxbench-export-1"
@@ -52,8 +52,8 @@ def build_method(configs: dict[str, dict[str, Any]], bundle: Any = None) -> Any:
     """A ctxbench method from ``{"method": ..., "model": ...}`` configs (the base loaded unless given)."""
     from omegaconf import OmegaConf
 
-    from ..models.loading import load_model
-    from ..registry import build
+    from ctxbench.models.loading import load_model
+    from ctxbench.core.registry import build
 
     if bundle is None:
         if "model" not in configs:
@@ -133,7 +133,7 @@ def write_export(folder: Path, method: Any, configs: dict[str, dict[str, Any]], 
             "adapter": ADAPTER if (folder / ADAPTER).exists() else None,
             "adapter_weights": len(in_adapter), "extras": {k: list(v.shape) for k, v in extras.items()}}
     (folder / EXPORT_JSON).write_text(json.dumps(info, indent=2) + "\n")
-    from .readme import readme
+    from ctxbench.export.readme import readme
 
     (folder / "README.md").write_text(readme(info, configs), encoding="utf-8")
     ck.write_manifest(folder)

@@ -18,7 +18,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..errors import CtxbenchError
+from ctxbench.core.errors import CtxbenchError
+from ctxbench.llm.scope import PhaseCount, active_scopes, innermost
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
 
@@ -47,16 +48,6 @@ class ChatResult:
 
 
 @dataclass
-class PhaseCount:
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    failures: int = 0
-    cached: int = 0
-    by_source: dict[str, int] = field(default_factory=dict)  # successful calls per ChatResult.token_source
-
-
-@dataclass
 class UsageMeter:
     """Calls and tokens per phase: the backend's total, and each running task's share.
 
@@ -76,14 +67,10 @@ class UsageMeter:
 
     def count_in_scopes(self, phase: str, r: ChatResult) -> None:
         """Count ``r`` in the calling context's scopes only (its total was counted where it was made)."""
-        from .scope import active_scopes
-
         for scope in active_scopes():
             _count(scope.counts.setdefault((id(self), phase), PhaseCount()), r)
 
     def get(self, phase: str) -> PhaseCount:
-        from .scope import innermost
-
         scope = innermost()
         if scope is not None:
             return scope.count(self, phase)

@@ -25,13 +25,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..data.errors import DataError
-from .base import BackendWrapper, ChatResult, Message, backend_kwargs, preflight
-from .token_count import CACHE, ESTIMATE, SERVER, TOKENIZER
+from ctxbench.data.errors import DataError
+from ctxbench.llm.base import BackendWrapper, ChatResult, Message, backend_kwargs, preflight
+from ctxbench.llm.token_count import CACHE, ESTIMATE, SERVER, TOKENIZER
 
 
 def default_cache_path() -> Path:
-    from ..models.loading import cache_dir
+    from ctxbench.models.loading import cache_dir
 
     return cache_dir() / "llm_cache.sqlite"
 

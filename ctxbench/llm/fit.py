@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .base import Message
+from ctxbench.llm.base import Message
 
 MARK = "\n[…]\n"
 MIN_KEEP_CHARS = 32  # a message is never cut below this (head + tail)

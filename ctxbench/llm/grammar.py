@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import MissingDependency
-from .schema import Schema
+from ctxbench.core.errors import MissingDependency
+from ctxbench.llm.schema import Schema
 
 CACHE_BYTES = 256 * 2**20  # xgrammar's own cache of compiled grammars (per backend); a compile takes ms
 

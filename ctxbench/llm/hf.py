@@ -34,13 +34,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..paths import conf_dir
-from ..registry import register
-from .base import ChatResult, Message, UsageMeter
-from .cache import maybe_cached
-from .fit import fit_messages
-from .prefix_cache import PrefixCache
-from .token_count import TOKENIZER
+from ctxbench.core.paths import conf_dir
+from ctxbench.core.registry import register
+from ctxbench.llm.base import ChatResult, Message, UsageMeter
+from ctxbench.llm.cache import maybe_cached
+from ctxbench.llm.fit import fit_messages
+from ctxbench.llm.prefix_cache import PrefixCache
+from ctxbench.llm.token_count import TOKENIZER
 
 CONF_MODEL_DIR = conf_dir() / "model"
 
@@ -78,7 +78,7 @@ def model_cache_id(bundle: Any) -> str:
 def llm_model_config(cfg: Any) -> tuple[Any, Any]:
     """(model config, device) of ``llm=hf``: ``llm.model``'s config with ``llm.dtype`` / ``llm.device``
     over its own ``dtype`` / ``device`` where they are set, and the device resolved."""
-    from ..models.loading import resolve_device
+    from ctxbench.models.loading import resolve_device
 
     mcfg = model_config(cfg.get("model") or "smollm2_135m")
     for key in ("dtype", "device"):
@@ -92,7 +92,7 @@ class HFChatLLM:
     def __init__(self, cfg: Any, bundle: Any = None):
         import torch
 
-        from ..models.loading import load_model, model_device
+        from ctxbench.models.loading import load_model, model_device
 
         if bundle is None:
             bundle = load_model(*llm_model_config(cfg))
@@ -125,7 +125,7 @@ class HFChatLLM:
         if bool(cfg.get("prefix_cache", True)) and own_cache in (None, "dynamic"):
             self.prefix_cache = PrefixCache(int(cfg.get("prefix_cache_min_tokens", 256)),
                                             int(cfg.get("prefix_cache_entries", 2)))
-        from ..models.loading import cache_kwarg
+        from ctxbench.models.loading import cache_kwarg
 
         self._cache_kwarg = cache_kwarg(self.model)  # generate's keyword for a given cache
 
@@ -145,7 +145,7 @@ class HFChatLLM:
 
     def placement(self) -> dict[str, str]:
         """``{"device", "dtype"}`` the model runs in (results.json ``provenance.placement``)."""
-        from ..models.loading import placement
+        from ctxbench.models.loading import placement
 
         return placement(self.model)
 
@@ -207,7 +207,7 @@ class HFChatLLM:
         pc = self.prefix_cache
         if pc is None or len(encoded) < 2:
             return []
-        from .prefix_cache import common_prefix
+        from ctxbench.llm.prefix_cache import common_prefix
 
         alone = []
         for i, ids in enumerate(encoded):
@@ -218,7 +218,7 @@ class HFChatLLM:
 
     def grammar(self) -> Any:
         if self._grammar is None:
-            from .grammar import GrammarConstraint
+            from ctxbench.llm.grammar import GrammarConstraint
 
             vocab = max(int(getattr(self.model.config, "vocab_size", 0) or 0), len(self.tokenizer))
             self._grammar = GrammarConstraint(self.tokenizer, vocab, self.eos_ids)

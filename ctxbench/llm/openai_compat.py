@@ -62,13 +62,13 @@ import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..registry import register, suggest
-from ..results import json_kind as _kind
-from ..secrets import check_env_name, scrub_text
-from .base import ChatResult, LLMUnavailable, Message, UsageMeter
-from .cache import maybe_cached
-from .fit import fit_messages
-from .token_count import ESTIMATE, FIX, SERVER, TokenCounter
+from ctxbench.core.registry import register, suggest
+from ctxbench.core.plain import json_kind as _kind
+from ctxbench.core.secrets import check_env_name, scrub_text
+from ctxbench.llm.base import ChatResult, LLMUnavailable, Message, UsageMeter
+from ctxbench.llm.cache import maybe_cached
+from ctxbench.llm.fit import fit_messages
+from ctxbench.llm.token_count import ESTIMATE, FIX, SERVER, TokenCounter
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 AUTH_STATUS = {401: "Unauthorized", 403: "Forbidden"}
@@ -176,13 +176,13 @@ def reply_problem(data: Any) -> str | None:
 
 
 def did_you_mean(name: str, choices: list[str], show: int = 10) -> str:
-    """`` Did you mean 'x'? Served: a, b.`` over the server's model ids (:func:`ctxbench.registry.suggest`)."""
+    """`` Did you mean 'x'? Served: a, b.`` over the server's model ids (:func:`ctxbench.core.registry.suggest`)."""
     return suggest(name, choices, cutoff=0.4, label="Served", show=show)
 
 
 class OpenAIChatLLM:
     def __init__(self, cfg: Any):
-        from ..models.loading import ModelLoadError
+        from ctxbench.models.loading import ModelLoadError
 
         self.name = str(cfg.get("name") or "openai")
         self.model_name = str(cfg.get("model") or "")

@@ -24,7 +24,7 @@ import copy
 from collections import OrderedDict
 from typing import Any
 
-from ..errors import ConfigError
+from ctxbench.core.errors import ConfigError
 
 
 def common_prefix(a: list[int] | tuple[int, ...], b: list[int] | tuple[int, ...]) -> int:

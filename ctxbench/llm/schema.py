@@ -18,7 +18,7 @@ import json
 import re
 from typing import Any
 
-from ..errors import CtxbenchError
+from ctxbench.core.errors import CtxbenchError
 
 Schema = dict[str, Any]
 

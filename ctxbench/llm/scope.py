@@ -16,7 +16,7 @@ call batcher generates in an empty context and counts each reply in its caller's
 (:meth:`~ctxbench.llm.base.UsageMeter.count_in_scopes`).
 
 A scope can also keep each call (messages, parameters, reply) for ``log_samples``
-(:mod:`ctxbench.sample_log`): the shared backend (:class:`ctxbench.llm.shared.SharedLLM`) hands
+(:mod:`ctxbench.evaluation.sample_log`): the shared backend (:class:`ctxbench.llm.shared.SharedLLM`) hands
 every call to :func:`log_call`, and a scope made with ``keep_calls=True`` keeps it, one made with
 ``sink=`` passes it on as it completes (construction calls are streamed to a file, so a killed
 run keeps what it logged).
@@ -32,6 +32,17 @@ _SCOPES: contextvars.ContextVar[tuple["CallScope", ...]] = contextvars.ContextVa
                                                                                    default=())
 
 
+
+@dataclass
+class PhaseCount:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    failures: int = 0
+    cached: int = 0
+    by_source: dict[str, int] = field(default_factory=dict)  # successful calls per ChatResult.token_source
+
+
 @dataclass
 class CallScope:
     """The calls of one task: counts per (meter, phase), and, when asked, every call in order."""
@@ -43,8 +54,6 @@ class CallScope:
 
     def count(self, meter: Any, phase: str) -> Any:
         """``meter``'s count for ``phase`` in this scope (a PhaseCount; zeros when none)."""
-        from .base import PhaseCount
-
         return self.counts.get((id(meter), phase), PhaseCount())
 
     def log(self, call: dict[str, Any]) -> None:

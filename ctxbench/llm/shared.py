@@ -3,7 +3,7 @@
 :class:`SharedLLM` wraps the built backend (``llm=hf`` / ``llm=openai``, with its call cache) and
 is what memory systems hold as ``self.llm``. It adds three things and changes no reply:
 
-- while the evaluator's workers run (:mod:`ctxbench.eval_pool`), each call releases the workers'
+- while the evaluator's workers run (:mod:`ctxbench.evaluation.pool`), each call releases the workers'
   lock for its length, so other histories and questions go on while it waits;
 - on a backend that generates in batches (``llm=hf``, ``batch_size > 1``), calls made by several
   workers at once are generated together (:class:`CallBatcher`): they are sent as one
@@ -20,8 +20,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .base import BackendWrapper, ChatResult, Message, backend_kwargs
-from .scope import call_record, log_call
+from ctxbench.llm.base import BackendWrapper, ChatResult, Message, backend_kwargs
+from ctxbench.llm.scope import call_record, log_call
 
 DEFAULTS = {"max_new_tokens": 64, "temperature": 0.0, "phase": "answer", "json_mode": False, "schema": None,
             "seed": None}

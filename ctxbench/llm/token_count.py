@@ -84,7 +84,7 @@ def load_hf_tokenizer(name: str) -> Any:
     """The HF tokenizer ``llm.tokenizer`` names (a hub id or a folder); a clear error if it cannot load."""
     from transformers import AutoTokenizer
 
-    from ..models.loading import ModelLoadError
+    from ctxbench.models.loading import ModelLoadError
 
     try:
         return AutoTokenizer.from_pretrained(name)

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxbench.errors import ConfigError
+from ctxbench.core.errors import ConfigError
 from ctxbench.metrics.base import LOCOMO_CATEGORIES, canonical_name, category_name
-from ctxbench.registry import register
-from ctxbench.types import History, Question
+from ctxbench.core.registry import register
+from ctxbench.core.types import History, Question
 
-from .base import MemorySystem
-from .prompts import amem as P
-from .stores.records import Record
+from ctxbench.memory.base import MemorySystem
+from ctxbench.memory.prompts import amem as P
+from ctxbench.memory.stores.records import Record
 
 def note_text(content: str, meta: dict) -> str:
     """What is embedded: content plus the LLM-generated attributes (as A-Mem does)."""

@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from ctxbench.errors import ConfigError
+from ctxbench.core.errors import ConfigError
 from ctxbench.llm.base import ChatLLM
-from ctxbench.system import System
-from ctxbench.types import History, Prediction, Question, Session, Usage
+from ctxbench.core.system import System
+from ctxbench.core.types import History, Prediction, Question, Session, Usage
 
-from .stores.records import Record, RecordStore
-from .stores.structured import StructuredCaller, output_counts
-from .stores.vector import VectorIndex
+from ctxbench.memory.stores.records import Record, RecordStore
+from ctxbench.memory.stores.structured import StructuredCaller, output_counts
+from ctxbench.memory.stores.vector import VectorIndex
 
 _DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B, %Y", "%d %B %Y",
                  "%B %d, %Y", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d", "%Y/%m/%d")
@@ -114,7 +114,8 @@ class MemorySystem(System):
             self.store.clear(history.id)
         self.load()
         steps = self.steps(history)
-        self.store.check_resume(self.hid, len(steps), self.cfg, getattr(self.llm, "model_name", None))
+        self.store.check_resume(self.hid, len(steps), self.cfg, getattr(self.llm, "model_name", None),
+                                force=self.force_resume)
         done = self.store.progress(self.hid)
         st = self.store.get_state(self.hid, "_cost", {})
         self.construction = st.get("construction", {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0})

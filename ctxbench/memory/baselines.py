@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..qa import prompt_text
-from ..qa_prompts import conversation_intro
-from ..render import render_history, render_session_block, render_turn
-from ..registry import register
-from ..system import System
-from ..types import History, Prediction, Question, Usage
+from ctxbench.qa import prompt_text
+from ctxbench.qa.forms import conversation_intro
+from ctxbench.core.render import render_history, render_session_block, render_turn
+from ctxbench.core.registry import register
+from ctxbench.core.system import System
+from ctxbench.core.types import History, Prediction, Question, Usage
 
 
 class _LLMBaseline(System):

@@ -31,14 +31,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxbench.errors import ConfigError
+from ctxbench.core.errors import ConfigError
 from ctxbench.qa.prompts.mem0 import speaker_memories
-from ctxbench.registry import register
-from ctxbench.types import History, Question, Turn
+from ctxbench.core.registry import register
+from ctxbench.core.types import History, Question, Turn
 
-from .base import MemorySystem
-from .prompts import mem0 as P
-from .stores.records import Record
+from ctxbench.memory.base import MemorySystem
+from ctxbench.memory.prompts import mem0 as P
+from ctxbench.memory.stores.records import Record
 
 STORES = ("per_speaker", "shared")  # memory.stores: one store per speaker (Mem0's evaluation) | one for all
 

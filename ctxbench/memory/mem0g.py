@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from ctxbench.registry import register
-from ctxbench.types import Question
+from ctxbench.core.registry import register
+from ctxbench.core.types import Question
 
-from .mem0 import Mem0, render_turns
-from .prompts import mem0g as P
-from .stores.graph import Edge, Node, open_graph
+from ctxbench.memory.mem0 import Mem0, render_turns
+from ctxbench.memory.prompts import mem0g as P
+from ctxbench.memory.stores.graph import Edge, Node, open_graph
 
 _STOP = set("a an the and or of to in on at for with from by is are was were be been do does did what "
             "when where who whom which how why that this these those it its his her their my your our "

@@ -45,13 +45,13 @@ import logging
 import re
 from typing import Any
 
-from ctxbench.errors import ConfigError
-from ctxbench.qa_prompts import question_text
-from ctxbench.registry import register
-from ctxbench.types import History, Prediction, Question, Session
+from ctxbench.core.errors import ConfigError
+from ctxbench.qa.forms import question_text
+from ctxbench.core.registry import register
+from ctxbench.core.types import History, Prediction, Question, Session
 
-from .base import MemorySystem
-from .prompts import memgpt as P
+from ctxbench.memory.base import MemorySystem
+from ctxbench.memory.prompts import memgpt as P
 
 FTS_TABLE = "memgpt_recall"
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class MemGPT(MemorySystem):
         """(session, None) marks a session start (a dated event message), then (session, turn)."""
         self._sessions = self.limit(history)
         if not history.sessions:  # a document: paragraphs as messages of one session
-            from ctxbench.types import Turn
+            from ctxbench.core.types import Turn
             paras = [p for p in history.text.split("\n") if p.strip()]
             self._sessions = [Session(id="doc", turns=[Turn("", p, str(i)) for i, p in enumerate(paras)])]
         if not self._loaded:

@@ -34,13 +34,13 @@ import math
 from datetime import datetime
 from typing import Any
 
-from ctxbench.errors import ConfigError
-from ctxbench.registry import register
-from ctxbench.types import History, Question, Session
+from ctxbench.core.errors import ConfigError
+from ctxbench.core.registry import register
+from ctxbench.core.types import History, Question, Session
 
-from .base import MemorySystem, days_between, session_times
-from .prompts import memorybank as P
-from .stores.records import Record
+from ctxbench.memory.base import MemorySystem, days_between, session_times
+from ctxbench.memory.prompts import memorybank as P
+from ctxbench.memory.stores.records import Record
 
 
 def retention(days: float, strength: float) -> float:

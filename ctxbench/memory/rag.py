@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxbench.errors import ConfigError
-from ctxbench.registry import register
-from ctxbench.types import History, Question, Session
+from ctxbench.core.errors import ConfigError
+from ctxbench.core.registry import register
+from ctxbench.core.types import History, Question, Session
 
-from .base import MemorySystem
-from .prompts import rag as P
+from ctxbench.memory.base import MemorySystem
+from ctxbench.memory.prompts import rag as P
 
 
 def chunk_turns(session: Session, size: int, overlap: int) -> list[tuple[str, list[str]]]:
@@ -42,7 +42,7 @@ class RAG(MemorySystem):
 
     def steps(self, history: History) -> list[Session]:
         if not history.sessions:  # a document: treat paragraphs as turns of one session
-            from ctxbench.types import Turn
+            from ctxbench.core.types import Turn
             paras = [p for p in history.text.split("\n") if p.strip()]
             return [Session(id="doc", turns=[Turn("", p, str(i)) for i, p in enumerate(paras)])]
         return self.limit(history)

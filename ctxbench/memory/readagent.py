@@ -22,13 +22,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxbench.errors import ConfigError
-from ctxbench.qa_prompts import question_text
-from ctxbench.registry import register
-from ctxbench.types import History, Prediction, Question
+from ctxbench.core.errors import ConfigError
+from ctxbench.qa.forms import question_text
+from ctxbench.core.registry import register
+from ctxbench.core.types import History, Prediction, Question
 
-from .base import MemorySystem
-from .prompts import readagent as P
+from ctxbench.memory.base import MemorySystem
+from ctxbench.memory.prompts import readagent as P
 
 
 def paragraphs_of(history: History, max_sessions: int | None = None) -> list[tuple[str, str]]:

@@ -9,7 +9,7 @@ adds (LoRA, memory embeddings, a compressor). It exposes:
 - ``forward(batch) -> MethodOutput``: the training loss (``loss(batch)`` is the same call), and the
   number of tokens the loss covers (for tokens/s);
 - ``trainable_state_dict() / load_trainable(state)``: only what is trained, saved as safetensors
-  by the loop (see :mod:`ctxbench.checkpoint`); ``export_config()`` the JSON needed to rebuild;
+  by the loop (see :mod:`ctxbench.training.checkpoint`); ``export_config()`` the JSON needed to rebuild;
 - as an evaluated system: ``ingest(history)`` and ``answer(question) -> Prediction``;
 - optionally ``optimizer_param_groups(lr, weight_decay)``: AdamW groups with their own learning
   rates (LoCoCo's compressor/norm scales); otherwise one group of every trainable parameter;
@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from ..system import System
+from ctxbench.core.system import System
 
 
 class MethodOutput(dict):
@@ -62,7 +62,7 @@ class TrainableMethod(torch.nn.Module, System):
     def gradient_checkpointing_enable(self) -> None:
         """Checkpoint the base model's decoder layers (non-reentrant); methods with state that the
         recompute must see again extend this."""
-        from ..models.loading import enable_activation_checkpointing
+        from ctxbench.models.loading import enable_activation_checkpointing
 
         enable_activation_checkpointing(self.bundle.model)
 
@@ -88,12 +88,12 @@ class TrainableMethod(torch.nn.Module, System):
 
     @property
     def device(self) -> torch.device:
-        from ..models.loading import model_device
+        from ctxbench.models.loading import model_device
 
         return model_device(self.bundle.model)
 
     def placement(self) -> dict[str, str]:  # results.json: where the base model ran
-        from ..models.loading import placement
+        from ctxbench.models.loading import placement
 
         return placement(self.bundle.model)
 
@@ -153,7 +153,7 @@ class TrainingFreeMethod(TrainableMethod):
     """A method evaluated as it is (StreamingLLM, H2O, SnapKV, kvpress's presses): ``train`` refuses it."""
 
     def train_examples(self, samples: list) -> list:
-        from ..errors import ConfigError
+        from ctxbench.core.errors import ConfigError
 
         raise ConfigError(f"method={self.cfg.name} is training-free (nothing to train); use it with `eval`")
 

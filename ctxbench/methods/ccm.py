@@ -34,14 +34,15 @@ from typing import Any, Iterator, Sequence
 import torch
 from torch import nn
 
-from ..errors import ConfigError
-from ..models.loading import kv_bytes_per_token
-from ..registry import register
-from ..tasks.protocol import Scored
-from ..types import History, Prediction, Question, Sample, Session, Usage
-from .base import MethodOutput, TrainableMethod, base_dtype, fp32_trainables
-from .ccm_lora import CompGate, install_gated_lora, lora_config
-from .ccm_mask import (Layout, ParallelState, build_layout, causal_with_past, collate_layouts, parallel_mask,
+from ctxbench.core.errors import ConfigError
+from ctxbench.models.loading import kv_bytes_per_token
+from ctxbench.core.registry import register
+from ctxbench.core.task_protocol import Scored
+from ctxbench.core.types import History, Prediction, Question, Sample, Session, Usage
+from ctxbench.methods.base import MethodOutput, TrainableMethod, base_dtype, fp32_trainables
+from ctxbench.methods.ccm_lora import CompGate, install_gated_lora, lora_config
+from ctxbench.methods.ccm_data import session_number, session_text
+from ctxbench.methods.ccm_mask import (Layout, ParallelState, build_layout, causal_with_past, collate_layouts, parallel_mask,
                        use_ccm_attention)
 
 MODES = ("concat", "merge")
@@ -69,17 +70,6 @@ class Memory:
     @property
     def kv_bytes(self) -> int:
         return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in zip(self.keys, self.values))
-
-
-def _session_text(session: Session, intro: str = "", start_turn: int = 0) -> str:
-    from ..render import render_session_block, render_turn
-
-    return intro + render_session_block(session.date, [render_turn(t.speaker, t.text) for t in session.turns[start_turn:]])
-
-
-def _session_number(session: Session, index: int) -> int:
-    m = re.search(r"(\d+)$", session.id or "")
-    return int(m.group(1)) if m else index + 1
 
 
 class CCM(TrainableMethod):
@@ -165,7 +155,7 @@ class CCM(TrainableMethod):
         self.gate.set(None)
         self.pstate.avg = None
 
-    # ---- the eval-task protocol (tasks/protocol.py) ---------------------------------------------
+    # ---- the eval-task protocol (core/task_protocol.py) ---------------------------------------------
     @torch.no_grad()
     def score_continuation(self, context: Sequence[Sequence[int]], target: Sequence[int],
                            prompt: Sequence[int] = ()) -> Scored:
@@ -224,7 +214,7 @@ class CCM(TrainableMethod):
 
     def train_examples(self, samples: list[Sample]) -> list[Layout]:
         """Text documents → chunk streams; session histories → session streams and QA targets."""
-        from .ccm_data import examples_from_samples
+        from ctxbench.methods.ccm_data import examples_from_samples
 
         return examples_from_samples(self, samples)
 
@@ -240,7 +230,7 @@ class CCM(TrainableMethod):
         return ids, labels
 
     def _question_ids(self, question: Question) -> list[int]:
-        from ..qa import prompt_text
+        from ctxbench.qa import prompt_text
 
         msgs = self.answer_prompt.instruction_messages(question)
         tok = self.tokenizer
@@ -315,7 +305,7 @@ class CCM(TrainableMethod):
             for s in history.sessions:
                 if not s.turns:
                     continue
-                ids = self.encode(_session_text(s) + "\n")
+                ids = self.encode(session_text(s) + "\n")
                 steps.extend([ids[j:j + cap] for j in range(0, len(ids), cap)] if cap else [ids])
             return steps
         ids = self.encode(history.text)

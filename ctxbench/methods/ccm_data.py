@@ -22,17 +22,31 @@ They need ``datasets.load_dataset`` to reach the hub and fail with a clear messa
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
-from ..data.errors import DataError
-from ..registry import register
-from ..types import History, Question, Sample, Session, Turn
-from .ccm_mask import Layout
+from ctxbench.data.errors import DataError
+from ctxbench.core.registry import register
+from ctxbench.core.types import History, Question, Sample, Session, Turn
+from ctxbench.methods.ccm_mask import Layout
+
+
+def session_text(session: Session, intro: str = "", start_turn: int = 0) -> str:
+    """A session as CCM reads it: the date block and its turns from ``start_turn`` on."""
+    from ctxbench.core.render import render_session_block, render_turn
+
+    return intro + render_session_block(session.date, [render_turn(t.speaker, t.text) for t in session.turns[start_turn:]])
+
+
+def session_number(session: Session, index: int) -> int:
+    """The session's number: the digits its id ends with, else its 1-based position."""
+    m = re.search(r"(\d+)$", session.id or "")
+    return int(m.group(1)) if m else index + 1
 
 
 def _evidence_turns(question: Question) -> list[tuple[int, int]]:
-    from ..data.locomo import parse_evidence_id
+    from ctxbench.data.locomo import parse_evidence_id
 
     out: list[tuple[int, int]] = []
     for e in question.evidence or []:
@@ -46,7 +60,6 @@ def _cap(ids: list[int], cap: int) -> list[int]:
 
 def examples_from_samples(method: Any, samples: list[Sample]) -> list[Layout]:
     """All training layouts for ``samples`` (see module docstring)."""
-    from .ccm import _session_number, _session_text
 
     cfg = method.cfg
     size = int(cfg.get("step_tokens", 64))
@@ -75,7 +88,7 @@ def examples_from_samples(method: Any, samples: list[Sample]) -> list[Layout]:
         sessions = [s for s in h.sessions if s.turns]
 
         def render(s: Session, start_turn: int = 0) -> list[int]:
-            return _cap(method.encode(_session_text(s, "", start_turn) + "\n"), cap)
+            return _cap(method.encode(session_text(s, "", start_turn) + "\n"), cap)
 
         if use_sessions and len(sessions) >= 2:
             rendered = [render(s) for s in sessions]
@@ -85,7 +98,7 @@ def examples_from_samples(method: Any, samples: list[Sample]) -> list[Layout]:
                     out.append(method.layout(win))
         if not use_qa:
             continue
-        by_num = {_session_number(s, i): (i, s) for i, s in enumerate(sessions)}
+        by_num = {session_number(s, i): (i, s) for i, s in enumerate(sessions)}
         for q in sample.questions:
             ev = _evidence_turns(q)
             if ev:
@@ -101,7 +114,7 @@ def examples_from_samples(method: Any, samples: list[Sample]) -> list[Layout]:
             steps = []
             for i in range(lo, idx + 1):
                 s = sessions[i]
-                num = _session_number(s, i)
+                num = session_number(s, i)
                 turn_nums = [t for sn, t in ev if sn == num]
                 start = 0
                 if turn_nums:

@@ -104,7 +104,7 @@ def compare(base_model: Any, methods: dict[str, Any], tokens: list[int], steps: 
 
 
 def markdown(rows: list[dict[str, Any]], steps: int, step_tokens: int) -> str:
-    from ..markdown_table import md_table
+    from ctxbench.core.markdown_table import md_table
 
     head = (f"next-step loss after {steps} steps of {step_tokens} tokens "
             f"(loss on the following chunk; memory = KV kept for the earlier steps)\n\n")
@@ -151,7 +151,7 @@ def eval_args(argv: list[str] | None = None) -> list[list[str]]:
 
 def main(argv: list[str] | None = None) -> None:
     """An alias of ``python -m ctxbench eval task=perplexity method=ccm_*`` (the one evaluator)."""
-    from ..__main__ import main as cli
+    from ctxbench.__main__ import main as cli
 
     for cmd in eval_args(argv):
         cli(cmd)

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ctxbench.core.errors import ConfigError
 
 
 class CompGate:

@@ -33,8 +33,8 @@ from typing import Any
 
 import torch
 
-from ..errors import ConfigError
-from .base import additive, past_then_causal
+from ctxbench.core.errors import ConfigError
+from ctxbench.methods.base import additive, past_then_causal
 
 
 @dataclass

@@ -24,20 +24,20 @@ from typing import Any, Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
-from ..errors import ConfigError
-from ..registry import register
-from ..tasks.protocol import Scored
-from ..types import History, Prediction, Question, Sample, Usage
-from . import icae_data as D
-from . import lora
-from .base import MethodOutput, TrainableMethod, base_dtype, fp32_trainables
+from ctxbench.core.errors import ConfigError
+from ctxbench.core.registry import register
+from ctxbench.core.task_protocol import Scored
+from ctxbench.core.types import History, Prediction, Question, Sample, Usage
+from ctxbench.methods import icae_data as D
+from ctxbench.methods import lora
+from ctxbench.methods.base import MethodOutput, TrainableMethod, base_dtype, fp32_trainables
 
 def qa_text(question: Question, prompt: Any = None) -> str:
     """The answer prompt's question part without context (the context is in the slots): ``prompt``'s,
     else the default prompt's (ctxbench.qa.registry.DEFAULT), for LoCoMo questions; the bare prompt for PwC
-    rows. Answering uses the evaluator's ``qa_prompt`` (:attr:`ctxbench.system.System.answer_prompt`)."""
+    rows. Answering uses the evaluator's ``qa_prompt`` (:attr:`ctxbench.core.system.System.answer_prompt`)."""
     if prompt is None:
-        from ..qa import get_prompt
+        from ctxbench.qa import get_prompt
 
         prompt = get_prompt(None)
     return prompt.instruction_text(question).strip()
@@ -236,7 +236,7 @@ class ICAE(TrainableMethod):
         ids = self.layout.encode(text)
         return self.tokenizer.decode(self.reconstruct_ids(ids, max_new_tokens or len(ids) + 8), skip_special_tokens=True)
 
-    # -- the eval-task protocol (tasks/protocol.py) ---------------------------------------------
+    # -- the eval-task protocol (core/task_protocol.py) ---------------------------------------------
     @torch.no_grad()
     def reconstruct_ids(self, context: Sequence[int], max_new_tokens: int) -> list[int]:
         """Compress ``context`` and decode it back greedily from [slots][AE] (the decoder sees only the slots)."""

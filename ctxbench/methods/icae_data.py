@@ -197,6 +197,6 @@ def finetune_examples(samples: list[Any], layout: Layout, max_context: int, max_
 
 def reconstruction_bleu(reference: str, hypothesis: str) -> float:
     """Sentence BLEU-4 over lowercased word/punctuation tokens: the one definition, ctxbench/metrics/reconstruction.py."""
-    from ..metrics.reconstruction import bleu4
+    from ctxbench.metrics.reconstruction import bleu4
 
     return bleu4(reference, hypothesis)

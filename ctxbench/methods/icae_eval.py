@@ -38,7 +38,7 @@ def eval_args(argv: list[str] | None = None) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> Any:
-    from ..__main__ import main as cli
+    from ctxbench.__main__ import main as cli
 
     return cli(eval_args(argv))
 

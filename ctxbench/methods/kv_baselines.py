@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from ..registry import register
-from .kv_cache import FixedKVMethod
-from .press import LayerKV, Press, SegmentInfo, gather_slots, top_with_recent
+from ctxbench.core.registry import register
+from ctxbench.methods.kv_cache import FixedKVMethod
+from ctxbench.methods.press import LayerKV, Press, SegmentInfo, gather_slots, top_with_recent
 
 
 def sink_window_indices(length: int, mem_size: int, n_sink: int, like: torch.Tensor) -> torch.Tensor:

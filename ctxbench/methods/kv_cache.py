@@ -27,14 +27,14 @@ from typing import Any, Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
-from ..errors import ConfigError
-from ..models.loading import cache_kwarg, model_device
-from ..tasks.protocol import Scored
-from ..types import History, Prediction, Question, Usage
-from .base import TrainingFreeMethod
-from .kv_prompt import qa_frame, stop_token_ids
-from .press import LayerKV, Press
-from .press_hooks import PressCall, checkpointing_on, decoder_of, dtype_seams, layers_not_checkpointed, pressed, rotate
+from ctxbench.core.errors import ConfigError
+from ctxbench.models.loading import cache_kwarg, model_device
+from ctxbench.core.task_protocol import Scored
+from ctxbench.core.types import History, Prediction, Question, Usage
+from ctxbench.methods.base import TrainingFreeMethod
+from ctxbench.methods.kv_prompt import qa_frame, stop_token_ids
+from ctxbench.methods.press import LayerKV, Press
+from ctxbench.methods.press_hooks import PressCall, checkpointing_on, decoder_of, dtype_seams, layers_not_checkpointed, pressed, rotate
 
 
 # ---- the cache between calls --------------------------------------------------------------------
@@ -401,7 +401,7 @@ class FixedKVMethod(TrainingFreeMethod):
         self.eval()
         return stream_perplexity(self.runner(), ids, self.segment_len, progress=progress, marks=marks)
 
-    # -- the eval-task protocol (tasks/protocol.py) ---------------------------------------------
+    # -- the eval-task protocol (core/task_protocol.py) ---------------------------------------------
     def score_continuation(self, context: Sequence[Sequence[int]], target: Sequence[int],
                            prompt: Sequence[int] = ()) -> Scored:
         """Summed NLL of ``target`` after the context chunks (concatenated) streamed through the
@@ -437,7 +437,7 @@ class FixedKVMethod(TrainingFreeMethod):
     @torch.no_grad()
     def ingest(self, history: History) -> None:
         """Stream the whole rendered history through the fixed cache (segment by segment)."""
-        from ..render import render_history
+        from ctxbench.core.render import render_history
 
         self.eval()
         t0 = time.perf_counter()

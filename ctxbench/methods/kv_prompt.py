@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..types import Question
+from ctxbench.core.types import Question
 
 MARKER = "\u0000CTX\u0000"
 
@@ -18,7 +18,7 @@ MARKER = "\u0000CTX\u0000"
 def qa_frame(tokenizer: Any, answer_prompt: Any, question: Question | None, speakers: list[str]) -> tuple[str, str]:
     """(text before the history, text after it) of ``answer_prompt`` rendered with ``tokenizer``'s
     chat template (plain text when it has none); ``question=None`` renders a placeholder question."""
-    from ..qa import prompt_text
+    from ctxbench.qa import prompt_text
 
     q = question or Question(id="", question="?", answer="")
     msgs = answer_prompt.messages(q, MARKER, speakers)

@@ -20,12 +20,12 @@ from typing import Any
 
 import torch
 
-from ..errors import ConfigError
-from ..registry import register
-from ..types import History, Prediction, Question, Usage
-from .base import TrainingFreeMethod
-from .kv_cache import peak_rss_bytes, reset_peak_rss
-from .kv_prompt import qa_frame, stop_token_ids
+from ctxbench.core.errors import ConfigError
+from ctxbench.core.registry import register
+from ctxbench.core.types import History, Prediction, Question, Usage
+from ctxbench.methods.base import TrainingFreeMethod
+from ctxbench.methods.kv_cache import peak_rss_bytes, reset_peak_rss
+from ctxbench.methods.kv_prompt import qa_frame, stop_token_ids
 
 INSTALL = "pip install --no-deps kvpress==0.5.5 'cachetools>=5.5.2,<6' 'fire>=0.6.0,<0.7' termcolor"
 ALIASES = {"knorm": "KnormPress", "streamingllm": "StreamingLLMPress", "snapkv": "SnapKVPress",
@@ -148,7 +148,7 @@ class KVPressMethod(TrainingFreeMethod):
         """Prefill the QA head + rendered history once, under the press."""
         from transformers import DynamicCache
 
-        from ..render import render_history
+        from ctxbench.core.render import render_history
 
         self.eval()
         t0 = time.perf_counter()

@@ -14,13 +14,13 @@ from typing import Any, Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
-from ..errors import ConfigError
-from ..models.loading import kv_bytes_per_token
-from ..registry import register
-from ..tasks.protocol import Scored
-from ..types import History, Prediction, Question, Sample, Usage
-from . import lora
-from .base import MethodOutput, TrainableMethod, chunk_tokens, fp32_trainables, pad_batch
+from ctxbench.core.errors import ConfigError
+from ctxbench.models.loading import kv_bytes_per_token
+from ctxbench.core.registry import register
+from ctxbench.core.task_protocol import Scored
+from ctxbench.core.types import History, Prediction, Question, Sample, Usage
+from ctxbench.methods import lora
+from ctxbench.methods.base import MethodOutput, TrainableMethod, chunk_tokens, fp32_trainables, pad_batch
 
 
 def add_lora(model: Any, lora_cfg: Any) -> Any:
@@ -70,7 +70,7 @@ class CausalLM(TrainableMethod):
         """Tokens the model reads at once: ``max_context``, or the model's ``max_position_embeddings``."""
         return int(self.cfg.get("max_context") or getattr(self.bundle.model.config, "max_position_embeddings", 2048))
 
-    # -- the eval-task protocol (tasks/protocol.py) ---------------------------------------------
+    # -- the eval-task protocol (core/task_protocol.py) ---------------------------------------------
     @torch.no_grad()
     def score_continuation(self, context: Sequence[Sequence[int]], target: Sequence[int],
                            prompt: Sequence[int] = ()) -> Scored:
@@ -109,14 +109,14 @@ class CausalLM(TrainableMethod):
 
     # -- as a system (full context) ------------------------------------------------------
     def ingest(self, history: History) -> None:
-        from ..render import render_history
+        from ctxbench.core.render import render_history
 
         self._history = render_history(history, "locomo")
         self._speakers = list(history.speakers)
 
     @torch.no_grad()
     def answer(self, question: Question) -> Prediction:
-        from ..qa import prompt_text
+        from ctxbench.qa import prompt_text
 
         t0 = time.perf_counter()
         tok = self.tokenizer

@@ -41,13 +41,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
-from ..registry import register
-from ..types import Sample
-from .base import MethodOutput, fp32_trainables
-from .kv_cache import FixedKVMethod, KVState
-from .press import LayerKV, Press, SegmentInfo, gather_slots, top_with_recent
-from .lora import add_lora
+from ctxbench.core.errors import ConfigError
+from ctxbench.core.registry import register
+from ctxbench.core.types import Sample
+from ctxbench.methods.base import MethodOutput, fp32_trainables
+from ctxbench.methods.kv_cache import FixedKVMethod, KVState
+from ctxbench.methods.press import LayerKV, Press, SegmentInfo, gather_slots, top_with_recent
+from ctxbench.methods.lora import add_lora
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU, None: None, "none": None}
 
@@ -201,7 +201,7 @@ class LoCoCo(FixedKVMethod):
 
     def too_short(self, size: int, n_seg: int, longest: int) -> Exception:
         """The one-line error when no document fills one training window."""
-        from ..data.errors import DataError
+        from ctxbench.data.errors import DataError
 
         fits = longest // self.segment_len
         fix = (f"method.n_segments={fits}" if fits >= 1 else "a smaller method.segment_len") + \

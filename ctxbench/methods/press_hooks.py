@@ -33,9 +33,9 @@ import torch
 import torch.nn.functional as F
 from transformers.models.llama.modeling_llama import rotate_half
 
-from ..errors import ConfigError
-from .base import additive, past_then_causal
-from .press import LayerKV, Press, SegmentInfo
+from ctxbench.core.errors import ConfigError
+from ctxbench.methods.base import additive, past_then_causal
+from ctxbench.methods.press import LayerKV, Press, SegmentInfo
 
 
 def decoder_of(model: Any) -> Any:

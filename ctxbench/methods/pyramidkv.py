@@ -16,11 +16,11 @@ those of a uniform M.
 """
 from __future__ import annotations
 
-from ..errors import ConfigError
-from ..registry import register
-from .kv_cache import FixedKVMethod
-from .press import Press
-from .snapkv import snapkv_press
+from ctxbench.core.errors import ConfigError
+from ctxbench.core.registry import register
+from ctxbench.methods.kv_cache import FixedKVMethod
+from ctxbench.methods.press import Press
+from ctxbench.methods.snapkv import snapkv_press
 
 
 def pyramid_budget(layer_idx: int, n_layers: int, mem_size: int, window: int, beta: float) -> int:

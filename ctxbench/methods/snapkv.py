@@ -23,10 +23,10 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from ..errors import ConfigError
-from ..registry import register
-from .kv_cache import FixedKVMethod
-from .press import LayerKV, Press, SegmentInfo, gather_slots, top_with_recent
+from ctxbench.core.errors import ConfigError
+from ctxbench.core.registry import register
+from ctxbench.methods.kv_cache import FixedKVMethod
+from ctxbench.methods.press import LayerKV, Press, SegmentInfo, gather_slots, top_with_recent
 
 
 def pooled_votes(votes: torch.Tensor, kernel: int) -> torch.Tensor:

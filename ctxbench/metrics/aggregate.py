@@ -29,8 +29,8 @@ from typing import Any, Iterable
 import numpy as np
 from tqdm import tqdm
 
-from ..types import Question
-from .base import Metric, answer_text, category_name
+from ctxbench.core.types import Question
+from ctxbench.metrics.base import Metric, answer_text, category_name
 
 
 def record_question(rec: dict[str, Any]) -> Question:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..errors import ConfigError
-from ..types import Question
+from ctxbench.core.errors import ConfigError
+from ctxbench.core.types import Question
 
-# LoCoMo's category ids as the official code uses them. Papers renumber them: report by name.
-LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-# The correct option of LoCoMo's two-option adversarial form; the reference text of category 5.
-NOT_MENTIONED = "Not mentioned in the conversation"
+# category naming lives with the data (one copy): re-exported here for the metrics
+from ctxbench.data.categories import ADVERSARIAL_GOLD as NOT_MENTIONED  # noqa: E402,F401
+from ctxbench.data.categories import LOCOMO_CATEGORIES, canonical_name  # noqa: F401
+from ctxbench.data.categories import question_category as category_name
 
 
 class Metric(Protocol):
@@ -24,24 +24,6 @@ class Metric(Protocol):
     reference: str
 
     def score(self, prediction: str, question: Question) -> float | None: ...
-
-
-def canonical_name(name: str) -> str:
-    """'Multi_hop' / 'multi hop' / 'multi-hop' → 'multi-hop'."""
-    return "-".join(str(name).strip().lower().replace("_", " ").split())
-
-
-def category_name(question: Question) -> str:
-    """The category's name: ``category_name`` if set, LoCoMo's name for ids 1–5, else str(id)."""
-    if question.category_name:
-        return canonical_name(question.category_name)
-    cat = question.category
-    if isinstance(cat, str) and not cat.strip().lstrip("-").isdigit():
-        return canonical_name(cat)
-    try:
-        return LOCOMO_CATEGORIES.get(int(cat), str(cat))
-    except (TypeError, ValueError):
-        return str(cat)
 
 
 def reference_answer(question: Question) -> str:
@@ -66,7 +48,7 @@ JUDGE_KEYS = ("runs", "temperature", "seed")  # the ``judge:`` block of eval.yam
 def build_metrics(names: list[str], llm: Any = None, judge: Any = None) -> list[Metric]:
     """Instantiate metrics by registry name; metrics with ``needs_llm`` get the judge LLM and the
     ``judge`` config block (``runs``, ``temperature``, ``seed``: :mod:`.judge`)."""
-    from ..registry import get
+    from ctxbench.core.registry import get
 
     opts = {k: judge[k] for k in JUDGE_KEYS if judge is not None and judge.get(k) is not None}
     out = []

@@ -1,6 +1,6 @@
 """Cost aggregation over prediction records written by the evaluator.
 
-Each record carries ``usage`` (the :class:`~ctxbench.types.Usage` of that answer, as counted by
+Each record carries ``usage`` (the :class:`~ctxbench.core.types.Usage` of that answer, as counted by
 the system), ``history_id``, ``answer_seconds`` and ``construction`` (what ingesting its history
 cost: tokens, calls, seconds, memory footprint; identical for the questions of one history).
 Construction is amortised per question: a history's construction cost is divided by the number of
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .structured import merge_reports
+from ctxbench.metrics.structured import merge_reports
 
 COST_VERSION = "ctxbench-cost-3"  # 3: latency_s.search
 

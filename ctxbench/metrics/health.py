@@ -14,7 +14,7 @@ that is always printed.
 from __future__ import annotations
 
 from typing import Any
-from .cost import history_outputs
+from ctxbench.metrics.cost import history_outputs
 
 DEFAULT_MAX_FAILED_FRACTION = 0.1
 

@@ -22,11 +22,11 @@ import json
 import re
 from typing import Any
 
-from ..errors import ConfigError
-from ..llm import schema
-from ..registry import register
-from ..types import Question
-from .base import answer_text, category_name
+from ctxbench.core.errors import ConfigError
+from ctxbench.llm import schema
+from ctxbench.core.registry import register
+from ctxbench.core.types import Question
+from ctxbench.metrics.base import answer_text, category_name
 
 JUDGE_PROMPT = """Your task is to label an answer to a question as 'CORRECT' or 'WRONG'. You will be given the following data:
     (1) a question (posed by one user to another user),

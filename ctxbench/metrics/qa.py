@@ -34,9 +34,9 @@ import string
 from collections import Counter
 from functools import lru_cache
 
-from ..registry import register
-from ..types import Question
-from .base import answer_text, category_name, reference_answer
+from ctxbench.core.registry import register
+from ctxbench.core.types import Question
+from ctxbench.metrics.base import answer_text, category_name, reference_answer
 
 _PUNCT = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")

@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from ..errors import ConfigError, CtxbenchError
-from ..registry import register
+from ctxbench.core.errors import ConfigError, CtxbenchError
+from ctxbench.core.registry import register
 
 # the model.dtype / llm.dtype names; auto (None here) = bfloat16 on CUDA, float32 elsewhere (torch_dtype)
 DTYPES = {"auto": None, "float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
@@ -165,7 +165,7 @@ def from_dir(path: str, cfg: Any, name: str, device: torch.device | None = None)
     if looks_local and not (local / "config.json").exists():
         raise ModelLoadError(f"model.path={path!r}: no config.json there (not a HF model folder)")
     if not looks_local:
-        from .hub import unreachable_reason
+        from ctxbench.models.hub import unreachable_reason
 
         why = unreachable_reason(path)
         if why:
@@ -331,7 +331,7 @@ def load_tiny(cfg: Any, device: torch.device | None = None) -> ModelBundle:
 def load_model(cfg: Any, device: torch.device | None = None) -> ModelBundle:
     """The model ``cfg`` names; on ``device`` when given (eval: :func:`load_for_eval`), else on the CPU
     (training: accelerate's ``prepare`` places it)."""
-    from ..registry import build
+    from ctxbench.core.registry import build
 
     return build("model", cfg) if device is None else build("model", cfg, device=device)
 

@@ -1,5 +1,5 @@
 """Answer prompts: a registry of versioned prompts (:mod:`.registry`), each one frozen :class:`AnswerPrompt`."""
-from .prompt import AnswerPrompt, prompt_text
-from .registry import DEFAULT, PROMPTS, get_prompt
+from ctxbench.qa.prompt import AnswerPrompt, prompt_text
+from ctxbench.qa.registry import DEFAULT, PROMPTS, get_prompt
 
 __all__ = ["AnswerPrompt", "DEFAULT", "PROMPTS", "get_prompt", "prompt_text"]

@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..qa_prompts import postprocess as option_postprocess
-from ..types import Question
+from ctxbench.qa.forms import postprocess as option_postprocess
+from ctxbench.core.types import Question
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """The answer prompts by name: ``qa_prompt=locomo|mem0|mem0g|amem|brief`` (eval.yaml)."""
 from __future__ import annotations
 
-from ..errors import ConfigError
-from .prompt import AnswerPrompt
-from .prompts import amem, brief, locomo, mem0
+from ctxbench.core.errors import ConfigError
+from ctxbench.qa.prompt import AnswerPrompt
+from ctxbench.qa.prompts import amem, brief, locomo, mem0
 
 # Chosen by measurement on the dev split only (LoCoMo conv-26 + conv-30, sessions 1-5, 94 questions, SmolLM2-135M
 # via llama.cpp): mean F1 on categories 1-4 over rag/full_context/no_context is brief 0.111, locomo 0.100,

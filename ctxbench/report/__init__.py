@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .runs import ReportError
+from ctxbench.report.runs import ReportError
 
 DEFAULT_ROOTS = ("outputs", "multirun")
 
@@ -25,13 +25,13 @@ def _paths(value: Any) -> list[Path]:
 
 def main(cfg: Any) -> dict[str, Any] | None:
     if cfg.get("sweep_dir"):
-        from .sweep import print_summary, sweep_report
+        from ctxbench.report.sweep import print_summary, sweep_report
 
         result = sweep_report(cfg.sweep_dir, metric=cfg.get("metric"), plot=bool(cfg.get("plot", True)))
         print_summary(result)
         return result
     if cfg.get("table"):
-        from .tables import table_report
+        from ctxbench.report.tables import table_report
 
         roots = _paths(cfg.get("runs")) or [Path(r) for r in DEFAULT_ROOTS]
         missing = [str(r) for r in _paths(cfg.get("runs")) if not r.exists()]
@@ -44,7 +44,7 @@ def main(cfg: Any) -> dict[str, Any] | None:
         print(f"report: wrote {result['path']}{png} (runs searched: {', '.join(map(str, roots))}; "
               f"experiments found: {', '.join(result['found']) or 'none'})")
         return result
-    from .tables import table_names
+    from ctxbench.report.tables import table_names
 
     print("usage: python -m ctxbench report sweep=DIR | table=NAME [runs=DIR]\npaper tables: "
           + ", ".join(table_names()) + "\nboards (systems side by side): " + ", ".join(table_names("board")))

@@ -21,8 +21,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .markdown import MISSING, md_table
-from .runs import ReportError, Run
+from ctxbench.report.markdown import MISSING, md_table
+from ctxbench.report.runs import ReportError, Run
 
 METRICS = (("F1", "f1"), ("BLEU-1", "bleu1"), ("ROUGE-L", "rougeL"), ("J", "llm_judge"))
 PARADIGMS = ("compression", "memory", "baseline")

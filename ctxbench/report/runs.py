@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..data.errors import DataError
-from ..results import json_kind as _kind
+from ctxbench.data.errors import DataError
+from ctxbench.core.plain import json_kind as _kind
 
 RESULTS_JSON, METRICS_JSONL, TRAIN_SUMMARY = "results.json", "metrics.jsonl", "train_summary.json"
 #: Fields of a results.json row that are not metric values (names, ids, counts).

@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .markdown import md_table
-from .runs import ReportError, Run, find_runs
+from ctxbench.report.markdown import md_table
+from ctxbench.report.runs import ReportError, Run, find_runs
 
 EVAL_DEFAULT, TRAIN_DEFAULT = "f1", "eval_loss"
 TRAIN_COLUMNS = ["step", "final_loss", "eval_loss", "eval_ppl"]  # then a method's loss parts (ae_loss, ...)

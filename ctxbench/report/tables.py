@@ -23,8 +23,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .markdown import MISSING, fmt, md_table
-from .runs import ReportError, Run, find_runs
+from ctxbench.report.markdown import MISSING, fmt, md_table
+from ctxbench.report.runs import ReportError, Run, find_runs
 
 PAPERS_DIR = Path(__file__).resolve().parent / "papers"
 TRAIN_METRICS = ("eval_loss", "eval_ppl", "final_loss")
@@ -41,7 +41,7 @@ def read_yaml(name: str) -> dict[str, Any]:
     """``ctxbench/report/papers/<name>.yaml`` as a dict; an unknown name is refused with the nearest ones."""
     path = PAPERS_DIR / f"{name}.yaml"
     if not path.exists():
-        from ..registry import suggest
+        from ctxbench.core.registry import suggest
 
         names = table_names(None)
         raise ReportError(f"unknown table {name!r}.{suggest(name, names)}")
@@ -68,7 +68,7 @@ def load_table(name: str) -> dict[str, Any]:
         if metric_spec(spec).get("ours") in TRAIN_LOSSES:
             raise ReportError(f"{path}: metric {label!r} reads our training loss {metric_spec(spec)['ours']!r}, a "
                               "quantity no paper reports: measure what the paper measured (eval task=..., "
-                              "ctxbench/tasks/)")
+                              "ctxbench/evaluation/tasks/)")
     return data
 
 
@@ -327,7 +327,7 @@ def table_report(name: str, roots: list[Path], out: Path | None = None) -> dict[
     runs = runs_by_experiment(roots)
     out = out or Path("outputs") / "report" / f"{name}.md"
     if table_kind(name) == "board":  # many systems on the same questions, no published values (board.py)
-        from .board import board_report, check_board
+        from ctxbench.report.board import board_report, check_board
 
         board = check_board(read_yaml(name), PAPERS_DIR / f"{name}.yaml")
         out.parent.mkdir(parents=True, exist_ok=True)

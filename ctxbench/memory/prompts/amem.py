@@ -9,7 +9,7 @@ from typing import Any
 
 from ctxbench.llm import schema as sch
 
-from . import scripting as S
+from ctxbench.memory.prompts import scripting as S
 
 VERSION = "amem-v3"
 CONTEXT_CHARS = 160

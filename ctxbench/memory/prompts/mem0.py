@@ -17,7 +17,7 @@ from typing import Any
 
 from ctxbench.llm import schema as sch
 
-from . import scripting as S
+from ctxbench.memory.prompts import scripting as S
 
 VERSION = "mem0-v3"
 

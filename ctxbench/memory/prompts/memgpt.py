@@ -11,7 +11,7 @@ from typing import Any
 
 from ctxbench.llm import schema as sch
 
-from . import scripting as S
+from ctxbench.memory.prompts import scripting as S
 
 VERSION = "memgpt-v3"
 ARG_CHARS = 160  # characters per function argument (a reply closes within step_max_tokens)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from . import scripting as S
+from ctxbench.memory.prompts import scripting as S
 
 VERSION = "memorybank-v1"
 

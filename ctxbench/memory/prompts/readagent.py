@@ -1,6 +1,6 @@
 """ReadAgent prompts (Lee et al., 2024, arXiv 2402.09727; google-research/read-agent): episode
 pagination, gisting and parallel lookup, adapted to conversations and kept compact. The answer
-itself uses the shared QA prompt (``ctxbench.qa_prompts``) over the gist memory with the looked-up
+itself uses the shared QA prompt (``ctxbench.qa.forms``) over the gist memory with the looked-up
 pages expanded.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from ctxbench.llm import schema as sch
 
-from . import scripting as S
+from ctxbench.memory.prompts import scripting as S
 
 VERSION = "readagent-v2"
 

@@ -12,8 +12,8 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from ctxbench.errors import MissingDependency
-from ctxbench.registry import register
+from ctxbench.core.errors import MissingDependency
+from ctxbench.core.registry import register
 
 
 class Embedder(Protocol):

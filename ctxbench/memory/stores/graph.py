@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ConfigError, MissingDependency
+from ctxbench.core.errors import ConfigError, MissingDependency
 
 
 @dataclass
@@ -82,7 +82,7 @@ class _CypherGraph:
         try:
             return np.asarray(json.loads(text), dtype=np.float32)
         except (TypeError, ValueError, RecursionError):
-            from .records import StoreError
+            from ctxbench.memory.stores.records import StoreError
 
             raise StoreError(self.where, f"damaged graph store: the embedding of {what} is not a JSON list of "
                                          f"numbers ({str(text)[:60]!r}); delete it or use a new hydra.run.dir"
@@ -175,12 +175,12 @@ class LadybugGraph(_CypherGraph):
         except RuntimeError as e:  # a damaged file, or one another process has open
             from ctxbench.data.errors import first_line
 
-            from .records import StoreError
+            from ctxbench.memory.stores.records import StoreError
 
             raise StoreError(path, f"cannot open the graph store ({first_line(e)}); if it is damaged, delete it "
                                    "or use a new hydra.run.dir") from None
         if old:
-            from .records import StoreError
+            from ctxbench.memory.stores.records import StoreError
 
             self.close()
             raise StoreError(path, f"graph store written by an older ctxbench (no {', '.join(old)}); delete it "

@@ -87,8 +87,8 @@ def _emb_blob(emb: np.ndarray | None) -> bytes | None:
 
 def store_config(config: Any, model: str | None) -> dict[str, Any]:
     """What a history's records were built with: ``{"fingerprint", "config"}`` (secrets redacted)."""
-    from ctxbench.run_guard import fingerprint, plain_data, without_keys
-    from ctxbench.secrets import redact
+    from ctxbench.core.plain import fingerprint, plain_data, without_keys
+    from ctxbench.core.secrets import redact
 
     plain = without_keys(redact({"memory": plain_data(config), "llm": model}), STORE_EXCLUDED)
     return {"fingerprint": fingerprint(plain), "config": plain}
@@ -197,14 +197,15 @@ class RecordStore:
         self.conn.execute("INSERT OR REPLACE INTO state(history_id, key, value) VALUES (?,?,?)",
                           (hid, key, json.dumps(value)))
 
-    def check_resume(self, hid: str, n_steps: int, config: Any, model: str | None = None) -> None:
+    def check_resume(self, hid: str, n_steps: int, config: Any, model: str | None = None, *,
+                     force: bool = False) -> None:
         """Before resuming ``hid``: the store must match its progress record, ``config`` and ``model``.
 
         Refuses (:class:`StoreError`) records without any applied step, more applied steps than the
         history has, or a store built under another config (unless the run was claimed with
         ``force_resume=true``). Records the config's fingerprint for the next resume.
         """
-        from ctxbench.run_guard import differences, forced, summarize
+        from ctxbench.core.plain import differences, summarize
 
         done = self.progress(hid)
         n_records = self.conn.execute("SELECT COUNT(*) FROM records WHERE history_id=?", (hid,)).fetchone()[0]
@@ -217,7 +218,7 @@ class RecordStore:
         built = store_config(config, model)
         old = self.get_state(hid, "_config")
         if isinstance(old, dict) and old.get("fingerprint") != built["fingerprint"] and (done or n_records) \
-                and not forced(self.path.parent):
+                and not force:
             diffs = summarize(differences(old.get("config") or {}, built["config"])) or "fingerprint differs"
             raise StoreError(self.path, f"history {hid!r} was built with a different config: {diffs}; {REMEDY}")
         if old != built:

@@ -9,7 +9,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ...errors import ConfigError
+from ctxbench.core.errors import ConfigError
 
 
 def import_faiss():
@@ -48,7 +48,7 @@ class VectorIndex:
             return
         vecs = np.asarray(vecs, dtype=np.float32)
         if vecs.size != len(ids) * self.dim:
-            from .records import StoreError
+            from ctxbench.memory.stores.records import StoreError
 
             raise StoreError("vector index", f"{len(ids)} embeddings of {vecs.size // len(ids)} values for an index "
                                              f"of dimension {self.dim} (the store was built with another embedder?); "

@@ -35,7 +35,7 @@ MODULES: dict[str, list[str]] = {
 
 def evaluate_module_path(name: str) -> str:
     """The folder to pass to ``evaluate.load``: a module name (``locomo_f1``) or a metric name (``f1``)."""
-    from ...registry import UnknownName, suggest
+    from ctxbench.core.registry import UnknownName, suggest
 
     module = name if name in MODULES else next((m for m, ms in MODULES.items() if name in ms), None)
     if module is None:
@@ -49,7 +49,7 @@ def module_info(module: str, description: str) -> Any:
     import datasets
     import evaluate
 
-    from ..base import build_metrics
+    from ctxbench.metrics.base import build_metrics
 
     metrics = build_metrics(MODULES[module])
     text = {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
@@ -67,8 +67,8 @@ def module_info(module: str, description: str) -> Any:
 def compute(module: str, predictions: list[str], references: list[str],
             categories: list[Any] | None = None) -> dict[str, Any]:
     """``{metric: mean, metric_stderr, by_category: {name: {n, metric...}}}`` as ctxbench's scorer gives."""
-    from ..aggregate import aggregate, score_records
-    from ..base import build_metrics
+    from ctxbench.metrics.aggregate import aggregate, score_records
+    from ctxbench.metrics.base import build_metrics
 
     names = MODULES[module]
     cats = list(categories) if categories is not None else [0] * len(predictions)

@@ -10,17 +10,17 @@ Categories by LoCoMo's ids as A-Mem reads them: 5 adversarial ("Select the corre
 2 temporal (approximate date, shortest answer), 3 open-domain, and the rest (1 multi-hop, 4
 single-hop) the same short-phrase text without the leading line break. ctxbench changes: greedy
 decoding (the source: temperature 0.7, 0.5 for category 5); the two options' order is ctxbench's
-stable one (:func:`ctxbench.qa_prompts.adversarial_options`; the source: ``random.random()``); 64 new
+stable one (:func:`ctxbench.qa.forms.adversarial_options`; the source: ``random.random()``); 64 new
 tokens (the source: ``max_tokens=1000``); no JSON schema is enforced on the answer call (the
 post-processing reads the ``answer`` field when the reply is JSON). Non-LoCoMo questions take the
 default text with ctxbench's question text (options listed).
 """
 from __future__ import annotations
 
-from ...metrics.base import category_name
-from ...qa_prompts import adversarial_options, prompt_style, question_text
-from ...types import Question
-from ..prompt import AnswerPrompt
+from ctxbench.data.categories import question_category as category_name
+from ctxbench.qa.forms import adversarial_options, prompt_style, question_text
+from ctxbench.core.types import Question
+from ctxbench.qa.prompt import AnswerPrompt
 
 SYSTEM = "You must respond with a JSON object."
 IND = " " * 28  # the source's continuation indentation

@@ -8,9 +8,9 @@ kept and cut to 200 characters.
 """
 from __future__ import annotations
 
-from ...qa_prompts import ADVERSARIAL_FORM, TEMPORAL_HINT, question_text
-from ...types import Question
-from ..prompt import AnswerPrompt
+from ctxbench.qa.forms import ADVERSARIAL_FORM, TEMPORAL_HINT, question_text
+from ctxbench.core.types import Question
+from ctxbench.qa.prompt import AnswerPrompt
 
 SYSTEM = ("You answer questions about a conversation. Reply with a brief answer: a few words, "
           "on one line, with no explanation.")

@@ -2,12 +2,12 @@
 
 Source: snap-research/locomo ``task_eval/evaluate_gpts.py`` (``CONV_START_PROMPT``, ``QA_PROMPT``,
 ``QA_PROMPT_CAT_5``; single-question mode, one user message, no system message, 32 new tokens).
-The rendering lives in :mod:`ctxbench.qa_prompts` (its docstring lists what it keeps and changes).
+The rendering lives in :mod:`ctxbench.qa.forms` (its docstring lists what it keeps and changes).
 """
 from __future__ import annotations
 
-from ...qa_prompts import ADVERSARIAL_FORM, TEMPORAL_HINT, qa_instruction, qa_prompt
-from ..prompt import AnswerPrompt
+from ctxbench.qa.forms import ADVERSARIAL_FORM, TEMPORAL_HINT, qa_instruction, qa_prompt
+from ctxbench.qa.prompt import AnswerPrompt
 
 PROMPT = AnswerPrompt(
     name="locomo", version="locomo-v1",

@@ -16,15 +16,15 @@ trailing spaces included). What ctxbench changes, because a system here hands ov
 - no ``max_tokens`` in the source: 128 new tokens here (its instructions ask for "less than 5-6
   words" but also "show your work"); no post-processing beyond stripping (the source scores the reply as is);
 - Mem0 reports categories 1-4 only; adversarial (category 5) and non-LoCoMo questions are asked
-  with ctxbench's question text (:func:`ctxbench.qa_prompts.question_text`: the two options).
+  with ctxbench's question text (:func:`ctxbench.qa.forms.question_text`: the two options).
 """
 from __future__ import annotations
 
 import json
 
-from ...qa_prompts import ADVERSARIAL_FORM, question_text
-from ...types import Question
-from ..prompt import AnswerPrompt
+from ctxbench.qa.forms import ADVERSARIAL_FORM, question_text
+from ctxbench.core.types import Question
+from ctxbench.qa.prompt import AnswerPrompt
 
 ANSWER_INSTRUCTIONS = (
     '\n'

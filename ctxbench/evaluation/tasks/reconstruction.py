@@ -12,10 +12,10 @@ from typing import Any
 
 import torch
 
-from ..metrics import reconstruction as R
-from ..registry import register
-from ..types import Sample
-from .common import Records, mean_se, no_items, progress_bar, task_method, token_windows, tokenizer_of, write_results
+from ctxbench.metrics import reconstruction as R
+from ctxbench.core.registry import register
+from ctxbench.core.types import Sample
+from ctxbench.evaluation.tasks.common import Records, mean_se, no_items, progress_bar, task_method, token_windows, tokenizer_of, write_results
 
 METRICS = ("bleu4", "exact_match", "token_accuracy")
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from .results import JsonlAppender
-from .secrets import scrub_text
+from ctxbench.runs.results import JsonlAppender
+from ctxbench.core.secrets import scrub_text
 
 SAMPLES, CONSTRUCTION_CALLS = "samples.jsonl", "construction_calls.jsonl"
 

@@ -2,7 +2,7 @@
 
 Text datasets: for each ``task.lengths`` L, windows of L context tokens then ``task.target_tokens``
 scored tokens (the same windows for every system). The method reads the context compressed its way
-(:meth:`score_continuation`, ctxbench/tasks/protocol.py); the baselines are the base model with the
+(:meth:`score_continuation`, ctxbench/core/task_protocol.py); the baselines are the base model with the
 adapters off reading the whole context (``full_context``) or none of it (``no_context``, just its start
 token). Datasets whose questions carry continuations (``dataset=ccm_dailydialog``: the dialogue so far
 as sessions, the last turn but one as the question, the response as the answer): context = the
@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 
-from ..errors import ConfigError
-from ..models.loading import kv_bytes_per_token
-from ..registry import register
-from ..render import render_session
-from ..types import Sample
-from .common import (Records, baseline_nll, encode, mean_se, no_items, ppl, progress_bar, start_ids,
+from ctxbench.core.errors import ConfigError
+from ctxbench.models.loading import kv_bytes_per_token
+from ctxbench.core.registry import register
+from ctxbench.core.render import render_session
+from ctxbench.core.types import Sample
+from ctxbench.evaluation.tasks.common import (Records, baseline_nll, encode, mean_se, no_items, ppl, progress_bar, start_ids,
                      task_method, token_windows, tokenizer_of, whole_or_round, write_results)
 
 Item = tuple[str, Any, list[list[int]], list[int], list[int]]  # (id, length, context chunks, prompt, target)
@@ -135,7 +135,7 @@ def summarize(done: dict[str, dict[str, Any]], items: list[Item], systems: list[
 @torch.no_grad()
 def plain_stream(lm: Any, ids: list[int], marks: list[int]) -> list[dict[str, Any]]:
     """The base model over the whole window in one forward: summed NLL of tokens 2..m for each mark m."""
-    from .common import model_device
+    from ctxbench.evaluation.tasks.common import model_device
 
     x = torch.tensor([ids], device=model_device(lm))
     logp = torch.nn.functional.cross_entropy(lm(input_ids=x).logits[0, :-1].float(), x[0, 1:], reduction="none")

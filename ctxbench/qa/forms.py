@@ -8,7 +8,7 @@ From snap-research/locomo ``task_eval/evaluate_gpts.py`` (single-question mode, 
 prompt — one user message):
 
 - the conversation is introduced by ``CONV_START_PROMPT`` and rendered session by session as
-  ``DATE: <date>\\nCONVERSATION:\\n<speaker> said, "<text>"\\n...`` (:func:`ctxbench.render.render_history`);
+  ``DATE: <date>\\nCONVERSATION:\\n<speaker> said, "<text>"\\n...`` (:func:`ctxbench.core.render.render_history`);
 - every question gets ``QA_PROMPT`` (short phrase, exact words from the context);
 - temporal questions (category 2) get the hint " Use DATE of CONVERSATION to answer with an
   approximate date.";
@@ -27,8 +27,9 @@ from __future__ import annotations
 import hashlib
 import re
 
-from .metrics.base import NOT_MENTIONED, category_name
-from .types import Question
+from ctxbench.data.categories import ADVERSARIAL_GOLD as NOT_MENTIONED
+from ctxbench.data.categories import question_category as category_name
+from ctxbench.core.types import Question
 
 # Verbatim from the reference (including its "wriiten").
 CONV_START_PROMPT = ("Below is a conversation between two people: {} and {}. The conversation takes place "

@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import sys
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from .data.errors import DataError
-from .dotted import flatten
+from ctxbench.data.errors import DataError
+from ctxbench.core.plain import differences, fingerprint, plain_config, plain_data, summarize, without_keys  # noqa: F401
 
 GUARD_DIR, LOCK_FILE, RUN_FILE = ".ctxbench", "lock", "run.json"
 
@@ -136,28 +134,10 @@ def _read_pid(fd: int) -> str:
 
 def resolved_config(cfg: Any) -> dict[str, Any]:
     """The resolved config as plain data, secrets redacted, :data:`EXCLUDED_KEYS` left out."""
-    from .secrets import redact
+    from ctxbench.core.secrets import redact
 
     plain = redact(plain_data(cfg))
     return without_keys(plain if isinstance(plain, dict) else {}, EXCLUDED_KEYS)
-
-
-def fingerprint(config: Any) -> str:
-    """sha256 of the canonical JSON (sorted keys, no spaces) of ``config``."""
-    text = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def plain_data(obj: Any) -> Any:
-    """Dicts, lists and scalars only: every OmegaConf node (also inside plain dicts) resolved."""
-    from .results import plain_config
-
-    obj = plain_config(obj)
-    if isinstance(obj, dict):
-        return {k: plain_data(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [plain_data(v) for v in obj]
-    return obj
 
 
 def check_config(run_dir: str | Path, cfg: Any, *, force: bool = False, write: bool = True) -> dict[str, Any]:
@@ -178,7 +158,7 @@ def check_config(run_dir: str | Path, cfg: Any, *, force: bool = False, write: b
     if recorded is not None:
         entry["previous_fingerprints"] = [*recorded["previous_fingerprints"], recorded["fingerprint"]]
     if write:
-        from .results import write_json
+        from ctxbench.runs.results import write_json
 
         write_json(path, entry)
     return entry
@@ -214,40 +194,3 @@ def run_record_problem(data: Any) -> str | None:
     if not isinstance(prev, list) or not all(isinstance(f, str) for f in prev):
         return "'previous_fingerprints' is not a list of strings"
     return None
-
-
-def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """``key old → new`` for every dotted key whose value differs (``<unset>`` when absent)."""
-    a, b = flatten(old), flatten(new)
-    missing = object()
-    out = []
-    for key in sorted(set(a) | set(b)):
-        x, y = a.get(key, missing), b.get(key, missing)
-        if x != y:
-            out.append(f"{key} {_show(x, missing)} → {_show(y, missing)}")
-    return out
-
-
-def summarize(diffs: list[str], most: int = 6) -> str:
-    """The first ``most`` differences, comma-separated, then how many more."""
-    head = ", ".join(diffs[:most])
-    return head + (f" and {len(diffs) - most} more" if len(diffs) > most else "")
-
-
-def _show(v: Any, missing: object, width: int = 60) -> str:
-    if v is missing:
-        return "<unset>"
-    text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
-    text = " ".join(text.split())  # one line
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def without_keys(obj: dict[str, Any], patterns: tuple[str, ...], prefix: str = "") -> dict[str, Any]:
-    """A copy of nested ``obj`` without the dotted keys matching ``patterns``."""
-    out = {}
-    for k, v in obj.items():
-        key = f"{prefix}{k}"
-        if any(fnmatchcase(key, p) for p in patterns):
-            continue
-        out[k] = without_keys(v, patterns, key + ".") if isinstance(v, dict) else v
-    return out

@@ -22,8 +22,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import ConfigError
-from .paths import conf_dir
+from ctxbench.core.errors import ConfigError
+from ctxbench.core.paths import conf_dir
 
 CONF_DIR = conf_dir()
 # groups that set values of other configs rather than define keys of their own
@@ -168,10 +168,10 @@ def schema(command: str) -> dict[str, KeyType]:
 def check_types(cfg: Any, command: str) -> None:
     """Raise :class:`ConfigTypeError` for the first value whose type its YAML default rules out.
 
-    Then (every type being right) :class:`ctxbench.errors.ConfigError` for the first value outside
-    its range or its choices (:mod:`ctxbench.config_bounds`): ``trainer.lr=0``, ``trainer.scheduler=foo``.
+    Then (every type being right) :class:`ctxbench.core.errors.ConfigError` for the first value outside
+    its range or its choices (:mod:`ctxbench.config.bounds`): ``trainer.lr=0``, ``trainer.scheduler=foo``.
     """
-    from .config_bounds import check_bounds
+    from ctxbench.config.bounds import check_bounds
 
     table = schema(command)
     values = list(config_values(cfg))

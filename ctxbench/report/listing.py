@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import registry
-from .paths import conf_dir
+from ctxbench.core import registry
+from ctxbench.core.paths import conf_dir
 
 CONF = conf_dir()
 GROUP_OF_KIND = {"model": "model", "method": "method", "memory": "memory", "dataset": "dataset",

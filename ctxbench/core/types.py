@@ -36,8 +36,8 @@ class History:
     speakers: list[str] = field(default_factory=list)
 
     def render(self, with_dates: bool = True) -> str:
-        """The whole history as plain text (:func:`ctxbench.render.render_history`, ``plain`` style)."""
-        from .render import render_history
+        """The whole history as plain text (:func:`ctxbench.core.render.render_history`, ``plain`` style)."""
+        from ctxbench.core.render import render_history
 
         return render_history(self, "plain", with_dates=with_dates)
 

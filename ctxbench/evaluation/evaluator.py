@@ -28,24 +28,24 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .data.errors import DataError
-from .errors import CtxbenchError
-from .eval_systems import (HistorySystems, build_history_systems, build_system, history_dir,  # noqa: F401
+from ctxbench.data.errors import DataError
+from ctxbench.core.errors import CtxbenchError
+from ctxbench.evaluation.systems import (HistorySystems, build_history_systems, build_system, history_dir,  # noqa: F401
                            qa_prompt_record, resolve_concurrency)
-from .llm.base import preflight
-from .llm.scope import call_scope
-from .metrics.aggregate import aggregate, metric_versions, score_records
-from .metrics.base import Metric, answer_text, build_metrics
-from .metrics.cost import aggregate_cost
-from .metrics.health import DEFAULT_MAX_FAILED_FRACTION, health_line, run_health
-from .metrics.structured import report_line
-from .results import run_dir as results_run_dir
-from .results import (JsonlAppender, atomic_write_text, read_jsonl_tolerant, results_markdown, run_metadata,
+from ctxbench.llm.base import preflight
+from ctxbench.llm.scope import call_scope
+from ctxbench.metrics.aggregate import aggregate, metric_versions, score_records
+from ctxbench.metrics.base import Metric, answer_text, build_metrics
+from ctxbench.metrics.cost import aggregate_cost
+from ctxbench.metrics.health import DEFAULT_MAX_FAILED_FRACTION, health_line, run_health
+from ctxbench.metrics.structured import report_line
+from ctxbench.runs.results import run_dir as results_run_dir
+from ctxbench.runs.results import (JsonlAppender, atomic_write_text, read_jsonl_tolerant, results_markdown, run_metadata,
                       write_json, write_jsonl)
-from .run_guard import claim as claim_run_dir
-from .secrets import scrub_text
-from .system import ContractError, System
-from .types import Prediction, Question, Sample, Usage
+from ctxbench.runs.guard import claim as claim_run_dir
+from ctxbench.core.secrets import scrub_text
+from ctxbench.core.system import ContractError, System
+from ctxbench.core.types import Prediction, Question, Sample, Usage
 
 DEFAULT_METRICS = ["f1", "f1_set", "bleu1", "rouge1", "rouge2", "rougeL"]
 PREDICTIONS, RESULTS_JSON, RESULTS_MD = "predictions.jsonl", "results.json", "results.md"
@@ -101,7 +101,7 @@ def _judge_llm(cfg: Any, llm: Any = None) -> Any:
     names = [str(m) for m in (cfg.get("metrics") or DEFAULT_METRICS)]
     if "llm_judge" not in names:
         return None
-    from .registry import build
+    from ctxbench.core.registry import build
 
     judge_cfg = cfg.get("judge_llm") or cfg.get("llm")
     if judge_cfg is None:
@@ -125,8 +125,8 @@ def load_prediction_file(path: str | Path) -> list[dict[str, Any]]:
     Any problem is a :class:`DataError` naming the file, the line and the field; what each field
     accepts is in :mod:`ctxbench.data.predictions`.
     """
-    from .data.paths import resolve
-    from .data.predictions import read_prediction_lines
+    from ctxbench.data.paths import resolve
+    from ctxbench.data.predictions import read_prediction_lines
 
     p = resolve(path, what="predictions", hint=PREDICTIONS_HINT)
     if p.is_dir():  # an eval run folder: its predictions.jsonl
@@ -238,23 +238,23 @@ def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path,
 
     ``system`` is one :class:`System` that ingests every history in turn, or a :class:`HistorySystems`
     (one instance per history, each in its own folder: what ``eval`` uses). With ``concurrency`` N > 1
-    the histories and questions run on N workers (:mod:`ctxbench.eval_pool`); one shared instance
+    the histories and questions run on N workers (:mod:`ctxbench.evaluation.pool`); one shared instance
     opens one history at a time. Answers are appended to predictions.jsonl as they complete; the
     records returned are this dataset's questions in dataset order, whatever order they completed in.
     A question whose answer failed (its LLM calls failed) is written with ``failed: true`` and
     answered again on the next run; it is never scored. With ``shard=rank`` the answers go to
     ``predictions.rank<rank>.jsonl`` (``samples`` being this rank's part: :func:`run_sharded`).
     ``log_samples``: every answer's and construction's calls to ``samples.jsonl`` /
-    ``construction_calls.jsonl`` (:mod:`ctxbench.sample_log`).
+    ``construction_calls.jsonl`` (:mod:`ctxbench.evaluation.sample_log`).
     """
-    from .eval_pool import Gate, run_tasks
-    from .llm.shared import SharedLLM
-    from .sample_log import SampleLog
+    from ctxbench.evaluation.pool import Gate, run_tasks
+    from ctxbench.llm.shared import SharedLLM
+    from ctxbench.evaluation.sample_log import SampleLog
 
     systems = system if isinstance(system, HistorySystems) else HistorySystems.one(system)
     proto = systems.prototype
     if not isinstance(proto, System):
-        raise ContractError(f"{type(proto).__qualname__} is not a ctxbench.system.System; eval runs Systems only")
+        raise ContractError(f"{type(proto).__qualname__} is not a ctxbench.core.system.System; eval runs Systems only")
     out_dir = Path(out_dir)
     pred_path = out_dir / (PREDICTIONS if shard is None else f"predictions.rank{shard}.jsonl")
     done = _answered(out_dir)
@@ -290,7 +290,7 @@ def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path,
 def _history_work(sample: Sample, pending: list[Question], systems: HistorySystems, llm: Any,
                   qa: Any, out: Any, done: dict[str, dict[str, Any]], bar: Any, samples_log: Any,
                   gate: Any = None) -> Any:
-    """One history's ingest and answer tasks for :func:`ctxbench.eval_pool.run_tasks`.
+    """One history's ingest and answer tasks for :func:`ctxbench.evaluation.pool.run_tasks`.
 
     Under N workers the seconds recorded (``answer_seconds``, ``construction.seconds``) leave out
     the task's waits for the workers' lock (recorded apart as ``lock_wait_seconds``); waits for the
@@ -299,7 +299,7 @@ def _history_work(sample: Sample, pending: list[Question], systems: HistorySyste
     def waited() -> float:
         return gate.waited_s() if gate is not None else 0.0
 
-    from .eval_pool import HistoryWork
+    from ctxbench.evaluation.pool import HistoryWork
 
     hid = sample.history.id
     st: dict[str, Any] = {}
@@ -425,7 +425,7 @@ def process_state() -> Any:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return None
-    from .models.loading import process_state as state
+    from ctxbench.models.loading import process_state as state
 
     st = state()
     if st.num_processes != world:  # every process would answer everything into the same file
@@ -469,8 +469,8 @@ def placement_of(system: System, llm: Any, state: Any) -> dict[str, Any]:
 
 def main(cfg: Any) -> dict[str, Any]:
     """``python -m ctxbench eval memory=NAME|method=NAME dataset=NAME [limit=N] [hydra.run.dir=DIR]``."""
-    from .llm.token_count import token_counts_record
-    from .registry import build
+    from ctxbench.llm.token_count import token_counts_record
+    from ctxbench.core.registry import build
 
     _seed_everything(int(cfg.get("seed", 0)))
     out = run_dir(cfg)
@@ -478,7 +478,7 @@ def main(cfg: Any) -> dict[str, Any]:
     claim_run_dir(out, cfg)  # this process only, and this config only (run_guard.py)
     samples = build("dataset", cfg.dataset)
     task = str((cfg.get("task") or {}).get("name") or "qa")
-    if task != "qa":  # the papers' own measures (ctxbench/tasks/): same run folder, results files, provenance
+    if task != "qa":  # the papers' own measures (ctxbench/evaluation/tasks/): same run folder, results files, provenance
         return run_task(cfg, task, out, samples)
     n_q = sum(len(s.questions) for s in samples)
     if n_q == 0:
@@ -528,8 +528,8 @@ def main(cfg: Any) -> dict[str, Any]:
 
 
 def run_task(cfg: Any, task: str, out: Path, samples: list[Sample]) -> dict[str, Any]:
-    """``eval task=perplexity|reconstruction|choice``: a registered task (ctxbench/tasks/) scores ``method=``."""
-    from .registry import get
+    """``eval task=perplexity|reconstruction|choice``: a registered task (ctxbench/evaluation/tasks/) scores ``method=``."""
+    from ctxbench.core.registry import get
 
     results = get("task", task)(cfg, out, samples)
     first = (results.get("rows") or [{}])[0]

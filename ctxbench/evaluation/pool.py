@@ -12,7 +12,7 @@ calls waiting together are generated as one batch).
 Which task a free worker takes (:class:`Schedule`): a new history's ingestion while fewer than
 ``open_limit`` histories are open (ingested or ingesting, with questions left), else the next
 question of an open history, in dataset order. A system whose answering changes its state
-(:attr:`ctxbench.system.System.answer_writes_state`: MemoryBank's recall) answers one question
+(:attr:`ctxbench.core.system.System.answer_writes_state`: MemoryBank's recall) answers one question
 of a history at a time, in dataset order; the others answer a history's questions in parallel.
 
 The first task that raises stops the workers (no new task starts; calls in flight finish) and the

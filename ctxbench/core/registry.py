@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 from typing import Any, Callable
 
-from .errors import CtxbenchError
+from ctxbench.core.errors import CtxbenchError
 
 KINDS = ("model", "method", "memory", "dataset", "metric", "llm", "embedder", "bench", "table", "task")
 PACKAGES = (
@@ -24,10 +24,10 @@ PACKAGES = (
     "ctxbench.llm",
     "ctxbench.report",
     "ctxbench.bench",
-    "ctxbench.tasks",
+    "ctxbench.evaluation.tasks",
 )
 
-SYSTEM_KINDS = ("method", "memory")  # checked against the System contract (ctxbench.system) at registration
+SYSTEM_KINDS = ("method", "memory")  # checked against the System contract (ctxbench.core.system) at registration
 _REGISTRY: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
 _ALIASES: dict[str, dict[str, str]] = {k: {} for k in KINDS}
 _discovered = False
@@ -44,7 +44,7 @@ def register(kind: str, name: str, aliases: tuple[str, ...] = ()) -> Callable[[A
 
     def deco(obj: Any) -> Any:
         if kind in SYSTEM_KINDS:
-            from .system import check_system
+            from ctxbench.core.system import check_system
 
             check_system(kind, name, obj)
         prev = _REGISTRY[kind].get(name)

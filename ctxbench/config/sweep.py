@@ -7,7 +7,7 @@ file asks for (``+sweep=memory_k`` sets ``hydra.sweeper.params``) is added like 
 """
 from __future__ import annotations
 
-from .paths import conf_dir
+from ctxbench.core.paths import conf_dir
 
 CONF_DIR = conf_dir()
 MAX_COMBINATIONS = 64  # a bigger sweep is checked one swept value at a time (the others at their first value)

@@ -23,7 +23,7 @@ What a system does, and what it must leave to the evaluator:
   evaluator asks their LLM backend).
 
 Systems that show the history to a model as text render it with
-:func:`ctxbench.qa_prompts.render_history`, so every prompt-based system sees the same text for
+:func:`ctxbench.qa.forms.render_history`, so every prompt-based system sees the same text for
 the same history.
 
 Every system answers with one answer prompt (:class:`ctxbench.qa.AnswerPrompt`): the evaluator
@@ -38,11 +38,12 @@ resets the forgetting clock): such systems must answer in dataset order.
 from __future__ import annotations
 
 import abc
+import importlib
 import inspect
 from typing import Any, ClassVar
 
-from .errors import CtxbenchError
-from .types import History, Prediction, Question, Usage
+from ctxbench.core.errors import CtxbenchError
+from ctxbench.core.types import History, Prediction, Question, Usage
 
 KINDS = ("method", "memory")
 
@@ -53,6 +54,9 @@ class System(abc.ABC):
     answer_writes_state: ClassVar[bool] = False
     answer_cap_key: ClassVar[str] = "max_new_tokens"  # the config key of the system's own answer cap
     _answer_prompt: Any = None
+    # the run was claimed with force_resume=true: state kept across runs (a memory store) may be
+    # reused although it was built under another config (set by the evaluator when it builds the system)
+    force_resume: bool = False
 
     def use_prompt(self, prompt: Any) -> None:
         """Answer with ``prompt`` (a :class:`ctxbench.qa.AnswerPrompt`) from now on."""
@@ -62,9 +66,9 @@ class System(abc.ABC):
     def answer_prompt(self) -> Any:
         """The prompt this system answers with (the default prompt until :meth:`use_prompt`)."""
         if self._answer_prompt is None:
-            from .qa import get_prompt
-
-            return get_prompt(None)
+            # the prompts are found by name, as the registry finds its packages: the contract sits
+            # beneath the qa package (ctxbench.qa imports the contract's types, never the reverse)
+            return importlib.import_module("ctxbench.qa").get_prompt(None)
         return self._answer_prompt
 
     def explicit_answer_cap(self) -> Any:
@@ -115,7 +119,7 @@ def check_system(kind: str, name: str, obj: Any) -> None:
         raise ContractError(f"{kind} {name!r}: register a System subclass, not {type(obj).__name__} "
                             f"{getattr(obj, '__qualname__', obj)!r}")
     if not issubclass(obj, System):
-        raise ContractError(f"{kind} {name!r}: {obj.__qualname__} does not derive from ctxbench.system.System")
+        raise ContractError(f"{kind} {name!r}: {obj.__qualname__} does not derive from ctxbench.core.system.System")
     missing = sorted(getattr(obj, "__abstractmethods__", ()))
     if missing:
         raise ContractError(f"{kind} {name!r}: {obj.__qualname__} does not implement {', '.join(missing)}")

@@ -9,7 +9,7 @@ A checkpoint is a folder ``checkpoints/step_<N>/`` holding
   optimizer state is replicated, so rank 0's is everyone's);
 - ``accelerate/`` — instead of ``optimizer.pt`` under DeepSpeed / FSDP: every rank's shards of the
   optimizer (and ZeRO-3 / FSDP parameter) state, written by ``accelerator.save_state`` on every rank
-  (:mod:`ctxbench.sharded_state`, with its trust boundary); ``trainable.safetensors`` then holds the
+  (:mod:`ctxbench.training.sharded_state`, with its trust boundary); ``trainable.safetensors`` then holds the
   trainable weights gathered whole;
 - ``state.json`` — step, data position, RNG states of every rank, the layout (format, distributed
   type, process count) a resume must match;
@@ -39,10 +39,10 @@ from typing import Any, Callable
 
 import torch
 
-from .errors import CtxbenchError
-from .data.errors import first_line
-from .dotted import flatten, set_dotted
-from .results import json_kind as _kind
+from ctxbench.core.errors import CtxbenchError
+from ctxbench.data.errors import first_line
+from ctxbench.core.dotted import flatten, set_dotted
+from ctxbench.core.plain import json_kind as _kind
 
 MANIFEST = "MANIFEST.json"
 WEIGHTS = "trainable.safetensors"
@@ -62,7 +62,7 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-from .results import atomic_write_text  # noqa: E402,F401 - re-exported for the loop
+from ctxbench.runs.results import atomic_write_text  # noqa: E402,F401 - re-exported for the loop
 
 
 def rng_state() -> dict[str, Any]:
@@ -421,8 +421,8 @@ def apply_checkpoint_config(cfg: Any, ckpt_dir: str | Path, overrides: list[str]
 
 def check_saved_types(cfg: Any, ckpt: Path, command: str = "eval") -> None:
     """The config with the checkpoint's saved values, checked like a composed one (types, ranges)."""
-    from .config_schema import check_types
-    from .errors import ConfigError
+    from ctxbench.config.schema import check_types
+    from ctxbench.core.errors import ConfigError
 
     try:
         check_types(cfg, command)

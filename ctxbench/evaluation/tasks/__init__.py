@@ -1,6 +1,6 @@
 """The evaluator's tasks (lm-eval's sense): ``eval task=qa|perplexity|reconstruction|choice``.
 
-``qa`` (the default) is :func:`ctxbench.evaluate.main`: systems answer a dataset's questions. The
+``qa`` (the default) is :func:`ctxbench.evaluation.evaluator.main`: systems answer a dataset's questions. The
 others score what the compression papers score, through the same run folders (resume, config
 binding, provenance) and the same results.json / results.md:
 

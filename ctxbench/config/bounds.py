@@ -1,6 +1,6 @@
 """The accepted range of every numeric config key and the closed set of every enumerated one.
 
-Checked right after compose (:func:`ctxbench.config_schema.check_types` calls :func:`check_bounds`),
+Checked right after compose (:func:`ctxbench.config.schema.check_types` calls :func:`check_bounds`),
 so ``limit=-1`` or ``trainer.scheduler=foo`` fails before anything loads, in one line:
 ``config key 'limit' must be >= 0 (0 or null = all), got -1``. ``-m`` sweeps are checked for every
 combination the same way.
@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from .errors import ConfigError
+from ctxbench.core.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ RANGES: dict[str, Range | dict[str, Range]] = {
     "*batch_size": POSITIVE,  # trainer., llm., embedder., train_step., method.encode_batch_size
     # -- trainer ------------------------------------------------------------------------------------------
     "trainer.max_steps": COUNT,
-    "task.target_tokens": ge(1), "task.windows": ge(1), "task.skip_tokens": ge(0),  # eval task=... (ctxbench/tasks/)
+    "task.target_tokens": ge(1), "task.windows": ge(1), "task.skip_tokens": ge(0),  # eval task=... (ctxbench/evaluation/tasks/)
     "task.extra_tokens": ge(0),
     "trainer.grad_accum": POSITIVE,
     "trainer.lr": gt(0),
@@ -339,7 +339,7 @@ def _list_problem(bkey: str, key: str, value: list) -> str | None:
 def _url_problem(key: str, value: Any) -> str | None:
     import urllib.parse
 
-    from .secrets import scrub_text
+    from ctxbench.core.secrets import scrub_text
 
     parts = urllib.parse.urlsplit(str(value))
     if parts.scheme in ("http", "https") and parts.netloc:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .types import History, Session
+    from ctxbench.core.types import History, Session
 
 STYLES = ("locomo", "plain")
 

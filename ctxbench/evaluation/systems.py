@@ -3,7 +3,7 @@
 A method loads its model once and answers every history. A memory system is built once per history
 on the one shared LLM backend (:class:`ctxbench.llm.shared.SharedLLM`) and embedder, with its
 stores in ``<run>/stores/<history id>/`` — so histories can be ingested side by side
-(:mod:`ctxbench.eval_pool`) and each resumes from its own files. Every system answers with the
+(:mod:`ctxbench.evaluation.pool`) and each resumes from its own files. Every system answers with the
 answer prompt of ``qa_prompt=`` (:func:`ctxbench.qa.get_prompt`), looked up before anything loads.
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from .data.errors import DataError
-from .llm.base import preflight
-from .system import System
+from ctxbench.data.errors import DataError
+from ctxbench.llm.base import preflight
+from ctxbench.core.system import System
 
 
 class HistorySystems:
@@ -88,7 +88,8 @@ def history_dir(out_dir: Path, history_id: str) -> Path:
 
 def _system_maker(cfg: Any, out_dir: Path) -> tuple[Any, Any, str, bool]:
     """(make(workdir) → System answering with ``qa_prompt=``, llm, name, one per history?)."""
-    from .qa import get_prompt
+    from ctxbench.qa import get_prompt
+    from ctxbench.runs.guard import forced
 
     prompt = get_prompt(cfg.get("qa_prompt"))
     build_one, llm, name, per_history = _build_system(cfg, out_dir)
@@ -96,6 +97,7 @@ def _system_maker(cfg: Any, out_dir: Path) -> tuple[Any, Any, str, bool]:
     def make(workdir: Path) -> System:
         system = build_one(workdir)
         system.use_prompt(prompt)
+        system.force_resume = forced(workdir)
         return system
     return make, llm, name, per_history
 
@@ -117,26 +119,26 @@ def _build_system(cfg: Any, out_dir: Path) -> tuple[Any, Any, str, bool]:
     The cheap checks run first: an OpenAI-compatible server is asked whether it is there, knows
     the key and the model (``preflight``) before the embedder loads.
     """
-    from .registry import build
+    from ctxbench.core.registry import build
 
     if cfg.get("checkpoint") and not cfg.get("method"):  # never evaluate memory=... with a checkpoint ignored
-        from .checkpoint import CheckpointError, resolve_checkpoint, saved_configs
+        from ctxbench.training.checkpoint import CheckpointError, resolve_checkpoint, saved_configs
 
         name = saved_configs(resolve_checkpoint(cfg.checkpoint))["method"]["name"]
         raise CheckpointError(f"checkpoint={cfg.checkpoint} is a trained method: pass method={name} to evaluate it")
     if cfg.get("method"):
         import torch
 
-        from .models.loading import load_for_eval, model_device
+        from ctxbench.models.loading import load_for_eval, model_device
 
         if cfg.get("checkpoint"):  # its method and model config, checked before the model loads
-            from .checkpoint import apply_checkpoint_config, hydra_overrides
+            from ctxbench.training.checkpoint import apply_checkpoint_config, hydra_overrides
 
             apply_checkpoint_config(cfg, cfg.checkpoint, hydra_overrides())
         bundle = load_for_eval(cfg.model)  # on model.device, in model.dtype
         system = build("method", cfg.method, bundle=bundle)
         if cfg.get("checkpoint"):
-            from .checkpoint import load_trained
+            from ctxbench.training.checkpoint import load_trained
 
             load_trained(system, cfg.checkpoint)
         if isinstance(system, torch.nn.Module):  # what the method added on the CPU joins its model
@@ -146,7 +148,7 @@ def _build_system(cfg: Any, out_dir: Path) -> tuple[Any, Any, str, bool]:
     mem = cfg.get("memory")
     if not mem:
         raise DataError("eval", "choose a system: memory=NAME or method=NAME", field="memory")
-    from .llm.shared import SharedLLM
+    from ctxbench.llm.shared import SharedLLM
 
     llm = SharedLLM(build("llm", cfg.llm))
     preflight(llm.inner)

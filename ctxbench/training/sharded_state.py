@@ -60,8 +60,8 @@ def save(acc: Any, tmp: Path) -> None:
 
 def load(acc: Any, ckpt: Path) -> None:
     """Every rank: its shards from ``ckpt/accelerate`` (verify the MANIFEST first: see the module doc)."""
-    from .checkpoint import CheckpointError
-    from .data.errors import first_line
+    from ctxbench.training.checkpoint import CheckpointError
+    from ctxbench.data.errors import first_line
 
     folder = Path(ckpt) / ACCELERATE_DIR
     if not folder.is_dir():
@@ -76,7 +76,7 @@ def load(acc: Any, ckpt: Path) -> None:
 
 def check_layout(ckpt: Path, state: dict[str, Any], acc: Any) -> None:
     """A one-line CheckpointError when the checkpoint's state was saved in another layout than this run's."""
-    from .checkpoint import CheckpointError
+    from ctxbench.training.checkpoint import CheckpointError
 
     saved = state.get("layout") or {"format": "torch", "distributed_type": "?", "processes": "?"}
     sharded_ckpt = (Path(ckpt) / ACCELERATE_DIR).is_dir()

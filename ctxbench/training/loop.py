@@ -22,15 +22,15 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from . import checkpoint as ckpt_mod
-from . import sharded_state as sharded
-from .errors import ConfigError, MissingDependency
-from .registry import build
-from .run_guard import claim as claim_run_dir
+from ctxbench.training import checkpoint as ckpt_mod
+from ctxbench.training import sharded_state as sharded
+from ctxbench.core.errors import ConfigError, MissingDependency
+from ctxbench.core.registry import build
+from ctxbench.runs.guard import claim as claim_run_dir
 
 
 def run_dir_of(cfg: DictConfig) -> Path:
-    from .results import run_dir
+    from ctxbench.runs.results import run_dir
 
     return run_dir(cfg, "outputs/train/run")
 
@@ -172,8 +172,8 @@ class MetricsLog:
         """The records at or before ``resume_step`` (none for a fresh start)."""
         if resume_step <= 0:
             return []
-        from .data.errors import DataError
-        from .results import read_jsonl_tolerant
+        from ctxbench.data.errors import DataError
+        from ctxbench.runs.results import read_jsonl_tolerant
 
         rows, dropped = read_jsonl_tolerant(self.path)
         if dropped:
@@ -222,7 +222,7 @@ def wandb_run_id(run_dir: Path) -> str:
 def start_tracker(acc: Any, cfg: DictConfig, run_dir: Path) -> None:
     """``accelerator.init_trackers`` for wandb: one run id per run folder (``wandb_id``, reused on
     resume), files under the run folder, ``WANDB_MODE`` over ``logger.mode``, the config redacted."""
-    from .secrets import redact
+    from ctxbench.core.secrets import redact
 
     run_id = wandb_run_id(run_dir)
     mode = os.environ.get("WANDB_MODE") or cfg.logger.get("mode", "offline")
@@ -251,7 +251,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     from accelerate.utils import send_to_device, set_seed
     from tqdm.auto import tqdm
 
-    from .models.loading import load_model
+    from ctxbench.models.loading import load_model
 
     t = cfg.trainer
     run_dir = run_dir_of(cfg)
@@ -422,7 +422,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if is_main:
         log.write({"step": step, "final": True, "eval_loss": final_eval})
         ckpt_mod.atomic_write_text(run_dir / "train_summary.json", json.dumps(summary, indent=2))
-        from .train_message import print_done
+        from ctxbench.training.message import print_done
 
         print_done(acc.print, run_dir, step, final_eval, str(cfg.method.name))
     acc.wait_for_everyone()

@@ -57,7 +57,7 @@ def done_message(run_dir: Path, step: int, final_eval: float | None, method: str
 
 
 def latest_checkpoint_name(run_dir: Path) -> str | None:
-    from .checkpoint import list_checkpoints
+    from ctxbench.training.checkpoint import list_checkpoints
 
     found = list_checkpoints(run_dir / "checkpoints")
     return found[-1].name if found else None

@@ -1,7 +1,7 @@
 """Run outputs: atomic writes of results.json / results.md / predictions.jsonl, and run metadata.
 
 Metadata written with every result: the resolved config with secrets redacted
-(:func:`ctxbench.secrets.redact`; ``*_env`` keys only *name* a variable and are kept), the seed,
+(:func:`ctxbench.core.secrets.redact`; ``*_env`` keys only *name* a variable and are kept), the seed,
 the git commit (and whether tracked files were modified), the metric versions, and ``provenance``:
 the versions of python, ctxbench and the libraries that change numbers, the platform and the device.
 """
@@ -19,9 +19,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from .secrets import redact, redact_override
+from ctxbench.core.secrets import redact, redact_override
+from ctxbench.core.plain import json_kind, plain_config  # noqa: F401 - re-exported
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # distributions whose version is recorded (deepspeed is looked up, never imported: importing it is slow)
 TRACKED_PACKAGES = ("ctxbench", "torch", "transformers", "peft", "accelerate", "deepspeed", "datasets",
                     "hydra-core", "sentence-transformers", "faiss-cpu", "numpy")
@@ -93,7 +94,7 @@ def read_jsonl_tolerant(path: str | Path, required: tuple[str, ...] = ()) -> tup
     not a JSON object, or an object without one of the ``required`` keys is a one-line
     :class:`~ctxbench.data.errors.DataError` naming the file and the line.
     """
-    from .data.errors import DataError
+    from ctxbench.data.errors import DataError
 
     path = Path(path)
     if not path.exists():
@@ -123,24 +124,6 @@ def read_jsonl_tolerant(path: str | Path, required: tuple[str, ...] = ()) -> tup
         rows.append(row)
     return rows, dropped
 
-
-def json_kind(v: Any) -> str:
-    """A parsed JSON value's kind for messages: object, list, string, boolean, number or null."""
-    return {dict: "object", list: "list", str: "string", bool: "boolean", int: "number",
-            float: "number"}.get(type(v), "null")
-
-
-def plain_config(cfg: Any) -> Any:
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-
-        if isinstance(cfg, (DictConfig, ListConfig)):
-            return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
-    except Exception:  # unresolvable interpolations: keep them unresolved
-        from omegaconf import OmegaConf
-
-        return OmegaConf.to_container(cfg, resolve=False)
-    return cfg
 
 
 def git_info(root: str | Path | None = None) -> dict[str, Any]:
@@ -277,7 +260,7 @@ def structured_table(rep: dict[str, Any]) -> list[str]:
 
 def results_markdown(results: dict[str, Any], metric_names: list[str], title: str = "Results") -> str:
     """A per-category table (rows: categories then overall; cells: mean ± bootstrap stderr) and cost."""
-    from .markdown_table import md_table
+    from ctxbench.core.markdown_table import md_table
 
     lines = [f"# {title}", ""]
     rows = [[name, _fmt(row.get("id")), _fmt(row["n"]), *(_fmt_se(row, m) for m in metric_names)]

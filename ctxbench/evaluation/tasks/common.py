@@ -10,28 +10,28 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import torch
 
-from ..data.errors import DataError
-from ..errors import ConfigError
-from ..metrics.aggregate import bootstrap_stderr
-from ..report.markdown import md_table
-from ..results import JsonlAppender, atomic_write_text, provenance_line, read_jsonl_tolerant, run_metadata, write_json
-from ..types import Sample
+from ctxbench.data.errors import DataError
+from ctxbench.core.errors import ConfigError
+from ctxbench.metrics.aggregate import bootstrap_stderr
+from ctxbench.report.markdown import md_table
+from ctxbench.runs.results import JsonlAppender, atomic_write_text, provenance_line, read_jsonl_tolerant, run_metadata, write_json
+from ctxbench.core.types import Sample
 
 RECORDS, RESULTS_JSON, RESULTS_MD = "records.jsonl", "results.json", "results.md"
 TASK_VERSION = "1"  # bump when a task's definition of its numbers changes (recorded in results.json)
 
 
 def require(method: Any, task: str, name: str, *attrs: str) -> None:
-    """Refuse a method (class or instance) that lacks what ``task`` needs (ctxbench/tasks/protocol.py)."""
+    """Refuse a method (class or instance) that lacks what ``task`` needs (ctxbench/core/task_protocol.py)."""
     missing = [a for a in attrs if not callable(getattr(method, a, None))]
     if missing:
         able = methods_offering(attrs)
         raise ConfigError(f"task={task}: method={name} does not offer {', '.join(missing)} "
-                          f"(ctxbench/tasks/protocol.py); methods that do: {', '.join(able) or 'none'}")
+                          f"(ctxbench/core/task_protocol.py); methods that do: {', '.join(able) or 'none'}")
 
 
 def methods_offering(attrs: Sequence[str]) -> list[str]:
-    from ..registry import get, names
+    from ctxbench.core.registry import get, names
 
     return [n for n in names("method") if all(callable(getattr(get("method", n), a, None)) for a in attrs)]
 
@@ -89,8 +89,8 @@ def task_method(cfg: Any, out_dir: Path, task: str, *attrs: str) -> tuple[Any, s
     if not cfg.get("method"):
         raise ConfigError(f"task={task} scores a compression method: pass method=NAME (and checkpoint=DIR for a "
                           "trained one); memory systems answer questions, task=qa")
-    from ..eval_systems import build_system
-    from ..registry import get
+    from ctxbench.evaluation.systems import build_system
+    from ctxbench.core.registry import get
 
     require(get("method", str(cfg.method.name)), task, str(cfg.method.name), *attrs)
     system, _llm, name = build_system(cfg, out_dir)
@@ -100,7 +100,7 @@ def task_method(cfg: Any, out_dir: Path, task: str, *attrs: str) -> tuple[Any, s
 
 def texts_of(samples: Iterable[Sample]) -> list[tuple[str, str]]:
     """(history id, text) of every sample: a document's text, or its sessions in the plain style."""
-    from ..render import render_history
+    from ctxbench.core.render import render_history
 
     out = []
     for s in samples:

@@ -1,0 +1,1 @@
+"""Configuration: the typed schema, bounds, sweeps and the CLI's hints."""

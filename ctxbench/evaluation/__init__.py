@@ -1,0 +1,1 @@
+"""The evaluation pipeline: the evaluator, its worker pool, system building, the sample log, tasks."""

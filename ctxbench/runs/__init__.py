@@ -1,0 +1,1 @@
+"""Run folders: the guard that owns a run folder, and its results files."""

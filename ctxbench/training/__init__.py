@@ -1,0 +1,1 @@
+"""The training pipeline: the loop, the checkpoint protocol, sharded state, messages."""
