@@ -52,8 +52,10 @@ def source_files(obj) -> set[Path]:
     files = {Path(m.__file__) for m in mods if m.__name__.startswith("ctxbench.")}
     for f in list(files):
         for node in ast.walk(ast.parse(f.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                names = [node.module] if node.module else [a.name for a in node.names]
+            pkg = ".".join(f.parent.relative_to(PACKAGE.parent).parts)  # ctxbench.methods
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(pkg):
+                rest = node.module[len(pkg) + 1:]  # a sibling module, imported absolutely
+                names = [rest] if rest else [a.name for a in node.names]
                 for n in names:
                     g = f.parent / (n.replace(".", "/") + ".py")
                     if g.exists():
