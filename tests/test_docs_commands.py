@@ -6,7 +6,7 @@ overrides, as ``--cfg job`` would print it — in-process with Hydra's compose A
 per line would cost the default suite minutes. Nothing runs: ``run_command`` is replaced.
 
 Documentation notation is read as a reader would: ``<run>`` / ``RUN`` / ``NAME`` are placeholders
-(a group placeholder takes the group's first option), ``[key=a|b]`` is an optional key at its first
+(a group placeholder takes the group's first option; any other key takes it as a string), ``[key=a|b]`` is an optional key at its first
 choice, ``{a,b}`` and ``a|b`` are alternatives (the first is composed), ``...`` is dropped, and
 ``$D`` is the ``D="..."`` assigned earlier in the same code block. Lines that are not Hydra apps
 (``python -m ctxbench.methods.icae_eval``) or name a command this checkout lacks are skipped with
@@ -41,8 +41,9 @@ class DocLine:
 
 
 def _code_lines(text: str):
-    """(line number, line) of every fenced code block line, backslash continuations joined, and every
-    inline `python -m ctxbench ...` span outside them; each block's ``NAME="..."`` expanded into later lines."""
+    """(line number, line, shell variables set so far in its block) for every fenced code line
+    (backslash continuations joined; ``NAME="..."`` lines recorded, not yielded) and every inline
+    `python -m ctxbench ...` span outside the blocks."""
     in_block, env, pending, start = False, {}, "", 0
     for n, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith("```"):
@@ -62,7 +63,7 @@ def _code_lines(text: str):
         if m:
             env[m.group(1)] = m.group(2).strip("\"'")
             continue
-        yield start, full, env
+        yield start, full, dict(env)
 
 
 def _expand(line: str, env: dict[str, str]) -> tuple[str, str]:
