@@ -174,7 +174,7 @@ def test_slurm_site_settings_come_from_the_environment(monkeypatch, tmp_path):
 
 
 def test_the_readme_lambda_sweep_composes_on_slurm():
-    """The README's command: every λ point composes with the paper's trainer settings and the SLURM launcher."""
+    """docs/training.md's command: every λ point composes with the paper's trainer settings and the SLURM launcher."""
     from ctxbench.config.sweep import sweep_combinations
 
     base = ["experiment=icae_pwc_pretrain", "scale/icae_pretrain=paper", "method.lambda_ae=0.2,0.5,0.8"]
@@ -186,5 +186,5 @@ def test_the_readme_lambda_sweep_composes_on_slurm():
             assert cfg.method.lambda_ae == lam and cfg.model.label == "mistral_7b"
             assert cfg.trainer.precision == "bf16" and cfg.launcher.name == "deepspeed_zero2"
             assert cfg.hydra.launcher._target_.endswith("SlurmLauncher")
-    readme = (CONF.parent / "README.md").read_text()
-    assert "'method.lambda_ae=0.2,0.5,0.8' hydra/launcher=slurm" in readme
+    training_doc = (CONF.parent / "docs" / "training.md").read_text()
+    assert "'method.lambda_ae=0.2,0.5,0.8' hydra/launcher=slurm" in training_doc
