@@ -47,6 +47,8 @@ def main(cfg: Any, runner: Runner = subprocess_runner) -> dict[str, Any] | None:
         raise ReproduceError("reproduce needs table=NAME: one of " + ", ".join(table_names(None)))
     if int(cfg.jobs) < 1:
         raise ReproduceError(f"jobs={cfg.jobs}: run at least 1 job at a time")
+    if cfg.train_steps is not None and int(cfg.train_steps) < 1:
+        raise ReproduceError(f"train_steps={cfg.train_steps}: train at least 1 step (null = the scale's own)")
     table, opts = str(cfg.table), options(cfg)
     jobs, idle = plan(table, opts)
     if cfg.dry_run:
