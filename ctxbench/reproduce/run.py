@@ -72,21 +72,21 @@ def run_jobs(jobs: list[Job], *, lanes: int, logs: Path, launch: str | None = No
     env = lane_env(lanes)
     failed: list[tuple[str, int]] = []
     bar = tqdm(total=len(jobs), desc="cells", unit="cell", disable=not progress, file=sys.stderr)
-    with ThreadPoolExecutor(max_workers=max(1, lanes)) as pool:
-        futures = {}
-        for job in jobs:
-            log = logs / f"{job.name}.log"
-            futures[pool.submit(run_job, job, log, launch, env, runner)] = (job, log)
+    pool = ThreadPoolExecutor(max_workers=max(1, lanes))
+    futures = {pool.submit(run_job, job, logs / f"{job.name}.log", launch, env, runner): job for job in jobs}
+    try:
         for fut in as_completed(futures):
-            job, log = futures[fut]
-            rc = fut.result()
+            job, rc = futures[fut], fut.result()
             if rc == 0:
                 bar.write(f"-- {job.name} done", file=sys.stderr)
             else:
                 failed.append((job.name, rc))
+                log = logs / f"{job.name}.log"
                 bar.write(f"!! {job.name} failed (exit {rc}): {log}{last_error(log)}", file=sys.stderr)
             bar.update(1)
-    bar.close()
+    finally:  # Ctrl-C: the running cells got it too; start no other
+        pool.shutdown(wait=True, cancel_futures=True)
+        bar.close()
     return failed
 
 
