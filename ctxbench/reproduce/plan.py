@@ -54,9 +54,10 @@ class Job:
 
 @dataclass(frozen=True)
 class Options:
-    """What the plan needs from conf/reproduce.yaml (its comments say what each one means)."""
-    scale: str = "cpu"
-    out: Path = Path("outputs/reproduce")
+    """What the plan needs from conf/reproduce.yaml (its comments say what each one means; its defaults
+    are there: the empty values here only spare a caller what it does not use)."""
+    scale: str
+    out: Path
     cells: tuple[str, ...] = ()
     train_steps: int | None = None
     overrides: tuple[str, ...] = ()
