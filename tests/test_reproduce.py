@@ -60,7 +60,8 @@ def test_plan_shares_a_training_and_starts_the_longest_first(tmp_path):
     assert [j.name for j in jobs][:len(FIRST)] == list(FIRST) and len(jobs) == 17 and len(FIRST) >= 4
     ccm, _ = plan("ccm_metaicl", Options(scale="cpu", out=tmp_path))  # no train experiment: the method, on the cell's scale
     assert ccm[0].steps[0].overrides[:2] == ("method=ccm_concat", "+scale/ccm_table23=cpu")
-    jobs, _ = plan("locomo_all", Options(scale="cpu", out=tmp_path, cells=("icae",), checkpoints={"icae_pwc_finetune": "/ck"}))
+    trained = {"icae_pwc_finetune": "/ck"}  # a trained run given: no training
+    jobs, _ = plan("locomo_all", Options(scale="cpu", out=tmp_path, cells=("icae",), checkpoints=trained))
     assert [s.argv()[:2] for s in jobs[0].steps] == [["eval", "experiment=locomo_all_icae"]]
     assert arg(jobs[0].steps[0], "checkpoint") == "/ck"
 
