@@ -1,8 +1,8 @@
-"""``python -m ctxbench {train,eval,score,bench,report,data,ls} [hydra overrides]``.
+"""``python -m ctxbench {train,eval,score,bench,report,data,ls,export,reproduce} [hydra overrides]``.
 
 Each subcommand is a Hydra app whose primary config is ``conf/<command>.yaml``. The subcommand is
 popped from argv before Hydra sees it. This layer only composes: the work is in train.py,
-evaluate.py, bench/, report/, data/.
+evaluate.py, bench/, report/, data/, reproduce/.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ COMMANDS = {
     "data": ("ctxbench.data.cli", "main"),
     "ls": ("ctxbench.report.listing", "main"),
     "export": ("ctxbench.export", "main"),
+    "reproduce": ("ctxbench.reproduce", "main"),
 }
 CONF_DIR = conf_dir()
 USAGE = ("usage: python -m ctxbench {" + ",".join(COMMANDS) + "} [-m] [key=value ...]\n"
@@ -152,6 +153,8 @@ def main(argv: list[str] | None = None) -> None:
         rest = [f"{k}={v}" for k, v in zip(("action", "name"), pos)] + rest
     if command == "report":  # `report sweep=DIR`: conf/sweep/ is a config group, so the folder travels as sweep_dir
         rest = ["sweep_dir=" + a.partition("=")[2] if a.startswith("sweep=") else a for a in rest]
+    if command == "reproduce":  # `reproduce scale=cpu`: conf/scale/ is a config group, so the scale travels as table_scale
+        rest = ["table_scale=" + a.partition("=")[2] if a.startswith("scale=") else a for a in rest]
     from ctxbench.config.hints import dashed_key_hint
 
     hint = dashed_key_hint(command, rest, CONF_DIR, SKIP_FLAGS | VALUE_FLAGS | CONFIG_FLAGS)  # `--limit 3`
