@@ -147,7 +147,7 @@ class HistoryTasks:
     """
 
     def __init__(self, sample: Sample, pending: list[Question], systems: HistorySystems, recorder: Recorder):
-        self.sample, self.pending, self.systems, self.rec = sample, pending, systems, recorder
+        self.sample, self.pending, self.systems, self.recorder = sample, pending, systems, recorder
         self.hid = sample.history.id
         self.prompt = systems.first.answer_prompt
         self.system: System | None = None
@@ -162,20 +162,20 @@ class HistoryTasks:
     def ingest(self) -> None:
         system = self.system = self.systems.get(self.hid)
         system.reset()
-        self.rec.bar.set_postfix_str(f"ingest {self.hid}")
-        t0, w0 = time.perf_counter(), self.rec.waited()
-        with call_scope(sink=self.rec.log.construction_sink(self.hid)) as scope:
+        self.recorder.bar.set_postfix_str(f"ingest {self.hid}")
+        t0, w0 = time.perf_counter(), self.recorder.waited()
+        with call_scope(sink=self.recorder.log.construction_sink(self.hid)) as scope:
             system.ingest(self.sample.history)
-        self.ingest_s = time.perf_counter() - t0 - (self.rec.waited() - w0)
-        self.construction_meter = scope_phase(scope, self.rec.llm, "construction")
-        self.rec.bar.set_postfix_str(self.hid)
+        self.ingest_s = time.perf_counter() - t0 - (self.recorder.waited() - w0)
+        self.construction_meter = scope_phase(scope, self.recorder.llm, "construction")
+        self.recorder.bar.set_postfix_str(self.hid)
 
     def answer(self, q: Question) -> None:
-        system, llm = self.system, self.rec.llm
-        t1, w1 = time.perf_counter(), self.rec.waited()
-        with call_scope(keep_calls=self.rec.log.enabled) as scope:
+        system, llm = self.system, self.recorder.llm
+        t1, w1 = time.perf_counter(), self.recorder.waited()
+        with call_scope(keep_calls=self.recorder.log.enabled) as scope:
             pred = system.answer(q)
-        lock_wait = self.rec.waited() - w1
+        lock_wait = self.recorder.waited() - w1
         answer_s = time.perf_counter() - t1 - lock_wait
         usage = account_answer(pred, llm, scope_phase(scope, llm, "answer"))
         if self.construction is None:
@@ -193,7 +193,7 @@ class HistoryTasks:
         if failed_answer(pred, usage):
             rec["failed"] = True
             rec["error"] = scrub_text(str(meta.get("error") or "the answer's LLM calls failed"))
-        self.rec.record(q, rec, pred, scope.calls)
+        self.recorder.record(q, rec, pred, scope.calls)
 
     def finish(self) -> None:
         self.systems.release(self.system)
