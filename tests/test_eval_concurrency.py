@@ -70,7 +70,7 @@ def samples(n_hist: int = 3, n_q: int = 5) -> list[Sample]:
 
 def full_context(llm: Any) -> HistorySystems:
     cfg = OmegaConf.create({"name": "full_context", "reserve": 96})
-    return HistorySystems(lambda hid: FullContext(cfg, llm=llm), FullContext(cfg, llm=llm))
+    return HistorySystems(lambda hid: FullContext(cfg, llm=llm))
 
 
 def comparable(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -135,7 +135,7 @@ class Probe(System):
 def test_system_code_never_overlaps_and_state_writers_answer_in_order(tmp_path, writes):
     Probe.log = []
     llm = SharedLLM(SlowLLM(delay=0.02))
-    systems = HistorySystems(lambda hid: Probe(llm, writes), Probe(llm, writes))
+    systems = HistorySystems(lambda hid: Probe(llm, writes))
     records = run_system(systems, samples(3, 6), tmp_path, llm=llm, progress=False, concurrency=4)
     assert len(records) == 18
     assert llm.inner.peak > 1  # the calls did overlap
@@ -167,12 +167,12 @@ def test_a_failing_task_stops_the_run_and_raises(tmp_path):
             return Prediction("x", Usage())
 
     Probe.log = []
-    systems = HistorySystems(lambda hid: Boom(llm, False), Boom(llm, False))
+    systems = HistorySystems(lambda hid: Boom(llm, False))
     with pytest.raises(RuntimeError, match="boom at h1q2"):
         run_system(systems, samples(3, 4), tmp_path, llm=llm, progress=False, concurrency=3)
     done = [json.loads(x)["id"] for x in (tmp_path / "predictions.jsonl").read_text().splitlines()]
     assert "h1q2" not in done and len(done) == len(set(done))
-    again = run_system(HistorySystems(lambda hid: Probe(llm, False), Probe(llm, False)), samples(3, 4), tmp_path,
+    again = run_system(HistorySystems(lambda hid: Probe(llm, False)), samples(3, 4), tmp_path,
                        llm=llm, progress=False, concurrency=3)  # the rerun answers the rest, nothing twice
     lines = [json.loads(x)["id"] for x in (tmp_path / "predictions.jsonl").read_text().splitlines()]
     assert len(again) == 12 and sorted(lines) == sorted(r["id"] for r in again)
@@ -181,7 +181,7 @@ def test_a_failing_task_stops_the_run_and_raises(tmp_path):
 def test_construction_cost_is_each_historys_own_under_concurrency(tmp_path):
     llm = SharedLLM(SlowLLM(delay=0.02))
     Probe.log = []
-    systems = HistorySystems(lambda hid: Probe(llm, False), Probe(llm, False))
+    systems = HistorySystems(lambda hid: Probe(llm, False))
     records = run_system(systems, samples(4, 2), tmp_path, llm=llm, progress=False, concurrency=4)
     for r in records:  # one "build <id>" call per history, counted for that history only
         assert r["construction"]["calls"] == 1
@@ -268,7 +268,7 @@ def test_log_samples_writes_each_answers_calls_context_and_construction_calls(tm
     # construction calls are streamed per history (the Probe system makes one per ingest)
     Probe.log = []
     out2 = tmp_path / "probe"
-    run_system(HistorySystems(lambda hid: Probe(llm, False), Probe(llm, False)), samples(2, 1), out2, llm=llm,
+    run_system(HistorySystems(lambda hid: Probe(llm, False)), samples(2, 1), out2, llm=llm,
                progress=False, log_samples=True, concurrency=2)
     built = [json.loads(x) for x in (out2 / CONSTRUCTION_CALLS).read_text().splitlines()]
     assert sorted((b["history_id"], b["messages"][0]["content"], b["phase"]) for b in built) == [

@@ -288,7 +288,7 @@ def test_eval_config_default_and_paper_experiments():
 
 def test_build_system_hands_the_prompt_over(tmp_path, monkeypatch):
     llm = ScriptedLLM("Rex")
-    monkeypatch.setattr("ctxbench.evaluation.evaluator.preflight", lambda llm: None)
+    monkeypatch.setattr("ctxbench.evaluation.systems.preflight", lambda llm: None)
     real_build = registry.build
     monkeypatch.setattr(registry, "build", lambda kind, c, **d: llm if kind == "llm" else real_build(kind, c, **d))
     cfg = eval_cfg("memory=no_context", "qa_prompt=amem")
@@ -361,7 +361,7 @@ def test_compare_script_end_to_end_with_a_scripted_llm(tmp_path, monkeypatch):
             return BowEmbedder()
         return real_build(kind, c, **deps)
     monkeypatch.setattr(registry, "build", build)
-    monkeypatch.setattr("ctxbench.evaluation.evaluator.preflight", lambda llm: None)
+    monkeypatch.setattr("ctxbench.evaluation.systems.preflight", lambda llm: None)
     cmp = load_compare()
     out = tmp_path / "cmp"
     assert cmp.main(["--prompts", "locomo,brief", "--sessions", "1", "--limit", "2", "--choose", "--out", str(out),

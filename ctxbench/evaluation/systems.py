@@ -8,6 +8,8 @@ answer prompt of ``qa_prompt=`` (:func:`ctxbench.qa.get_prompt`), looked up befo
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,30 +17,56 @@ from omegaconf import OmegaConf
 
 from ctxbench.data.errors import DataError
 from ctxbench.llm.base import preflight
-from ctxbench.core.system import System
+from ctxbench.core.system import ContractError, System
 
 
 class HistorySystems:
     """The systems ``eval`` answers with: a new one per history (``make(history_id)``), or one for all.
 
-    ``prototype`` describes the run (answer prompt, config, placement, ``answer_writes_state``);
-    with one system for all it is that system. A per-history instance is closed once its
-    history's last question is answered.
+    ``first`` describes the run (answer prompt, cap, placement, ``answer_writes_state``): the
+    system built first (:meth:`build_first`, before any question), which then answers its own
+    history; with one system for all it is that system. A per-history instance is closed once its
+    history's last question is answered, so a system is built once per history, never more.
     """
 
-    def __init__(self, make: Any, prototype: System, per_history: bool = True):
-        self.make, self.prototype, self.per_history = make, prototype, per_history
+    def __init__(self, make: Any, per_history: bool = True):
+        self.make, self.per_history = make, per_history
+        self.first: System | None = None
+        self._built: dict[str, System] = {}  # built ahead of their history's ingest (the first)
 
     @classmethod
     def one(cls, system: System) -> "HistorySystems":
-        return cls(lambda hid: system, system, per_history=False)
+        systems = cls(None, per_history=False)
+        systems.first = _checked(system)
+        return systems
+
+    def build_first(self, history_id: str) -> System:
+        """The first history's system, built now (a bad config fails before any question)."""
+        if self.first is None:
+            self.first = self._built[history_id] = _checked(self.make(history_id))
+        return self.first
 
     def get(self, history_id: str) -> System:
-        return self.make(history_id) if self.per_history else self.prototype
+        if not self.per_history:
+            return self.first
+        built = self._built.pop(history_id, None)
+        return built if built is not None else self.make(history_id)
 
     def release(self, system: System) -> None:
         if self.per_history:
             system.close()
+
+    def close_unused(self) -> None:
+        """Close what was built and never ingested (the first, on a rerun with its history all answered)."""
+        for system in self._built.values():
+            system.close()
+        self._built.clear()
+
+
+def _checked(system: Any) -> System:
+    if not isinstance(system, System):
+        raise ContractError(f"{type(system).__qualname__} is not a ctxbench.core.system.System; eval runs Systems only")
+    return system
 
 
 def build_system(cfg: Any, out_dir: Path) -> tuple[System, Any, str]:
@@ -49,8 +77,8 @@ def build_system(cfg: Any, out_dir: Path) -> tuple[System, Any, str]:
     The answer prompt (:func:`ctxbench.qa.get_prompt`) is looked up first (a bad name fails before
     anything loads) and handed to the system with :meth:`System.use_prompt`.
     """
-    make, llm, name, _ = _system_maker(cfg, out_dir)
-    return make(out_dir), llm, name
+    maker, llm, name = system_maker(cfg)
+    return maker.build(out_dir), llm, name
 
 
 def build_history_systems(cfg: Any, out_dir: Path) -> tuple[HistorySystems, Any, str]:
@@ -58,21 +86,12 @@ def build_history_systems(cfg: Any, out_dir: Path) -> tuple[HistorySystems, Any,
     ``out_dir/stores/<history id>/`` (so histories can be ingested side by side, and each resumes
     from its own files); for ``method=``, the one model-backed instance for every history.
 
-    A memory system is built once at once, in a temporary folder, and closed: a bad config fails
-    before any question, and that instance describes the run (answer prompt, cap, placement)."""
-    import shutil
-    import tempfile
-
-    make, llm, name, per_history = _system_maker(cfg, out_dir)
-    if not per_history:
-        return HistorySystems.one(make(out_dir)), llm, name
-    probe_dir = Path(tempfile.mkdtemp(prefix="ctxbench-probe-"))
-    try:
-        probe = make(probe_dir)
-        probe.close()
-    finally:
-        shutil.rmtree(probe_dir, ignore_errors=True)
-    return HistorySystems(lambda hid: make(history_dir(out_dir, hid)), probe), llm, name
+    Nothing is built per history yet: the run builds the first history's system before any
+    question (:meth:`HistorySystems.build_first`), so a bad config still fails before one."""
+    maker, llm, name = system_maker(cfg)
+    if not maker.per_history:
+        return HistorySystems.one(maker.build(out_dir)), llm, name
+    return HistorySystems(partial(maker.for_history, out_dir)), llm, name
 
 
 def history_dir(out_dir: Path, history_id: str) -> Path:
@@ -86,20 +105,37 @@ def history_dir(out_dir: Path, history_id: str) -> Path:
     return Path(out_dir) / "stores" / safe
 
 
-def _system_maker(cfg: Any, out_dir: Path) -> tuple[Any, Any, str, bool]:
-    """(make(workdir) → System answering with ``qa_prompt=``, llm, name, one per history?)."""
-    from ctxbench.qa import get_prompt
-    from ctxbench.runs.guard import forced
+@dataclass
+class SystemMaker:
+    """Builds the system of ``method=`` / ``memory=`` in a folder, answering with ``qa_prompt=``.
 
-    prompt = get_prompt(cfg.get("qa_prompt"))
-    build_one, llm, name, per_history = _build_system(cfg, out_dir)
+    ``build_one(workdir)`` is the bare system (a method: its one loaded instance whatever the
+    folder); ``per_history`` says whether ``eval`` builds one per history.
+    """
 
-    def make(workdir: Path) -> System:
-        system = build_one(workdir)
-        system.use_prompt(prompt)
+    build_one: Any
+    prompt: Any
+    per_history: bool
+
+    def build(self, workdir: Path) -> System:
+        from ctxbench.runs.guard import forced
+
+        system = self.build_one(workdir=workdir)
+        system.use_prompt(self.prompt)
         system.force_resume = forced(workdir)
         return system
-    return make, llm, name, per_history
+
+    def for_history(self, out_dir: Path, history_id: str) -> System:
+        return self.build(history_dir(out_dir, history_id))
+
+
+def system_maker(cfg: Any) -> tuple[SystemMaker, Any, str]:
+    """(the maker of ``cfg``'s system, llm or None, display name); the answer prompt is looked up first."""
+    from ctxbench.qa import get_prompt
+
+    prompt = get_prompt(cfg.qa_prompt)
+    build_one, llm, name, per_history = _build_system(cfg)
+    return SystemMaker(build_one, prompt, per_history), llm, name
 
 
 def qa_prompt_record(system: System) -> dict[str, Any]:
@@ -109,61 +145,77 @@ def qa_prompt_record(system: System) -> dict[str, Any]:
             "answer_cap_from": system.answer_cap_key if explicit else "qa_prompt"}
 
 
-def _build_system(cfg: Any, out_dir: Path) -> tuple[Any, Any, str, bool]:
-    """(build(workdir) → the system of ``method=`` or ``memory=``, llm, name, one per history?).
+def chosen(cfg: Any, group: str) -> Any:
+    """The config of a config group that can be left out of a composed config (``method: null`` in the
+    defaults, ``~embedder``): None when it is."""
+    return cfg[group] if group in cfg else None
 
-    A method is built once (it loads its model): ``build`` returns that instance. A memory
-    system is built per workdir on the one shared LLM (:class:`ctxbench.llm.shared.SharedLLM`)
-    and embedder.
+
+def _build_system(cfg: Any) -> tuple[Any, Any, str, bool]:
+    """(build(workdir) → the bare system of ``method=`` or ``memory=``, llm, name, one per history?)."""
+    method, memory = chosen(cfg, "method"), chosen(cfg, "memory")
+    if cfg.checkpoint and not method:  # never evaluate memory=... with a checkpoint ignored
+        from ctxbench.training.checkpoint import CheckpointError, resolve_checkpoint, saved_configs
+
+        name = saved_configs(resolve_checkpoint(cfg.checkpoint))["method"]["name"]
+        raise CheckpointError(f"checkpoint={cfg.checkpoint} is a trained method: pass method={name} to evaluate it")
+    if method:
+        return partial(_the, _load_method(cfg)), None, f"method={method.name}", False
+    if not memory:
+        raise DataError("eval", "choose a system: memory=NAME or method=NAME", field="memory")
+    build_memory, llm = _memory_builder(cfg, memory)
+    return build_memory, llm, f"memory={memory.name}", True
+
+
+def _the(system: System, workdir: Path) -> System:
+    """A method's one instance, whatever the folder (it loaded its model once)."""
+    return system
+
+
+def _load_method(cfg: Any) -> System:
+    """The ``method=`` system on its model (``model.device``, ``model.dtype``), trained weights loaded."""
+    import torch
+
+    from ctxbench.core.registry import build
+    from ctxbench.models.loading import load_for_eval, model_device
+
+    if cfg.checkpoint:  # its method and model config, checked before the model loads
+        from ctxbench.training.checkpoint import apply_checkpoint_config, hydra_overrides
+
+        apply_checkpoint_config(cfg, cfg.checkpoint, hydra_overrides())
+    bundle = load_for_eval(cfg.model)  # on model.device, in model.dtype
+    system = build("method", cfg.method, bundle=bundle)
+    if cfg.checkpoint:
+        from ctxbench.training.checkpoint import load_trained
+
+        load_trained(system, cfg.checkpoint)
+    if isinstance(system, torch.nn.Module):  # what the method added on the CPU joins its model
+        system.to(model_device(bundle.model))
+    system.eval()
+    return system
+
+
+def _memory_builder(cfg: Any, mem: Any) -> tuple[Any, Any]:
+    """(build(workdir) → a ``memory=`` system, the llm): every one on the one shared LLM
+    (:class:`ctxbench.llm.shared.SharedLLM`) and embedder.
 
     The cheap checks run first: an OpenAI-compatible server is asked whether it is there, knows
     the key and the model (``preflight``) before the embedder loads.
     """
     from ctxbench.core.registry import build
-
-    if cfg.get("checkpoint") and not cfg.get("method"):  # never evaluate memory=... with a checkpoint ignored
-        from ctxbench.training.checkpoint import CheckpointError, resolve_checkpoint, saved_configs
-
-        name = saved_configs(resolve_checkpoint(cfg.checkpoint))["method"]["name"]
-        raise CheckpointError(f"checkpoint={cfg.checkpoint} is a trained method: pass method={name} to evaluate it")
-    if cfg.get("method"):
-        import torch
-
-        from ctxbench.models.loading import load_for_eval, model_device
-
-        if cfg.get("checkpoint"):  # its method and model config, checked before the model loads
-            from ctxbench.training.checkpoint import apply_checkpoint_config, hydra_overrides
-
-            apply_checkpoint_config(cfg, cfg.checkpoint, hydra_overrides())
-        bundle = load_for_eval(cfg.model)  # on model.device, in model.dtype
-        system = build("method", cfg.method, bundle=bundle)
-        if cfg.get("checkpoint"):
-            from ctxbench.training.checkpoint import load_trained
-
-            load_trained(system, cfg.checkpoint)
-        if isinstance(system, torch.nn.Module):  # what the method added on the CPU joins its model
-            system.to(model_device(bundle.model))
-        system.eval()
-        return (lambda workdir: system), None, f"method={cfg.method.name}", False
-    mem = cfg.get("memory")
-    if not mem:
-        raise DataError("eval", "choose a system: memory=NAME or method=NAME", field="memory")
     from ctxbench.llm.shared import SharedLLM
 
     llm = SharedLLM(build("llm", cfg.llm))
     preflight(llm.inner)
     embedder = None
-    if mem.get("needs_embedder", False):
-        if not cfg.get("embedder"):
+    if mem.needs_embedder:
+        embedder_cfg = chosen(cfg, "embedder")
+        if not embedder_cfg:
             raise DataError("eval", f"memory={mem.name} needs an embedder (embedder=minilm)", field="embedder")
-        embedder = build("embedder", cfg.embedder)
-
-    if "progress" in mem and not cfg.get("progress", True):  # progress=false silences every bar
+        embedder = build("embedder", embedder_cfg)
+    if "progress" in mem and not cfg.progress:  # progress=false silences every bar
         mem = OmegaConf.merge(mem, {"progress": False})
-
-    def build_memory(workdir: Path) -> System:
-        return build("memory", mem, llm=llm, embedder=embedder, workdir=workdir)
-    return build_memory, llm, f"memory={mem.name}", True
+    return partial(build, "memory", mem, llm=llm, embedder=embedder), llm
 
 
 def resolve_concurrency(value: Any, llm: Any) -> tuple[int, str]:

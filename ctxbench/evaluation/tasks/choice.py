@@ -60,7 +60,7 @@ def items_of(samples: list[Sample], tok: Any) -> list[dict[str, Any]]:
 @register("task", "choice")
 def run(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]:
     tcfg = cfg.task
-    norm = str(tcfg.get("normalize", "mean"))
+    norm = str(tcfg.normalize)
     if norm not in ("mean", "sum"):
         raise ConfigError(f"task.normalize must be mean or sum, got {norm!r}")
     method, name = task_method(cfg, out_dir, "choice", "score_continuation", "plain_lm")
@@ -68,9 +68,9 @@ def run(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]:
     items = items_of(samples, tok)
     if not items:
         raise no_items("choice", cfg, "no question has options with the answer among them")
-    progress = bool(cfg.get("progress", True))
+    progress = bool(cfg.progress)
     system = str(cfg.method.name)
-    baselines = [str(b) for b in tcfg.get("baselines") or []]
+    baselines = [str(b) for b in tcfg.baselines or []]
     records = Records(out_dir)
 
     def rank(scores: list[tuple[float, int]]) -> int:

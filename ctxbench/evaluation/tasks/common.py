@@ -86,11 +86,12 @@ def baseline_nll(lm: Any, kind: str, context: Sequence[Sequence[int]], prompt: S
 def task_method(cfg: Any, out_dir: Path, task: str, *attrs: str) -> tuple[Any, str]:
     """The trained (or training-free) ``method=`` the task scores, built as ``eval`` builds it, once
     its class is known to offer ``attrs`` (checked before any model loads)."""
-    if not cfg.get("method"):
+    from ctxbench.core.registry import get
+    from ctxbench.evaluation.systems import build_system, chosen
+
+    if not chosen(cfg, "method"):
         raise ConfigError(f"task={task} scores a compression method: pass method=NAME (and checkpoint=DIR for a "
                           "trained one); memory systems answer questions, task=qa")
-    from ctxbench.evaluation.systems import build_system
-    from ctxbench.core.registry import get
 
     require(get("method", str(cfg.method.name)), task, str(cfg.method.name), *attrs)
     system, _llm, name = build_system(cfg, out_dir)

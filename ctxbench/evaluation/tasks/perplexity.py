@@ -51,7 +51,7 @@ def answer_items(samples: list[Sample], tok: Any) -> list[Item]:
 @register("task", "perplexity")
 def run(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]:
     tcfg = cfg.task
-    score = str(tcfg.get("score", "continuation"))
+    score = str(tcfg.score)
     if score == "stream":
         return run_stream(cfg, out_dir, samples)
     if score != "continuation":
@@ -63,7 +63,7 @@ def run(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]:
     if not items:
         raise no_items("perplexity", cfg, f"no windows of {list(tcfg.lengths)} + {tcfg.target_tokens} tokens "
                        f"after skip_tokens={tcfg.skip_tokens}" if not has_answers else "no question has an answer")
-    progress = bool(cfg.get("progress", True))
+    progress = bool(cfg.progress)
     records = Records(out_dir)
     system = str(cfg.method.name)
     try:
@@ -74,7 +74,7 @@ def run(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]:
                     return {"nll": s.nll, "tokens": s.tokens, "context_tokens": s.context_tokens,
                             "memory_slots": s.memory_slots, "kv_bytes": s.kv_bytes}
                 records.get_or_make(f"{system}|{iid}", score)
-            baselines = [str(b) for b in tcfg.get("baselines") or []]
+            baselines = [str(b) for b in tcfg.baselines or []]
             if baselines:
                 start = start_ids(tok)
                 with method.plain_lm() as lm:
@@ -157,9 +157,9 @@ def run_stream(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]
     if not windows:
         raise no_items("perplexity", cfg, f"no window of {lengths[-1]} tokens after skip_tokens={tcfg.skip_tokens}")
     system = str(cfg.method.name)
-    baselines = [str(b) for b in tcfg.get("baselines") or [] if str(b) == "full_context"]  # none reads no context
+    baselines = [str(b) for b in tcfg.baselines or [] if str(b) == "full_context"]  # none reads no context
     records = Records(out_dir)
-    progress = bool(cfg.get("progress", True))
+    progress = bool(cfg.progress)
     try:
         for wid, ids in progress_bar(windows, f"perplexity {system} (stream)", progress):
             records.get_or_make(f"{system}|stream:{wid}", lambda ids=ids: {"at": [

@@ -34,7 +34,7 @@ def run(cfg: Any, out_dir: Path, samples: list[Sample]) -> dict[str, Any]:
     records = Records(out_dir)
     try:
         with torch.no_grad():
-            for length, wid, ids in progress_bar(items, "reconstruction", bool(cfg.get("progress", True))):
+            for length, wid, ids in progress_bar(items, "reconstruction", bool(cfg.progress)):
                 def make(ids=ids, length=length) -> dict[str, Any]:
                     hyp = list(method.reconstruct_ids(ids, max_new_tokens=length + int(tcfg.extra_tokens)))
                     ref_text, hyp_text = tok.decode(ids), tok.decode(hyp)

@@ -1,0 +1,200 @@
+"""The run loop: every question answered once, resumably, in these phases::
+
+    plan        the first ``limit`` questions, in dataset order (duplicate ids refused)
+    resume      drop what the run folder already answered (:mod:`ctxbench.evaluation.resume`)
+    build       the first history's system, before any question (a bad config fails now)
+    answer      per history: ingest, then answer each question → one line appended to
+                predictions.jsonl (flushed, fsynced), on 1 or N workers (:mod:`ctxbench.evaluation.pool`)
+    return      this dataset's records, in dataset order
+
+Under N workers the seconds recorded (``answer_seconds``, ``construction.seconds``) leave out a
+task's waits for the workers' lock (recorded apart as ``lock_wait_seconds``); waits for the backend's
+own slots or a batch stay in, as a user of that backend would see them.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from ctxbench.core.secrets import scrub_text
+from ctxbench.core.system import System
+from ctxbench.core.types import Question, Sample
+from ctxbench.data.errors import DataError
+from ctxbench.evaluation.cost import account_answer, account_construction, failed_answer, scope_phase
+from ctxbench.evaluation.pool import Gate, HistoryWork, run_tasks
+from ctxbench.evaluation.resume import answered, needs_answer, predictions_path
+from ctxbench.evaluation.sample_log import SampleLog
+from ctxbench.evaluation.systems import HistorySystems
+from ctxbench.llm.scope import call_scope
+from ctxbench.metrics.base import answer_text
+from ctxbench.runs.results import JsonlAppender
+
+
+def plan(samples: list[Sample], limit: int | None) -> list[tuple[Sample, list[Question]]]:
+    """The histories and questions to answer: the first ``limit`` questions in dataset order."""
+    work: list[tuple[Sample, list[Question]]] = []
+    seen: set[str] = set()
+    budget = None if limit in (None, 0) else int(limit)
+    for s in samples:
+        qs = []
+        for q in s.questions:
+            if budget is not None and budget <= 0:
+                break
+            if q.id in seen:
+                raise DataError(s.history.id, "duplicate question id (ids must be unique across the dataset)",
+                                record=q.id, field="id")
+            seen.add(q.id)
+            qs.append(q)
+            if budget is not None:
+                budget -= 1
+        if qs:
+            work.append((s, qs))
+    return work
+
+
+def question_record(q: Question, history_id: str) -> dict[str, Any]:
+    """The question's fields of its predictions.jsonl line."""
+    rec: dict[str, Any] = {"id": q.id, "history_id": history_id, "question": q.question,
+                           "answer": answer_text(q.answer), "category": q.category,
+                           "category_name": q.category_name}
+    if q.adversarial_answer is not None:
+        rec["adversarial_answer"] = q.adversarial_answer
+    if q.evidence:
+        rec["evidence"] = list(q.evidence)
+    return rec
+
+
+def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path, *, llm: Any = None,
+               limit: int | None = None, progress: bool = True, shard: int | None = None,
+               concurrency: int = 1, log_samples: bool = False) -> list[dict[str, Any]]:
+    """Answer every question (the first ``limit``), resuming from what ``out_dir`` already holds.
+
+    ``system`` is one :class:`System` that ingests every history in turn, or a :class:`HistorySystems`
+    (one instance per history, each in its own folder: what ``eval`` uses). With ``concurrency`` N > 1
+    the histories and questions run on N workers (:mod:`ctxbench.evaluation.pool`); one shared instance
+    opens one history at a time. Answers are appended to predictions.jsonl as they complete; the
+    records returned are this dataset's questions in dataset order, whatever order they completed in.
+    A question whose answer failed (its LLM calls failed) is written with ``failed: true`` and
+    answered again on the next run; it is never scored. With ``shard=rank`` the answers go to
+    ``predictions.rank<rank>.jsonl`` (``samples`` being this rank's part:
+    :func:`ctxbench.evaluation.shard.run_sharded`). ``log_samples``: every answer's and construction's
+    calls to ``samples.jsonl`` / ``construction_calls.jsonl`` (:mod:`ctxbench.evaluation.sample_log`).
+    """
+    from ctxbench.llm.shared import SharedLLM
+
+    systems = system if isinstance(system, HistorySystems) else HistorySystems.one(system)
+    out_dir = Path(out_dir)
+    done = answered(out_dir)
+    work = plan(samples, limit)
+    order = [q.id for _, qs in work for q in qs]
+    pending = [(s, [q for q in qs if needs_answer(done, q.id)]) for s, qs in work]
+    pending = [(s, qs) for s, qs in pending if qs]
+    if work:  # the first history to answer (else the first: it describes the run) has its system now
+        systems.build_first((pending or work)[0][0].history.id)
+    workers = max(1, int(concurrency))
+    gate = Gate() if workers > 1 else None
+    shared = llm if isinstance(llm, SharedLLM) else None
+    if shared is not None:
+        shared.serve(gate, batch=gate is not None and shared.batch_size() > 1)
+    bar = tqdm(total=len(order), initial=len(order) - sum(len(qs) for _, qs in pending), desc="eval", unit="q",
+               disable=not progress, dynamic_ncols=True)
+    try:
+        with JsonlAppender(predictions_path(out_dir, shard)) as out, \
+                SampleLog(out_dir if log_samples else None, shard) as log:
+            recorder = Recorder(llm=llm, out=out, done=done, bar=bar, log=log, gate=gate)
+            histories = [HistoryTasks(s, qs, systems, recorder).work() for s, qs in pending]
+            run_tasks(histories, workers, gate, open_limit=workers if systems.per_history else 1)
+    finally:
+        if shared is not None:
+            shared.serve(None, batch=False)
+        systems.close_unused()
+    bar.close()
+    return [done[qid] for qid in order]
+
+
+@dataclass
+class Recorder:
+    """Where every answer of a run goes: predictions.jsonl, the sample log, the resume map, the bar."""
+
+    llm: Any
+    out: JsonlAppender
+    done: dict[str, dict[str, Any]]
+    bar: Any
+    log: SampleLog
+    gate: Gate | None
+
+    def waited(self) -> float:
+        """Seconds this thread has waited for the workers' lock (0 off the workers)."""
+        return self.gate.waited_s() if self.gate is not None else 0.0
+
+    def record(self, q: Question, rec: dict[str, Any], pred: Any, calls: list[dict[str, Any]]) -> None:
+        self.out.append(rec)
+        self.log.answer(rec, pred, calls)
+        self.done[q.id] = rec
+        self.bar.update(1)
+
+
+class HistoryTasks:
+    """One history's tasks for :func:`ctxbench.evaluation.pool.run_tasks`: ingest, answer each
+    pending question, then release the history's system.
+
+    The run's answer prompt post-processes every answer here, once (not in the system).
+    """
+
+    def __init__(self, sample: Sample, pending: list[Question], systems: HistorySystems, recorder: Recorder):
+        self.sample, self.pending, self.systems, self.recorder = sample, pending, systems, recorder
+        self.hid = sample.history.id
+        self.prompt = systems.first.answer_prompt
+        self.system: System | None = None
+        self.ingest_s = 0.0
+        self.construction_meter: tuple[int, int, int, int] = (0, 0, 0, 0)
+        self.construction: dict[str, Any] | None = None  # the history's cost, from its first completed answer
+
+    def work(self) -> HistoryWork:
+        return HistoryWork(ingest=self.ingest, answers=[partial(self.answer, q) for q in self.pending],
+                           in_order=bool(self.systems.first.answer_writes_state), finish=self.finish)
+
+    def ingest(self) -> None:
+        system = self.system = self.systems.get(self.hid)
+        system.reset()
+        self.recorder.bar.set_postfix_str(f"ingest {self.hid}")
+        t0, w0 = time.perf_counter(), self.recorder.waited()
+        with call_scope(sink=self.recorder.log.construction_sink(self.hid)) as scope:
+            system.ingest(self.sample.history)
+        self.ingest_s = time.perf_counter() - t0 - (self.recorder.waited() - w0)
+        self.construction_meter = scope_phase(scope, self.recorder.llm, "construction")
+        self.recorder.bar.set_postfix_str(self.hid)
+
+    def answer(self, q: Question) -> None:
+        system, llm = self.system, self.recorder.llm
+        t1, w1 = time.perf_counter(), self.recorder.waited()
+        with call_scope(keep_calls=self.recorder.log.enabled) as scope:
+            pred = system.answer(q)
+        lock_wait = self.recorder.waited() - w1
+        answer_s = time.perf_counter() - t1 - lock_wait
+        usage = account_answer(pred, llm, scope_phase(scope, llm, "answer"))
+        if self.construction is None:
+            self.construction = account_construction(system, usage, self.construction_meter, self.ingest_s)
+        rec = question_record(q, self.hid)
+        rec.update(prediction=self.prompt.postprocess(q, pred.text), raw_prediction=pred.text,
+                   usage=usage.to_dict(), answer_seconds=round(answer_s, 4), construction=self.construction,
+                   outputs=system.output_counts())
+        meta = {k: scrub_text(v) if isinstance(v, str) else v for k, v in (pred.meta or {}).items()
+                if k != "context"}
+        if meta:
+            rec["meta"] = meta
+        if lock_wait > 0:
+            rec["lock_wait_seconds"] = round(lock_wait, 4)
+        if failed_answer(pred, usage):
+            rec["failed"] = True
+            rec["error"] = scrub_text(str(meta.get("error") or "the answer's LLM calls failed"))
+        self.recorder.record(q, rec, pred, scope.calls)
+
+    def finish(self) -> None:
+        self.systems.release(self.system)
+        self.system = None

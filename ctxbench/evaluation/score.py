@@ -1,0 +1,70 @@
+"""``python -m ctxbench score``: the metrics of a predictions file, and the metrics ``eval`` scores with.
+
+``metrics=`` (and, for ``llm_judge``, the judge LLM) are built from the config before any question is
+answered, so a bad metric or an unreachable judge fails at once.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ctxbench.data.errors import DataError
+from ctxbench.evaluation.finalize import finalize, summary_line
+from ctxbench.llm.base import preflight
+from ctxbench.metrics.base import Metric, build_metrics
+from ctxbench.runs.results import run_dir
+
+DEFAULT_METRICS = ["f1", "f1_set", "bleu1", "rouge1", "rouge2", "rougeL"]  # evaluate_samples' (conf/eval.yaml's)
+PREDICTIONS_HINT = ("predictions= takes the predictions.jsonl that `python -m ctxbench eval` writes in its run folder "
+                    "(outputs/eval/<run>/predictions.jsonl, or that folder)")
+
+
+def judge_llm(cfg: Any, llm: Any = None) -> Any:
+    """The LLM ``llm_judge`` judges with (``judge_llm=``, else ``llm``; None without that metric)."""
+    if "llm_judge" not in [str(m) for m in cfg.metrics]:
+        return None
+    from ctxbench.core.registry import build
+
+    judge_cfg = cfg.judge_llm or cfg.llm
+    if judge_cfg is None:
+        raise DataError("metrics", "llm_judge needs a judge LLM: set judge_llm or llm", field="llm_judge")
+    if llm is not None and cfg.judge_llm is None:
+        return llm
+    judge = build("llm", judge_cfg)
+    preflight(judge)
+    return judge
+
+
+def metrics_of(cfg: Any, llm: Any = None) -> list[Metric]:
+    """The metrics of ``metrics=``, with their judge LLM (``llm``, the evaluated system's, if no judge_llm)."""
+    return build_metrics([str(m) for m in cfg.metrics], llm=judge_llm(cfg, llm), judge=cfg.judge)
+
+
+def load_prediction_file(path: str | Path) -> list[dict[str, Any]]:
+    """Lines {id, prediction, answer, category, [category_name, adversarial_answer, question, ...]}.
+
+    Any problem is a :class:`DataError` naming the file, the line and the field; what each field
+    accepts is in :mod:`ctxbench.data.predictions`.
+    """
+    from ctxbench.data.paths import resolve
+    from ctxbench.data.predictions import read_prediction_lines
+
+    p = resolve(path, what="predictions", hint=PREDICTIONS_HINT)
+    if p.is_dir():  # an eval run folder: its predictions.jsonl
+        if not (p / "predictions.jsonl").is_file():
+            raise DataError(p, f"a folder without predictions.jsonl; {PREDICTIONS_HINT}")
+        p = p / "predictions.jsonl"
+    return read_prediction_lines(p)
+
+
+def score_main(cfg: Any) -> dict[str, Any]:
+    """``python -m ctxbench score predictions=FILE.jsonl [metrics=[...]] hydra.run.dir=DIR``."""
+    if not cfg.predictions:
+        raise DataError("score", "set predictions=FILE.jsonl", field="predictions")
+    records = load_prediction_file(cfg.predictions)
+    metrics = metrics_of(cfg)
+    out = run_dir(cfg)
+    results = finalize(out, records, metrics, cfg, "score", with_cost=False,
+                       extra={"predictions": str(cfg.predictions)}, progress=bool(cfg.progress))
+    print(f"score: {summary_line(results, [m.name for m in metrics])} → {out}")
+    return results
