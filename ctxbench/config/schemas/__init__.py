@@ -53,3 +53,26 @@ def register() -> None:
         for node, schema in group_schemas(group).items():
             cs.store(group=f"schema/{group}", name=node, node=defaults(schema))
     _registered = True
+
+
+def load_option(group: str, option: str) -> Any:
+    """``conf/<group>/<option>.yaml`` as composed (its schema's defaults, then its own keys), without Hydra.
+
+    For code that reads one option on its own (``llm.model=smollm2_135m`` names a conf/model file).
+    """
+    from omegaconf import OmegaConf
+
+    from ctxbench.config.setting import defaults
+    from ctxbench.core.paths import conf_dir
+
+    raw = OmegaConf.load(conf_dir() / group / f"{option}.yaml")
+    base = OmegaConf.create()
+    for entry in raw.pop("defaults", None) or []:
+        name = str(entry).split("@")[0]
+        if name == "_self_":
+            continue
+        if name.startswith(f"/schema/{group}/"):
+            base = OmegaConf.merge(base, defaults(group_schemas(group)[name.rsplit("/", 1)[1]]))
+        else:  # another option of the same group it extends
+            base = OmegaConf.merge(base, load_option(group, name))
+    return OmegaConf.merge(base, raw)
