@@ -122,7 +122,7 @@ class FsdpLauncher:
 
 @dataclass
 class MultinodeLauncher:
-    """Multi-node data parallel (see scripts/slurm_multinode.sh): every node runs accelerate launch --num_machines $NNODES --machine_rank $RANK --main_process_ip $HEAD --main_process_port 29500 \ --num_processes $((NNODES*GPUS)) -m ctxbench train launcher=multinode hydra.run.dir=<shared path> ... The run dir must be pinned (a shared filesystem path) so every rank agrees on it."""
+    """Multi-node data parallel (see scripts/slurm_multinode.sh): every node runs accelerate launch --num_machines $NNODES --machine_rank $RANK --main_process_ip $HEAD --main_process_port 29500 --num_processes $((NNODES*GPUS)) -m ctxbench train launcher=multinode hydra.run.dir=<shared path> ... The run dir must be pinned (a shared filesystem path) so every rank agrees on it."""
 
     name: str = setting('multinode', '')
     mixed_precision: str | None = setting(None, '', choices=('no', 'fp16', 'bf16', 'fp8'))

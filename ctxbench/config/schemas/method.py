@@ -215,7 +215,7 @@ class LococoPaperMethodLora:
 
 @dataclass
 class LococoPaperMethod:
-    """LoCoCo as in the paper / reference README (GPU): use with model=llama2_7b, e.g. python -m ctxbench train method=lococo_paper model=llama2_7b dataset=pile trainer.max_steps=1000 \ trainer.grad_accum=128 trainer.batch_size=1 trainer.lr=5e-5 trainer.scheduler=linear"""
+    """LoCoCo as in the paper / reference README (GPU): use with model=llama2_7b, e.g. python -m ctxbench train method=lococo_paper model=llama2_7b dataset=pile trainer.max_steps=1000 trainer.grad_accum=128 trainer.batch_size=1 trainer.lr=5e-5 trainer.scheduler=linear"""
 
     name: str = setting('lococo', '')
     segment_len: int = setting(512, 'B (--block_size 512)', POSITIVE)
