@@ -30,7 +30,8 @@ class CcmLampDataset:
     path: str | None = setting(None, 'a folder with the two files (offline)')
     hub_id: str | None = setting(None, 'or a hub copy with rows {input, profile, output}')
     task_index: int = setting(2, 'LaMP task number (only names the download URL in an error)', between(1, 7))
-    split: str = setting('dev', "train | dev (the benchmark's test outputs are not public)")
+    split: str = setting('dev', "train | dev (the benchmark's test outputs are not public)",
+                         open="the file prefix: {split}_questions.json; the loader names a missing file")
     profile_field: str = setting('profile', '')
     input_field: str = setting('input', '')
     output_field: str = setting('output', '')
@@ -133,7 +134,8 @@ class PileDataset:
 
     name: str = setting('pile', '')
     path: str | None = setting(None, 'file or folder of shards; null = data/downloads/pile_validation.jsonl; or a hub id (streamed)')
-    split: str = setting('validation', 'hub split when path is a hub id (monology/pile-uncopyrighted: train | validation | test)')
+    split: str = setting('validation', 'hub split when path is a hub id (monology/pile-uncopyrighted: train | validation | test)',
+                         open="any split of the hub dataset named by path")
     subsets: list | None = setting(None, 'keep these pile_set_name values, e.g. [Pile-CC, ArXiv]')
     limit: int | None = setting(1000, 'at most N documents', ge(0, note='0 or null = all'))
     min_chars: int = setting(0, 'skip shorter documents (counted)', COUNT)
