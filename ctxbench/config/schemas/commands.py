@@ -14,38 +14,38 @@ from ctxbench.config.setting import (  # noqa: F401 - the generator's full kit
 class TrainConfigTrainer:
     """trainer"""
 
-    max_steps: int = setting(15, '', COUNT)
-    batch_size: int = setting(2, '', POSITIVE)
-    grad_accum: int = setting(1, '', POSITIVE)
-    lr: float = setting(0.003, '', gt(0))
-    weight_decay: float = setting(0.0, '', COUNT)
-    betas: list = setting([0.9, 0.999], '', items=between(0, 1, high_open=True, note="Adam's beta1, beta2"), length=(2, 'two numbers'), nonempty="Adam's two betas, e.g. [0.9,0.999]")
+    max_steps: int = setting(15, 'optimizer steps', COUNT)
+    batch_size: int = setting(2, 'examples per micro-batch', POSITIVE)
+    grad_accum: int = setting(1, 'micro-batches per optimizer step', POSITIVE)
+    lr: float = setting(0.003, 'peak learning rate', gt(0))
+    weight_decay: float = setting(0.0, 'AdamW weight decay', COUNT)
+    betas: list = setting([0.9, 0.999], "Adam's beta1, beta2", items=between(0, 1, high_open=True, note="Adam's beta1, beta2"), length=(2, 'two numbers'), nonempty="Adam's two betas, e.g. [0.9,0.999]")
     scheduler: str = setting('cosine', 'cosine | linear | constant', choices=('cosine', 'linear', 'constant'))
-    warmup_ratio: float = setting(0.03, '', SHARE)
+    warmup_ratio: float = setting(0.03, 'share of max_steps spent warming up', SHARE)
     warmup_steps: int | None = setting(None, 'overrides warmup_ratio when set', ge(0, note='null = from warmup_ratio'))
-    max_grad_norm: float = setting(1.0, '', ge(0, note='0 = no clipping'))
+    max_grad_norm: float = setting(1.0, 'gradient clipping norm (0 = none)', ge(0, note='0 = no clipping'))
     precision: str = setting('fp32', 'fp32 | bf16 | fp16', choices=('fp32', 'bf16', 'fp16'))
-    gradient_checkpointing: bool = setting(False, '')
-    log_every: int = setting(1, '', POSITIVE)
+    gradient_checkpointing: bool = setting(False, 'recompute activations in the backward pass')
+    log_every: int = setting(1, 'log every N steps', POSITIVE)
     eval_every: int = setting(5, '0 = only at the end', ge(0, note='0 = only at the end'))
     eval_fraction: float = setting(0.05, 'held-out share of training examples for the eval hook', between(0, 1, high_open=True))
-    max_eval_batches: int = setting(4, '', POSITIVE)
-    save_every: int = setting(10, '', ge(0, note='0 = only at the end'))
-    keep_checkpoints: int = setting(2, '', ge(0, note='0 = keep all'))
+    max_eval_batches: int = setting(4, 'batches per held-out evaluation', POSITIVE)
+    save_every: int = setting(10, 'checkpoint every N steps (0 = only at the end)', ge(0, note='0 = only at the end'))
+    keep_checkpoints: int = setting(2, 'checkpoints kept (0 = all)', ge(0, note='0 = keep all'))
     resume: str | None = setting(None, 'null | auto | path to a checkpoint folder', open='auto or a checkpoint path')
     stop_after: int | None = setting(None, 'stop (as if interrupted) after this step; for resume tests', ge(0, note='0 or null = never'))
-    num_workers: int = setting(0, '', COUNT)
-    progress: bool = setting(True, '')
+    num_workers: int = setting(0, 'DataLoader workers', COUNT)
+    progress: bool = setting(True, 'tqdm progress bar')
 
 
 @dataclass
 class TrainConfig:
     """python -m ctxbench train [method=...] [dataset=...] [model=...] [launcher=...] [logger=...]"""
 
-    seed: int = setting(0, '', SEED)
+    seed: int = setting(0, 'random seed', SEED)
     checkpoint: str | None = setting(None, 'a trained run folder (or its checkpoints/step_N) to start from')
     force_resume: bool = setting(False, 'true = reuse a run folder made with another config (its .ctxbench/run.json records the new one)')
-    trainer: TrainConfigTrainer | None = nested(TrainConfigTrainer, '')
+    trainer: TrainConfigTrainer | None = nested(TrainConfigTrainer, "the training loop's settings")
 
 
 @dataclass
@@ -62,7 +62,7 @@ class EvalConfig:
     """python -m ctxbench eval memory=NAME|method=NAME dataset=NAME [llm=...] [limit=N] [hydra.run.dir=DIR] python -m ctxbench eval task=perplexity|reconstruction|choice method=NAME [checkpoint=DIR] dataset=NAME A rerun with the same hydra.run.dir resumes: answered questions are skipped. The folder is bound to its config (.ctxbench/run.json; force_resume=true to change it) and to one process at a time (ctxbench/runs/guard.py). Sweeps: python -m ctxbench eval -m memory=amem memory.k=10,20,30 dataset=locomo"""
 
     checkpoint: str | None = setting(None, 'a trained run folder (outputs/train/<run>) loaded into method=')
-    seed: int = setting(0, '', SEED)
+    seed: int = setting(0, 'random seed', SEED)
     qa_prompt: str = setting('brief', "locomo | mem0 | mem0g | amem | brief   the answer prompt every system uses (ctxbench/qa/prompts/); brief: chosen on the dev split (ctxbench/qa/registry.py); paper experiments set their paper's", choices=('locomo', 'mem0', 'mem0g', 'amem', 'brief'))
     limit: int | None = setting(None, 'answer at most N questions, in dataset order (null or 0 = all; < 0 is refused)', ge(0, note='0 or null = all'))
     metrics: list = setting(['f1', 'f1_set', 'bleu1', 'rouge1', 'rouge2', 'rougeL'], "add llm_judge for the Mem0 paper's J", nonempty='name at least one metric (e.g. metrics=[f1,bleu1]); `python -m ctxbench ls` lists them')
@@ -79,7 +79,7 @@ class EvalConfig:
 class BenchConfigTrainStepDatasets:
     """... except methods that need a different kind of example"""
 
-    icae_finetune: str = setting('pwc_sample', '')
+    icae_finetune: str = setting('pwc_sample', 'dataset for icae_finetune (it needs PwC examples)')
 
 
 @dataclass
@@ -110,9 +110,9 @@ class BenchConfigKvMemoryOverrides:
 class BenchConfigKvMemory:
     """kv_memory"""
 
-    model: str = setting('tiny', '')
+    model: str = setting('tiny', 'conf/model the methods are built on')
     lengths: list = setting([1024, 2048, 4096, 8192], 'history tokens (up to 32768 where the machine allows)')
-    methods: list = setting(['full_cache', 'ccm_concat', 'ccm_merge', 'lococo', 'streamingllm', 'h2o', 'snapkv', 'pyramidkv', 'icae_pretrain'], '')
+    methods: list = setting(['full_cache', 'ccm_concat', 'ccm_merge', 'lococo', 'streamingllm', 'h2o', 'snapkv', 'pyramidkv', 'icae_pretrain'], 'methods measured')
     overrides: BenchConfigKvMemoryOverrides | None = nested(BenchConfigKvMemoryOverrides, 'per-method Hydra overrides (method.<key>=value)')
     max_new_tokens: int = setting(1, 'the answer call only reads the memory; its length does not matter here', POSITIVE)
 
@@ -121,7 +121,7 @@ class BenchConfigKvMemory:
 class BenchConfigKvPress:
     """the presses vs the plain model, ratios in one run (ctxbench/bench/kv_press.py)"""
 
-    checks: list = setting(['calibration', 'presses'], '')
+    checks: list = setting(['calibration', 'presses'], 'calibration and/or presses')
     model: str = setting('smollm2_135m', 'the packaged SmolLM2 (real shapes: 30 layers, 3 KV heads)')
     dataset: str = setting('shakespeare_sample', 'the text the tokens are taken from')
     segment_len: int = setting(64, 'B', POSITIVE)
@@ -129,7 +129,7 @@ class BenchConfigKvPress:
     mem_size: int = setting(128, 'M', POSITIVE)
     ingest_tokens: int = setting(1024, "presses: tokens streamed through the cache (and the plain forward's input)", POSITIVE)
     new_tokens: int = setting(16, 'presses: tokens decoded from the cache (and by plain generate)', POSITIVE)
-    methods: list = setting(['streamingllm', 'h2o', 'lococo', 'snapkv', 'pyramidkv'], '')
+    methods: list = setting(['streamingllm', 'h2o', 'lococo', 'snapkv', 'pyramidkv'], 'presses compared with the plain model')
     repeats: int = setting(3, 'timed repeats per side; medians', POSITIVE)
     rounds: int = setting(2, 'calibration: the three sides interleaved this many times', POSITIVE)
 
@@ -138,7 +138,7 @@ class BenchConfigKvPress:
 class BenchConfigMemorySystems:
     """memory_systems"""
 
-    systems: list = setting(['rag', 'memorybank', 'mem0', 'mem0g', 'amem', 'full_context', 'no_context'], '')
+    systems: list = setting(['rag', 'memorybank', 'mem0', 'mem0g', 'amem', 'full_context', 'no_context'], 'memory systems measured')
     llm: str = setting('scripted', "scripted: a deterministic zero-cost chat model (measures the system's own overhead: embedding, stores, prompts); hf: the real packaged model (conf/llm/hf.yaml)", choices=('scripted', 'hf'))
     llm_overrides: list = setting([], 'e.g. [llm.context_window=1024] with llm=hf')
     embedder: str = setting('minilm', 'the real MiniLM encoder')
@@ -157,14 +157,14 @@ class BenchConfigRetrieval:
     data: str = setting('clustered', 'clustered: unit vectors around random centres (like topic clusters) | uniform (worst case)', choices=('clustered', 'uniform'))
     cluster_size: int = setting(100, 'memories per cluster centre (clustered)', POSITIVE)
     spread: float = setting(1.0, 'noise around a centre (clustered): cosine to the centre ≈ 0.7', COUNT)
-    k: int = setting(10, '', POSITIVE)
+    k: int = setting(10, 'neighbours returned per query', POSITIVE)
     queries: int = setting(200, 'searched one at a time; p50/p99 over them', POSITIVE)
-    indexes: list = setting(['flat', 'hnsw', 'ivf'], '')
+    indexes: list = setting(['flat', 'hnsw', 'ivf'], 'indexes compared')
     hnsw_m: int = setting(16, 'HNSW graph degree (build time grows with it)', POSITIVE)
-    ef_construction: int = setting(40, '', POSITIVE)
-    ef_search: int = setting(64, '', POSITIVE)
+    ef_construction: int = setting(40, 'HNSW build beam', POSITIVE)
+    ef_search: int = setting(64, 'HNSW search beam', POSITIVE)
     ivf_nlist: int | None = setting(None, 'null = sqrt(n) lists (capped so each list gets >= 39 training points)', ge(1, note='null = sqrt(n)'))
-    ivf_nprobe: int = setting(8, '', POSITIVE)
+    ivf_nprobe: int = setting(8, 'IVF lists searched per query', POSITIVE)
     faiss_threads: int | None = setting(None, 'null = faiss default (OMP_NUM_THREADS)', ge(1, note="null = faiss's default"))
 
 
@@ -172,8 +172,8 @@ class BenchConfigRetrieval:
 class BenchConfigEvalThroughputConcurrency:
     """1 vs `slots` workers against the loopback OpenAI-compatible server"""
 
-    dataset: str = setting('locomo_sample', '')
-    memory: str = setting('full_context', '')
+    dataset: str = setting('locomo_sample', 'dataset answered')
+    memory: str = setting('full_context', 'memory system evaluated')
     questions: int | None = setting(None, 'null = every question of the dataset (16)', POSITIVE)
     delay_s: float = setting(0.2, "the server's fixed latency per call", COUNT)
     slots: int = setting(4, "the server's parallel slots = the workers (goal: >= 0.8 x slots speed-up)", POSITIVE)
@@ -183,40 +183,40 @@ class BenchConfigEvalThroughputConcurrency:
 class BenchConfigEvalThroughputHfBatch:
     """one by one vs batch_size workers batched on the packaged SmolLM2 (goal: >= 2x)"""
 
-    dataset: str = setting('locomo_sample', '')
-    memory: str = setting('no_context', '')
-    questions: int = setting(16, '', POSITIVE)
+    dataset: str = setting('locomo_sample', 'dataset answered')
+    memory: str = setting('no_context', 'memory system evaluated')
+    questions: int = setting(16, 'questions answered', POSITIVE)
     batch_size: int = setting(16, 'llm.batch_size (the default): 16 workers, their calls generated as batches of up to 16', POSITIVE)
-    llm_model: str = setting('smollm2_135m', '')
-    context_window: int = setting(1024, '', POSITIVE)
+    llm_model: str = setting('smollm2_135m', 'llm.model answering')
+    context_window: int = setting(1024, 'llm.context_window for the check', POSITIVE)
 
 
 @dataclass
 class BenchConfigEvalThroughputPrefixReuse:
     """full_context latency with vs without llm.prefix_cache on one conversation (goal: <= 0.2x)"""
 
-    questions: int = setting(6, '', POSITIVE)
-    context_window: int = setting(2048, '', POSITIVE)
-    max_new_tokens: int = setting(8, '', POSITIVE)
+    questions: int = setting(6, 'questions answered on the conversation', POSITIVE)
+    context_window: int = setting(2048, 'llm.context_window for the check', POSITIVE)
+    max_new_tokens: int = setting(8, 'answer length', POSITIVE)
 
 
 @dataclass
 class BenchConfigEvalThroughputCallCache:
     """the same calls cold and from the call cache"""
 
-    dataset: str = setting('locomo_sample', '')
-    memory: str = setting('full_context', '')
-    questions: int = setting(4, '', POSITIVE)
-    llm_model: str = setting('smollm2_135m', '')
-    context_window: int = setting(1024, '', POSITIVE)
-    max_new_tokens: int = setting(8, '', POSITIVE)
+    dataset: str = setting('locomo_sample', 'dataset the calls come from')
+    memory: str = setting('full_context', 'memory system evaluated')
+    questions: int = setting(4, 'questions answered', POSITIVE)
+    llm_model: str = setting('smollm2_135m', 'llm.model answering')
+    context_window: int = setting(1024, 'llm.context_window for the check', POSITIVE)
+    max_new_tokens: int = setting(8, 'answer length', POSITIVE)
 
 
 @dataclass
 class BenchConfigEvalThroughput:
     """ratios of the evaluator's own loop, measured in one run (ctxbench/bench/eval_throughput.py)"""
 
-    checks: list = setting(['concurrency', 'hf_batch', 'prefix_reuse', 'call_cache'], '', choices=('concurrency', 'hf_batch', 'prefix_reuse', 'call_cache'))
+    checks: list = setting(['concurrency', 'hf_batch', 'prefix_reuse', 'call_cache'], 'which evaluator-throughput checks to run', choices=('concurrency', 'hf_batch', 'prefix_reuse', 'call_cache'))
     concurrency: BenchConfigEvalThroughputConcurrency | None = nested(BenchConfigEvalThroughputConcurrency, '1 vs `slots` workers against the loopback OpenAI-compatible server')
     hf_batch: BenchConfigEvalThroughputHfBatch | None = nested(BenchConfigEvalThroughputHfBatch, 'one by one vs batch_size workers batched on the packaged SmolLM2 (goal: >= 2x)')
     prefix_reuse: BenchConfigEvalThroughputPrefixReuse | None = nested(BenchConfigEvalThroughputPrefixReuse, 'full_context latency with vs without llm.prefix_cache on one conversation (goal: <= 0.2x)')
@@ -227,12 +227,12 @@ class BenchConfigEvalThroughput:
 class BenchConfigStructured:
     """constrained (xgrammar) vs free generation, the same number of new tokens"""
 
-    model: str = setting('smollm2_135m', '')
+    model: str = setting('smollm2_135m', 'conf/model generating')
     dataset: str = setting('locomo_sample', "Mem0 extraction prompts over its first conversation's first message pairs")
-    prompts: int = setting(4, '', POSITIVE)
-    max_facts: int = setting(4, '', POSITIVE)
-    max_new_tokens: int = setting(192, '', POSITIVE)
-    context_window: int = setting(2048, '', POSITIVE)
+    prompts: int = setting(4, 'extraction prompts timed', POSITIVE)
+    max_facts: int = setting(4, "facts per extraction (the schema's maxItems)", POSITIVE)
+    max_new_tokens: int = setting(192, 'new tokens per call on both sides', POSITIVE)
+    context_window: int = setting(2048, 'llm.context_window for the check', POSITIVE)
     rounds: int = setting(3, 'constrained and free alternate; medians over rounds', POSITIVE)
 
 
@@ -240,32 +240,32 @@ class BenchConfigStructured:
 class BenchConfigGpuMethodsLm:
     """LoRA r16 on every linear, 2048 tokens"""
 
-    method: str = setting('lm', '')
-    overrides: list = setting(['method.seq_len=2048'], '')
+    method: str = setting('lm', 'conf/method option built for the row')
+    overrides: list = setting(['method.seq_len=2048'], "Hydra overrides that size the row's example")
 
 
 @dataclass
 class BenchConfigGpuMethodsIcae:
     """512-token context → 128 slots, LoRA r128"""
 
-    method: str = setting('icae_paper_pretrain', '')
-    overrides: list = setting([], '')
+    method: str = setting('icae_paper_pretrain', 'conf/method option built for the row')
+    overrides: list = setting([], "Hydra overrides that size the row's example")
 
 
 @dataclass
 class BenchConfigGpuMethodsCcm:
     """4 steps × 512 tokens, 8 <COMP> each"""
 
-    method: str = setting('ccm_concat_paper', '')
-    overrides: list = setting(['method.train_steps=4'], '')
+    method: str = setting('ccm_concat_paper', 'conf/method option built for the row')
+    overrides: list = setting(['method.train_steps=4'], "Hydra overrides that size the row's example")
 
 
 @dataclass
 class BenchConfigGpuMethodsLococo:
     """4 segments × 512, M=512 cache"""
 
-    method: str = setting('lococo_paper', '')
-    overrides: list = setting(['method.n_segments=4'], '')
+    method: str = setting('lococo_paper', 'conf/method option built for the row')
+    overrides: list = setting(['method.n_segments=4'], "Hydra overrides that size the row's example")
 
 
 @dataclass
@@ -294,20 +294,20 @@ class BenchConfigGpu:
     gradient_checkpointing: str = setting('auto', "auto = the model config's (on for the 7B configs, off for tiny)", choices=('auto', True, False))
     peak_flops: float = setting(989000000000000.0, 'bf16 dense peak of the GPU for MFU: H200 SXM 989 TFLOPS (NVIDIA datasheet)', gt(0))
     budget_s: int = setting(420, 'no new cell starts past this many seconds (the whole check stays under 8 minutes)', gt(0))
-    seed: int = setting(0, '', SEED)
+    seed: int = setting(0, 'random init of the models', SEED)
 
 
 @dataclass
 class BenchConfig:
     """python -m ctxbench bench [suite=all|train_step|kv_memory|kv_press|memory_systems|retrieval|eval_throughput|structured] [<suite>.<knob>=...] python -m ctxbench bench suite=gpu     # the GPU check (not in `all`): scripts/gpu_check.sh; gpu.size=tiny on CPU Writes bench.json (machine, command, config, per-suite results) and bench.md (one table per suite) into the run folder. Defaults are sized so `suite=all` takes about 10 minutes on 2 shared CPU cores."""
 
-    suite: str = setting('all', '', choices=('all', 'train_step', 'kv_memory', 'kv_press', 'memory_systems', 'retrieval', 'eval_throughput', 'structured', 'gpu'))
-    seed: int = setting(0, '', SEED)
-    train_step: BenchConfigTrainStep | None = nested(BenchConfigTrainStep, '')
-    kv_memory: BenchConfigKvMemory | None = nested(BenchConfigKvMemory, '')
+    suite: str = setting('all', 'which benchmark suite to run (all = every suite but gpu)', choices=('all', 'train_step', 'kv_memory', 'kv_press', 'memory_systems', 'retrieval', 'eval_throughput', 'structured', 'gpu'))
+    seed: int = setting(0, 'random seed', SEED)
+    train_step: BenchConfigTrainStep | None = nested(BenchConfigTrainStep, 'training step throughput per method against the plain LM')
+    kv_memory: BenchConfigKvMemory | None = nested(BenchConfigKvMemory, 'KV-cache memory per method against history length')
     kv_press: BenchConfigKvPress | None = nested(BenchConfigKvPress, 'the presses vs the plain model, ratios in one run (ctxbench/bench/kv_press.py)')
-    memory_systems: BenchConfigMemorySystems | None = nested(BenchConfigMemorySystems, '')
-    retrieval: BenchConfigRetrieval | None = nested(BenchConfigRetrieval, '')
+    memory_systems: BenchConfigMemorySystems | None = nested(BenchConfigMemorySystems, "every memory system's ingest and answer time on one dataset")
+    retrieval: BenchConfigRetrieval | None = nested(BenchConfigRetrieval, 'vector index build and search time against index size')
     eval_throughput: BenchConfigEvalThroughput | None = nested(BenchConfigEvalThroughput, "ratios of the evaluator's own loop, measured in one run (ctxbench/bench/eval_throughput.py)")
     structured: BenchConfigStructured | None = nested(BenchConfigStructured, 'constrained (xgrammar) vs free generation, the same number of new tokens')
     gpu: BenchConfigGpu | None = nested(BenchConfigGpu, 'bf16 training steps on the 7B shapes at random init (one H200: under 8 minutes)')
@@ -321,8 +321,8 @@ class ScoreConfig:
     metrics: list = setting(['f1', 'f1_set', 'bleu1', 'rouge1', 'rouge2', 'rougeL'], 'add llm_judge for J (the llm above judges)', nonempty='name at least one metric (e.g. metrics=[f1,bleu1]); `python -m ctxbench ls` lists them')
     judge_llm: dict | None = setting(None, 'an llm config for llm_judge (null = the llm above)')
     judge: EvalConfigJudge | None = nested(EvalConfigJudge, "llm_judge's runs (the Mem0 paper's J: mean ± std over 10 judge runs; metrics/judge.py)")
-    seed: int = setting(0, '', SEED)
-    progress: bool = setting(True, '')
+    seed: int = setting(0, 'random seed', SEED)
+    progress: bool = setting(True, 'tqdm progress bars')
 
 
 @dataclass
@@ -365,7 +365,7 @@ class ExportConfig:
 class LsConfig:
     """python -m ctxbench ls [kind=method]"""
 
-    kind: str | None = setting(None, '')
+    kind: str | None = setting(None, 'list only this kind (method, memory, dataset, ...); null = everything')
 
 
 SCHEMAS = {

