@@ -156,7 +156,9 @@ def main(argv: list[str] | None = None) -> None:
     if command == "reproduce":  # `reproduce scale=cpu`: conf/scale/ is a config group, so the scale travels as table_scale
         rest = ["table_scale=" + a.partition("=")[2] if a.startswith("scale=") else a for a in rest]
     from ctxbench.config.hints import dashed_key_hint
+    from ctxbench.config.schemas import register
 
+    register()  # every schema's defaults into Hydra's ConfigStore, before anything composes
     hint = dashed_key_hint(command, rest, CONF_DIR, SKIP_FLAGS | VALUE_FLAGS | CONFIG_FLAGS)  # `--limit 3`
     if hint:
         _fail(hint)
@@ -207,6 +209,9 @@ def check_overrides(command: str, argv: list[str]) -> None:
     from omegaconf.errors import OmegaConfBaseException
 
     from ctxbench.config.schema import check_types, unknown_key_line
+    from ctxbench.config.schemas import register
+
+    register()
     from ctxbench.core.errors import ConfigError
     from ctxbench.config.sweep import sweep_combinations, sweeper_params
 

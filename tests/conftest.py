@@ -16,6 +16,10 @@ os.environ.setdefault("DS_ACCELERATOR", "cpu")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = Path(__file__).resolve().parents[1]
+
+from ctxbench.config.schemas import register  # noqa: E402
+
+register()  # the config schemas into Hydra's ConfigStore: tests compose conf/ directly
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 

@@ -10,10 +10,6 @@ import sys
 import pytest
 
 from ctxbench.config import bounds as cb
-from ctxbench.config.schema import schema
-
-COMMANDS = ("train", "eval", "score", "bench", "report", "data", "ls", "export")
-
 
 def refused(monkeypatch, capsys, tmp_path, *argv: str) -> str:
     """Run the real CLI in-process; it must exit 2 with one stderr line and no traceback."""
@@ -97,40 +93,61 @@ def test_values_at_the_edges_pass(argv):
     check_overrides(argv[0], list(argv[1:]))
 
 
-def numeric_keys() -> set[str]:
-    """Every key of the YAML configs (under every command) whose value is an int or a float."""
-    return {k for c in COMMANDS for k, kt in schema(c).items() if kt.types & {"int", "float"}}
+def schema_fields():
+    """(schema, dotted key, field) of every key of every schema (commands and group options)."""
+    from ctxbench.config.schemas import COMMANDS as CMDS, GROUPS, command_schema, group_schemas
+    from ctxbench.config.setting import walk
+
+    sources = [(c, command_schema(c)) for c in CMDS]
+    sources += [(f"{g}/{n}", s) for g in GROUPS for n, s in group_schemas(g).items()]
+    for where, source in sources:
+        for key, f in walk(source):
+            yield where, key, f
 
 
 def test_every_numeric_key_has_a_range_or_a_reason():
-    keys = numeric_keys()
-    assert len(keys) > 100  # the walk sees the YAMLs (some 150 numeric keys)
-    missing = sorted(k for k in keys if k not in cb.RANGES and cb.range_of(k) is None and k not in cb.EXEMPT)
-    assert not missing, f"declare a range in ctxbench/config/bounds.py RANGES (or an EXEMPT reason): {missing}"
-    assert all(cb.EXEMPT.values()), "every EXEMPT key needs its reason"
+    from ctxbench.config.setting import type_names
+
+    numeric = [(w, k, f) for w, k, f in schema_fields() if type_names(f)[0] & {"int", "float"}]
+    assert len(numeric) > 100  # the walk sees the schemas (some 150 numeric keys)
+    missing = sorted(f"{w}: {k}" for w, k, f in numeric if f.metadata.get("range") is None)
+    assert not missing, f"declare a bound on these keys in ctxbench/config/schemas/: {missing}"
 
 
-def test_every_declared_key_exists():
-    """A range or choice for a key no YAML has (a typo, a renamed key) would check nothing."""
-    keys = {k for c in COMMANDS for k in schema(c)}
-    for table in (cb.RANGES, cb.CHOICES):
-        for pat in table:
-            if "*" not in pat:
-                assert pat in keys, f"{pat} is in config_bounds but in no YAML"
+def test_every_bound_can_hold():
+    """A range on a key that is never a number, or choices that rule out the key's own default, check nothing useful."""
+    import dataclasses
+
+    from ctxbench.config.setting import type_names
+
+    wrong = []
+    for where, key, f in schema_fields():
+        types, _ = type_names(f)
+        if f.metadata.get("range") is not None and not types & {"int", "float"}:
+            wrong.append(f"{where}: {key} has a range but takes no number")
+        choices = f.metadata.get("choices")
+        default = f.default if f.default is not dataclasses.MISSING else None
+        if choices and default is not None and isinstance(default, (str, bool)) and default not in choices:
+            wrong.append(f"{where}: {key} default {default!r} is not one of its choices")
+    assert not wrong, wrong
 
 
 def test_choices_agree_with_the_code():
+    from omegaconf import OmegaConf
+
     from ctxbench.methods.ccm import MODES
     from ctxbench.methods.icae import ICAE
     from ctxbench.methods.lococo import ACTIVATIONS
     from ctxbench.models.loading import DTYPES
     from ctxbench.training.loop import SCHEDULERS
 
-    assert set(cb.CHOICES["trainer.scheduler"]) == set(SCHEDULERS)
-    assert set(cb.CHOICES["model.dtype"]) == set(DTYPES) == set(cb.CHOICES["llm.dtype"])
-    assert set(cb.CHOICES["method.hidden_act"]) == {k for k in ACTIVATIONS if k}
-    assert set(cb.CHOICES["method.mode"]["ccm_*"]) == set(MODES)
-    assert set(cb.CHOICES["method.mode"]["icae*"]) == set(ICAE.MODES)
+    assert set(cb.choices_of("trainer.scheduler")) == set(SCHEDULERS)
+    assert set(cb.choices_of("model.dtype")) == set(DTYPES) == set(cb.choices_of("llm.dtype"))
+    assert set(cb.choices_of("method.hidden_act")) == {k for k in ACTIVATIONS if k}
+    ccm = OmegaConf.create({"method": {"name": "ccm_concat"}})
+    icae = OmegaConf.create({"method": {"name": "icae_finetune"}})
+    assert set(cb.choices_of("method.mode", ccm)) == set(MODES)
+    assert set(cb.choices_of("method.mode", icae)) == set(ICAE.MODES)
 
 
 @pytest.mark.parametrize("r,text", [
@@ -149,36 +166,22 @@ def test_nan_is_out_of_every_range():
 
 
 def listed_alternatives():
-    """(dotted key, file) of every YAML line ``key: v  # ... | ...`` whose comment lists its value among others."""
+    """(schema, dotted key, field) of every str key whose meaning lists its default among others (``a | b``)."""
     import re
 
-    from ctxbench.config.schema import CONF_DIR, NOT_SCHEMA_GROUPS
-
-    files = [("", f) for f in CONF_DIR.glob("*.yaml")]
-    files += [(g.name + ".", f) for g in CONF_DIR.iterdir() if g.is_dir() and g.name not in NOT_SCHEMA_GROUPS
-              for f in g.glob("*.yaml")]
-    for prefix, f in files:
-        parents: list[tuple[int, str]] = []
-        for line in f.read_text().splitlines():
-            m = re.match(r"^(\s*)([A-Za-z_]+):\s*([^#\s]*)\s*(#.*)?$", line)
-            if not m:
-                continue
-            indent, key, value, comment = len(m.group(1)), m.group(2), m.group(3), m.group(4) or ""
-            parents = [(i, k) for i, k in parents if i < indent]
-            if not value:
-                parents.append((indent, key))
-                continue
-            if "|" in comment and value in re.findall(r"[\w.]+", comment):
-                yield prefix + ".".join([k for _, k in parents] + [key]), f.name
+    for where, key, f in schema_fields():
+        meaning = f.metadata.get("meaning", "")
+        if "|" in meaning and isinstance(f.default, str) and f.default in re.findall(r"[\w.]+", meaning):
+            yield where, key, f
 
 
 def test_every_listed_set_of_values_is_a_choice():
-    """A key whose YAML comment reads ``# a | b | c`` has CHOICES (or an OPEN_CHOICES reason)."""
-    found = dict(listed_alternatives())
-    assert {"trainer.scheduler", "memory.index", "method.mode", "dataset.answer_format"} <= set(found)
-    missing = sorted(f"{k} ({f})" for k, f in found.items() if k not in cb.CHOICES and k not in cb.OPEN_CHOICES)
-    assert not missing, f"declare CHOICES in ctxbench/config/bounds.py (or an OPEN_CHOICES reason): {missing}"
-    assert set(cb.OPEN_CHOICES) <= set(found), "OPEN_CHOICES names a key no YAML lists values for"
+    """A key whose meaning reads ``a | b | c`` has choices (or an ``open=`` reason)."""
+    found = list(listed_alternatives())
+    keys = {k for _, k, _ in found}
+    assert {"trainer.scheduler", "index", "mode", "answer_format"} <= keys
+    missing = sorted(f"{w}: {k}" for w, k, f in found if not f.metadata.get("choices") and not f.metadata.get("open"))
+    assert not missing, f"declare choices= (or open=) on these keys in ctxbench/config/schemas/: {missing}"
 
 
 def test_a_run_folder_that_is_a_file_fails_in_one_line(monkeypatch, capsys, tmp_path):

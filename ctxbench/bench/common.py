@@ -167,6 +167,9 @@ def compose(config_name: str, overrides: list[str]) -> Any:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from ctxbench.config.schemas import register
+
+    register()  # the schemas' defaults (a worker process composes without the CLI)
     if GlobalHydra.instance().is_initialized():
         return hcompose(config_name=config_name, overrides=list(overrides))
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR), job_name="bench"):

@@ -107,8 +107,6 @@ def tokenizer_counter(model_name: str | None) -> Callable[[str], int] | None:
     if not model_name:
         return None
     try:
-        from omegaconf import OmegaConf
-
         from ctxbench.models.loading import smollm2_dir, tiny_tokenizer
 
         if model_name == "tiny":
@@ -116,9 +114,9 @@ def tokenizer_counter(model_name: str | None) -> Callable[[str], int] | None:
         else:
             from transformers import AutoTokenizer
 
-            from ctxbench.bench.common import CONF_DIR
+            from ctxbench.config.schemas import load_option
 
-            mcfg = OmegaConf.load(CONF_DIR / "model" / f"{model_name}.yaml")
+            mcfg = load_option("model", model_name)  # the file keeps only what differs from its schema
             path = smollm2_dir() if model_name == "smollm2_135m" else (mcfg.get("path") or mcfg.get("hub_id"))
             tok = AutoTokenizer.from_pretrained(str(path))
     except Exception:  # noqa: BLE001 - fall back to whitespace words (said in bench.json)

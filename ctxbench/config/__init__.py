@@ -1,1 +1,2 @@
-"""Configuration: the typed schema, bounds, sweeps and the CLI's hints."""
+"""Configuration: one schema per key (setting.py, schemas/), the compose-time check (schema.py, bounds.py),
+sweeps, the CLI's hints, and docs/config.md (docs.py)."""

@@ -1,70 +1,30 @@
-"""Config types, derived from the YAML defaults themselves and checked right after compose.
+"""The compose-time check: every value has its schema's type (then its bound), one line on failure.
 
-Why not Hydra structured configs: every method and memory system would need a dataclass repeating
-each of its keys and defaults (some 300 keys, and the paper YAMLs set other values for the same
-keys), so a default would live in two places again. Here the YAML files are the one source: the
-type of a key is the type of its default value in ``conf/<command>.yaml`` (or, for a config group,
-in any option of ``conf/<group>/*.yaml``: ``method.rope_scaling_factor`` is ``1.0`` in lococo.yaml
-and ``auto`` in lococo_paper.yaml, so it takes a float or a string). Only where every YAML default
-is null does :data:`NULL_DEFAULTS` name the type. The check also sees the key and the value, so its
-error is one line: ``config key 'trainer.max_steps' must be int, got 'abc'``.
+The types are the annotations of the schemas in :mod:`ctxbench.config.schemas` (``int | None``,
+``float | str``); a config group's key takes what any of its schemas allows for it
+(``method.rope_scaling_factor`` is a float or 'auto'). The check also sees the key and the value, so
+its error is one line: ``config key 'trainer.max_steps' must be int, got 'abc'``.
 
 Rules: int→float is fine (``trainer.lr=1``); a str key takes any scalar (Hydra reads ``path=2024``
-as an int); null is fine where some YAML default is null or :data:`NULLABLE` says so; a value that
-is still an interpolation (``${...}``) is checked once resolved, and skipped if it cannot be
-resolved yet; keys added with ``+key=...`` (not in any YAML) are not checked.
+as an int); null is fine where the annotation says ``| None``, and for a mapping (it switches the
+mapping off); a value that is still an interpolation (``${...}``) is checked once resolved, and
+skipped if it cannot be resolved yet; keys added with ``+key=...`` (in no schema) are not checked.
 """
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Iterator
 
+from ctxbench.config.schemas import GROUPS, command_schema, group_schemas
+from ctxbench.config.setting import type_names, walk
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.paths import conf_dir
 
 CONF_DIR = conf_dir()
 # groups that set values of other configs rather than define keys of their own
 NOT_SCHEMA_GROUPS = {"experiment", "sweep", "scale"}
-
-# keys whose default is null in every YAML: the type a value must have
-NULL_DEFAULTS: dict[str, str] = {
-    "checkpoint": "str", "limit": "int", "judge_llm": "dict", "predictions": "str", "kind": "str",
-    "name": "str", "path": "str", "dest": "str", "url": "str", "out": "str",
-    "sweep_dir": "str", "metric": "str", "table": "str", "runs": "str|list",
-    "trainer.resume": "str", "trainer.stop_after": "int", "trainer.warmup_steps": "int",
-    "dataset.categories": "list", "dataset.conversations": "list", "dataset.episodes": "list",
-    "dataset.levels": "list", "dataset.question_types": "list", "dataset.subsets": "list",
-    "dataset.max_chars": "int", "dataset.subset": "str", "dataset.sessions": "int",
-    "embedder.path": "str", "launcher.mixed_precision": "str", "logger.entity": "str",
-    "launcher.fsdp.transformer_cls_names_to_wrap": "list",
-    "llm.cache_path": "str", "llm.dtype": "str", "llm.device": "str", "llm.tokenizer": "str",
-    "memory.graph.database": "str", "memory.graph.path": "str",
-    "memory.max_sessions": "int", "memory.max_turns": "int", "memory.expand": "int",  # amem: null = k
-    "memory.max_new_tokens": "int", "memory.answer_max_tokens": "int",  # null = the qa_prompt's cap
-    "memory_systems.max_sessions": "int", "memory_systems.questions": "int",
-    "eval_throughput.concurrency.questions": "int",
-    "method.max_context": "int", "method.max_examples": "int", "method.n_recent": "int", "method.ingest_size": "int",
-    "retrieval.faiss_threads": "int", "retrieval.ivf_nlist": "int",
-}
-# keys the code accepts in more types than their YAML defaults show
-EXTRA_TYPES: dict[str, str] = {
-    "train_step.methods": "list",    # auto | a list of method names
-    "concurrency": "int",            # auto | an integer >= 1 (eval workers)
-    "launcher.deepspeed": "str",     # a DeepSpeed JSON file instead of the inline dict
-}
-# keys with a non-null default where null still means something (documented in the YAML comment)
-NULLABLE: set[str] = {
-    "method.max_new_tokens",         # null = the qa_prompt's answer cap (ctxbench.qa)
-    "method.max_segments",           # null = keep every segment's slots (bench kv_memory uses it)
-    "method.max_session_tokens",     # null = no cap
-    "method.conv_init_std",          # null = PyTorch's fan-in default
-    "method.rope_scaling_factor",    # null = 1.0
-    "memory.preceding_tokens",       # null = the whole previous page
-    "dataset.max_episodes",          # null = all
-}
 PY_TYPES = {"int": int, "float": float, "bool": bool, "str": str, "list": list, "dict": dict}
 
 
@@ -101,67 +61,23 @@ def _is(value: Any, type_name: str) -> bool:
     return isinstance(value, PY_TYPES[type_name])
 
 
-def yaml_leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
-    """(dotted key, type name) for every key of a raw YAML config; ``defaults``/``hydra`` skipped."""
-    from omegaconf import DictConfig, OmegaConf
-
-    for key in node.keys():
-        if not prefix and key in ("defaults", "hydra"):
-            continue
-        path = f"{prefix}{key}"
-        child = node._get_node(key)
-        if isinstance(child, DictConfig) and not child._is_none():
-            yield path, "dict"
-            yield from yaml_leaves(child, path + ".")
-        elif OmegaConf.is_missing(node, key):
-            yield path, "missing"
-        elif OmegaConf.is_interpolation(node, key):
-            yield path, "interpolation"
-        else:
-            value = node[key]
-            yield path, "null" if value is None else _type_name(value)
-
-
-def _type_name(value: Any) -> str:
-    from omegaconf import DictConfig, ListConfig
-
-    if isinstance(value, ListConfig):
-        return "list"
-    if isinstance(value, DictConfig):
-        return "dict"
-    return type(value).__name__
-
-
-def schema_files(command: str) -> Iterator[tuple[str, Path]]:
-    """(mount prefix, YAML file) of every file that defines keys of ``command``'s config."""
-    yield "", CONF_DIR / f"{command}.yaml"
-    for group in sorted(p for p in CONF_DIR.iterdir() if p.is_dir()):
-        if group.name in NOT_SCHEMA_GROUPS or group.name.startswith("_"):
-            continue
-        for f in sorted(group.glob("*.yaml")):
-            yield group.name + ".", f
+def command_groups(command: str) -> tuple[str, ...]:
+    """The config groups whose keys a command's config may hold (every group: a `+group=` may add one)."""
+    return GROUPS
 
 
 @lru_cache(maxsize=None)
 def schema(command: str) -> dict[str, KeyType]:
-    """Dotted key → :class:`KeyType`, from the YAML defaults plus the tables above."""
-    from omegaconf import OmegaConf
-
+    """Dotted key → :class:`KeyType`: the command's own keys, then every group's (the union of its schemas)."""
     out: dict[str, KeyType] = {}
-    for prefix, f in schema_files(command):
-        for key, t in yaml_leaves(OmegaConf.load(f), prefix):
+    sources = [("", command_schema(command))]
+    sources += [(g + ".", s) for g in command_groups(command) for s in group_schemas(g).values()]
+    for prefix, source in sources:
+        for key, f in walk(source, prefix):
+            types, nullable = type_names(f)
             kt = out.setdefault(key, KeyType())
-            if t == "null":
-                kt.nullable = True
-            elif t in PY_TYPES:
-                kt.types.add(t)
-    for table in (NULL_DEFAULTS, EXTRA_TYPES):
-        for key, types in table.items():
-            if key in out:
-                out[key].types.update(types.split("|"))
-    for key, kt in out.items():
-        if key in NULLABLE or "dict" in kt.types:  # a mapping (lora, graph, deepspeed) may be switched off with null
-            kt.nullable = True
+            kt.types |= types
+            kt.nullable = kt.nullable or nullable
     return out
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from ctxbench.config.schemas import load_option
 from ctxbench.core import registry
 from ctxbench.core.paths import conf_dir
 from ctxbench.data.download import download
@@ -29,7 +30,7 @@ def dataset_config(name: str, path: str | None = None, extra: Any = None) -> Any
     if not yaml.exists():
         options = sorted(p.stem for p in CONF_DATASET.glob("*.yaml"))
         raise DataError(f"dataset {name!r}", f"no config conf/dataset/{name}.yaml.{registry.suggest(name, options)}")
-    cfg = OmegaConf.load(yaml)
+    cfg = load_option("dataset", name)  # the file keeps only what differs from its schema
     if extra:
         cfg = OmegaConf.merge(cfg, extra)
     if path:

@@ -54,7 +54,9 @@ def model_config(spec: Any) -> Any:
     name = str(spec)
     yaml = CONF_MODEL_DIR / f"{name}.yaml"
     if yaml.exists():
-        return OmegaConf.load(yaml)
+        from ctxbench.config.schemas import load_option
+
+        return load_option("model", name)  # the file keeps only what differs from its schema
     return OmegaConf.create({"name": "hf", "path": name})
 
 

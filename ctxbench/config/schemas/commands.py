@@ -1,0 +1,380 @@
+"""The primary configs: conf/<command>.yaml's own keys.
+
+Generated once from the YAML defaults; now the one source of each key (see ctxbench/config/setting.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ctxbench.config.setting import (  # noqa: F401 - the generator's full kit
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, nested, setting)
+
+
+@dataclass
+class TrainConfigTrainer:
+    """trainer"""
+
+    max_steps: int = setting(15, 'optimizer steps', COUNT)
+    batch_size: int = setting(2, 'examples per micro-batch', POSITIVE)
+    grad_accum: int = setting(1, 'micro-batches per optimizer step', POSITIVE)
+    lr: float = setting(0.003, 'peak learning rate', gt(0))
+    weight_decay: float = setting(0.0, 'AdamW weight decay', COUNT)
+    betas: list = setting([0.9, 0.999], "Adam's beta1, beta2", items=between(0, 1, high_open=True, note="Adam's beta1, beta2"), length=(2, 'two numbers'), nonempty="Adam's two betas, e.g. [0.9,0.999]")
+    scheduler: str = setting('cosine', 'cosine | linear | constant', choices=('cosine', 'linear', 'constant'))
+    warmup_ratio: float = setting(0.03, 'share of max_steps spent warming up', SHARE)
+    warmup_steps: int | None = setting(None, 'overrides warmup_ratio when set', ge(0, note='null = from warmup_ratio'))
+    max_grad_norm: float = setting(1.0, 'gradient clipping norm (0 = none)', ge(0, note='0 = no clipping'))
+    precision: str = setting('fp32', 'fp32 | bf16 | fp16', choices=('fp32', 'bf16', 'fp16'))
+    gradient_checkpointing: bool = setting(False, 'recompute activations in the backward pass')
+    log_every: int = setting(1, 'log every N steps', POSITIVE)
+    eval_every: int = setting(5, '0 = only at the end', ge(0, note='0 = only at the end'))
+    eval_fraction: float = setting(0.05, 'held-out share of training examples for the eval hook', between(0, 1, high_open=True))
+    max_eval_batches: int = setting(4, 'batches per held-out evaluation', POSITIVE)
+    save_every: int = setting(10, 'checkpoint every N steps (0 = only at the end)', ge(0, note='0 = only at the end'))
+    keep_checkpoints: int = setting(2, 'checkpoints kept (0 = all)', ge(0, note='0 = keep all'))
+    resume: str | None = setting(None, 'null | auto | path to a checkpoint folder', open='auto or a checkpoint path')
+    stop_after: int | None = setting(None, 'stop (as if interrupted) after this step; for resume tests', ge(0, note='0 or null = never'))
+    num_workers: int = setting(0, 'DataLoader workers', COUNT)
+    progress: bool = setting(True, 'tqdm progress bar')
+
+
+@dataclass
+class TrainConfig:
+    """python -m ctxbench train [method=...] [dataset=...] [model=...] [launcher=...] [logger=...]"""
+
+    seed: int = setting(0, 'random seed', SEED)
+    checkpoint: str | None = setting(None, 'a trained run folder (or its checkpoints/step_N) to start from')
+    force_resume: bool = setting(False, 'true = reuse a run folder made with another config (its .ctxbench/run.json records the new one)')
+    trainer: TrainConfigTrainer | None = nested(TrainConfigTrainer, "the training loop's settings")
+
+
+@dataclass
+class EvalConfigJudge:
+    """llm_judge's runs (the Mem0 paper's J: mean ± std over 10 judge runs; metrics/judge.py)"""
+
+    runs: int = setting(1, 'judge every answer this many times: J = mean over runs, llm_judge_std = std over runs', POSITIVE)
+    temperature: float = setting(0.0, "the judge's sampling temperature (Mem0's code: 0); a greedy local judge needs > 0 for runs to differ", between(0, 2, note="0 = greedy; the OpenAI API's range"))
+    seed: int = setting(0, 'with runs > 1, run i sends seed + i (its own call and cache key); runs=1 sends no seed', SEED)
+
+
+@dataclass
+class EvalConfig:
+    """python -m ctxbench eval memory=NAME|method=NAME dataset=NAME [llm=...] [limit=N] [hydra.run.dir=DIR] python -m ctxbench eval task=perplexity|reconstruction|choice method=NAME [checkpoint=DIR] dataset=NAME A rerun with the same hydra.run.dir resumes: answered questions are skipped. The folder is bound to its config (.ctxbench/run.json; force_resume=true to change it) and to one process at a time (ctxbench/runs/guard.py). Sweeps: python -m ctxbench eval -m memory=amem memory.k=10,20,30 dataset=locomo"""
+
+    checkpoint: str | None = setting(None, 'a trained run folder (outputs/train/<run>) loaded into method=')
+    seed: int = setting(0, 'random seed', SEED)
+    qa_prompt: str = setting('brief', "locomo | mem0 | mem0g | amem | brief   the answer prompt every system uses (ctxbench/qa/prompts/); brief: chosen on the dev split (ctxbench/qa/registry.py); paper experiments set their paper's", choices=('locomo', 'mem0', 'mem0g', 'amem', 'brief'))
+    limit: int | None = setting(None, 'answer at most N questions, in dataset order (null or 0 = all; < 0 is refused)', ge(0, note='0 or null = all'))
+    metrics: list = setting(['f1', 'f1_set', 'bleu1', 'rouge1', 'rouge2', 'rougeL'], "add llm_judge for the Mem0 paper's J", nonempty='name at least one metric (e.g. metrics=[f1,bleu1]); `python -m ctxbench ls` lists them')
+    judge_llm: dict | None = setting(None, 'an llm config for llm_judge (null = the llm above)')
+    judge: EvalConfigJudge | None = nested(EvalConfigJudge, "llm_judge's runs (the Mem0 paper's J: mean ± std over 10 judge runs; metrics/judge.py)")
+    progress: bool = setting(True, 'tqdm progress bars')
+    concurrency: int | str = setting('auto', 'auto | N: workers answering histories and questions at once (ctxbench/evaluation/pool.py); auto = llm.concurrency (openai) or llm.batch_size (hf, batched generation); 1 = one at a time; method= always 1', ge(1, note="or auto: the llm backend's concurrency / batch_size"), choices=('auto',))
+    log_samples: bool = setting(False, "true: samples.jsonl (each answer's messages, context, reply) + construction_calls.jsonl (ctxbench/evaluation/sample_log.py)")
+    max_failed_fraction: float = setting(0.1, 'exit non-zero when more than this share of LLM calls, structured outputs or answers failed', SHARE)
+    force_resume: bool = setting(False, 'true = reuse a run folder made with another config (its .ctxbench/run.json records the new one)')
+
+
+@dataclass
+class BenchConfigTrainStepDatasets:
+    """... except methods that need a different kind of example"""
+
+    icae_finetune: str = setting('pwc_sample', 'dataset for icae_finetune (it needs PwC examples)')
+
+
+@dataclass
+class BenchConfigTrainStep:
+    """train_step"""
+
+    model: str = setting('tiny', 'tiny | smollm2_135m | any conf/model name', open='any conf/model name')
+    methods: str | list = setting('auto', 'auto = every registered method that has a conf/method/<name>.yaml; or a list')
+    baseline: str = setting('lm', 'the method every ratio is taken against (measured in the same run)')
+    dataset: str = setting('text_sample', 'the same samples (tokens) for every method ...')
+    datasets: BenchConfigTrainStepDatasets | None = nested(BenchConfigTrainStepDatasets, '... except methods that need a different kind of example')
+    batch_size: int = setting(2, 'examples per step (the same first examples every step)', POSITIVE)
+    warmup_steps: int = setting(1, 'untimed steps first (allocates optimizer state, warms kernels)', COUNT)
+    steps: int = setting(5, 'timed steps; tokens/s is the median over them', POSITIVE)
+    rounds: int = setting(1, "run every method's subprocess this many times, interleaved (noise control)", POSITIVE)
+    overrides: list = setting([], "extra Hydra overrides for every method's train config")
+    timeout_s: int = setting(300, 'per method subprocess', gt(0))
+
+
+@dataclass
+class BenchConfigKvMemoryOverrides:
+    """per-method Hydra overrides (method.<key>=value)"""
+
+    icae_pretrain: list = setting(['method.max_segments=null'], "keep every segment's slots (no truncation to 8 segments)")
+
+
+@dataclass
+class BenchConfigKvMemory:
+    """kv_memory"""
+
+    model: str = setting('tiny', 'conf/model the methods are built on')
+    lengths: list = setting([1024, 2048, 4096, 8192], 'history tokens (up to 32768 where the machine allows)')
+    methods: list = setting(['full_cache', 'ccm_concat', 'ccm_merge', 'lococo', 'streamingllm', 'h2o', 'snapkv', 'pyramidkv', 'icae_pretrain'], 'methods measured')
+    overrides: BenchConfigKvMemoryOverrides | None = nested(BenchConfigKvMemoryOverrides, 'per-method Hydra overrides (method.<key>=value)')
+    max_new_tokens: int = setting(1, 'the answer call only reads the memory; its length does not matter here', POSITIVE)
+
+
+@dataclass
+class BenchConfigKvPress:
+    """the presses vs the plain model, ratios in one run (ctxbench/bench/kv_press.py)"""
+
+    checks: list = setting(['calibration', 'presses'], 'calibration and/or presses')
+    model: str = setting('smollm2_135m', 'the packaged SmolLM2 (real shapes: 30 layers, 3 KV heads)')
+    dataset: str = setting('shakespeare_sample', 'the text the tokens are taken from')
+    segment_len: int = setting(64, 'B', POSITIVE)
+    n_segments: int = setting(8, "calibration: B × n_segments tokens per step (512), the LoRA LM step's window too", POSITIVE)
+    mem_size: int = setting(128, 'M', POSITIVE)
+    ingest_tokens: int = setting(1024, "presses: tokens streamed through the cache (and the plain forward's input)", POSITIVE)
+    new_tokens: int = setting(16, 'presses: tokens decoded from the cache (and by plain generate)', POSITIVE)
+    methods: list = setting(['streamingllm', 'h2o', 'lococo', 'snapkv', 'pyramidkv'], 'presses compared with the plain model')
+    repeats: int = setting(3, 'timed repeats per side; medians', POSITIVE)
+    rounds: int = setting(2, 'calibration: the three sides interleaved this many times', POSITIVE)
+
+
+@dataclass
+class BenchConfigMemorySystems:
+    """memory_systems"""
+
+    systems: list = setting(['rag', 'memorybank', 'mem0', 'mem0g', 'amem', 'full_context', 'no_context'], 'memory systems measured')
+    llm: str = setting('scripted', "scripted: a deterministic zero-cost chat model (measures the system's own overhead: embedding, stores, prompts); hf: the real packaged model (conf/llm/hf.yaml)", choices=('scripted', 'hf'))
+    llm_overrides: list = setting([], 'e.g. [llm.context_window=1024] with llm=hf')
+    embedder: str = setting('minilm', 'the real MiniLM encoder')
+    dataset: str = setting('locomo_sample', 'conversations ingested, questions answered')
+    max_sessions: int | None = setting(None, 'ingest at most this many sessions per conversation (null = all)', ge(1, note='null = all'))
+    questions: int | None = setting(None, 'questions per conversation (null = all)', ge(1, note='null = all'))
+    count_tokens_with: str = setting('smollm2_135m', "the scripted model counts tokens with this model's tokenizer")
+
+
+@dataclass
+class BenchConfigRetrieval:
+    """retrieval"""
+
+    sizes: list = setting([1000, 10000, 100000], 'memories in the index (1e6 needs ~1.5 GB and many minutes to build HNSW)')
+    dim: int = setting(384, "MiniLM's dimension", POSITIVE)
+    data: str = setting('clustered', 'clustered: unit vectors around random centres (like topic clusters) | uniform (worst case)', choices=('clustered', 'uniform'))
+    cluster_size: int = setting(100, 'memories per cluster centre (clustered)', POSITIVE)
+    spread: float = setting(1.0, 'noise around a centre (clustered): cosine to the centre ≈ 0.7', COUNT)
+    k: int = setting(10, 'neighbours returned per query', POSITIVE)
+    queries: int = setting(200, 'searched one at a time; p50/p99 over them', POSITIVE)
+    indexes: list = setting(['flat', 'hnsw', 'ivf'], 'indexes compared')
+    hnsw_m: int = setting(16, 'HNSW graph degree (build time grows with it)', POSITIVE)
+    ef_construction: int = setting(40, 'HNSW build beam', POSITIVE)
+    ef_search: int = setting(64, 'HNSW search beam', POSITIVE)
+    ivf_nlist: int | None = setting(None, 'null = sqrt(n) lists (capped so each list gets >= 39 training points)', ge(1, note='null = sqrt(n)'))
+    ivf_nprobe: int = setting(8, 'IVF lists searched per query', POSITIVE)
+    faiss_threads: int | None = setting(None, 'null = faiss default (OMP_NUM_THREADS)', ge(1, note="null = faiss's default"))
+
+
+@dataclass
+class BenchConfigEvalThroughputConcurrency:
+    """1 vs `slots` workers against the loopback OpenAI-compatible server"""
+
+    dataset: str = setting('locomo_sample', 'dataset answered')
+    memory: str = setting('full_context', 'memory system evaluated')
+    questions: int | None = setting(None, 'null = every question of the dataset (16)', POSITIVE)
+    delay_s: float = setting(0.2, "the server's fixed latency per call", COUNT)
+    slots: int = setting(4, "the server's parallel slots = the workers (goal: >= 0.8 x slots speed-up)", POSITIVE)
+
+
+@dataclass
+class BenchConfigEvalThroughputHfBatch:
+    """one by one vs batch_size workers batched on the packaged SmolLM2 (goal: >= 2x)"""
+
+    dataset: str = setting('locomo_sample', 'dataset answered')
+    memory: str = setting('no_context', 'memory system evaluated')
+    questions: int = setting(16, 'questions answered', POSITIVE)
+    batch_size: int = setting(16, 'llm.batch_size (the default): 16 workers, their calls generated as batches of up to 16', POSITIVE)
+    llm_model: str = setting('smollm2_135m', 'llm.model answering')
+    context_window: int = setting(1024, 'llm.context_window for the check', POSITIVE)
+
+
+@dataclass
+class BenchConfigEvalThroughputPrefixReuse:
+    """full_context latency with vs without llm.prefix_cache on one conversation (goal: <= 0.2x)"""
+
+    questions: int = setting(6, 'questions answered on the conversation', POSITIVE)
+    context_window: int = setting(2048, 'llm.context_window for the check', POSITIVE)
+    max_new_tokens: int = setting(8, 'answer length', POSITIVE)
+
+
+@dataclass
+class BenchConfigEvalThroughputCallCache:
+    """the same calls cold and from the call cache"""
+
+    dataset: str = setting('locomo_sample', 'dataset the calls come from')
+    memory: str = setting('full_context', 'memory system evaluated')
+    questions: int = setting(4, 'questions answered', POSITIVE)
+    llm_model: str = setting('smollm2_135m', 'llm.model answering')
+    context_window: int = setting(1024, 'llm.context_window for the check', POSITIVE)
+    max_new_tokens: int = setting(8, 'answer length', POSITIVE)
+
+
+@dataclass
+class BenchConfigEvalThroughput:
+    """ratios of the evaluator's own loop, measured in one run (ctxbench/bench/eval_throughput.py)"""
+
+    checks: list = setting(['concurrency', 'hf_batch', 'prefix_reuse', 'call_cache'], 'which evaluator-throughput checks to run', choices=('concurrency', 'hf_batch', 'prefix_reuse', 'call_cache'))
+    concurrency: BenchConfigEvalThroughputConcurrency | None = nested(BenchConfigEvalThroughputConcurrency, '1 vs `slots` workers against the loopback OpenAI-compatible server')
+    hf_batch: BenchConfigEvalThroughputHfBatch | None = nested(BenchConfigEvalThroughputHfBatch, 'one by one vs batch_size workers batched on the packaged SmolLM2 (goal: >= 2x)')
+    prefix_reuse: BenchConfigEvalThroughputPrefixReuse | None = nested(BenchConfigEvalThroughputPrefixReuse, 'full_context latency with vs without llm.prefix_cache on one conversation (goal: <= 0.2x)')
+    call_cache: BenchConfigEvalThroughputCallCache | None = nested(BenchConfigEvalThroughputCallCache, 'the same calls cold and from the call cache')
+
+
+@dataclass
+class BenchConfigStructured:
+    """constrained (xgrammar) vs free generation, the same number of new tokens"""
+
+    model: str = setting('smollm2_135m', 'conf/model generating')
+    dataset: str = setting('locomo_sample', "Mem0 extraction prompts over its first conversation's first message pairs")
+    prompts: int = setting(4, 'extraction prompts timed', POSITIVE)
+    max_facts: int = setting(4, "facts per extraction (the schema's maxItems)", POSITIVE)
+    max_new_tokens: int = setting(192, 'new tokens per call on both sides', POSITIVE)
+    context_window: int = setting(2048, 'llm.context_window for the check', POSITIVE)
+    rounds: int = setting(3, 'constrained and free alternate; medians over rounds', POSITIVE)
+
+
+@dataclass
+class BenchConfigGpuMethodsLm:
+    """LoRA r16 on every linear, 2048 tokens"""
+
+    method: str = setting('lm', 'conf/method option built for the row')
+    overrides: list = setting(['method.seq_len=2048'], "Hydra overrides that size the row's example")
+
+
+@dataclass
+class BenchConfigGpuMethodsIcae:
+    """512-token context → 128 slots, LoRA r128"""
+
+    method: str = setting('icae_paper_pretrain', 'conf/method option built for the row')
+    overrides: list = setting([], "Hydra overrides that size the row's example")
+
+
+@dataclass
+class BenchConfigGpuMethodsCcm:
+    """4 steps × 512 tokens, 8 <COMP> each"""
+
+    method: str = setting('ccm_concat_paper', 'conf/method option built for the row')
+    overrides: list = setting(['method.train_steps=4'], "Hydra overrides that size the row's example")
+
+
+@dataclass
+class BenchConfigGpuMethodsLococo:
+    """4 segments × 512, M=512 cache"""
+
+    method: str = setting('lococo_paper', 'conf/method option built for the row')
+    overrides: list = setting(['method.n_segments=4'], "Hydra overrides that size the row's example")
+
+
+@dataclass
+class BenchConfigGpuMethods:
+    """row name → the conf/method it builds and the overrides that size its example"""
+
+    lm: BenchConfigGpuMethodsLm | None = nested(BenchConfigGpuMethodsLm, 'LoRA r16 on every linear, 2048 tokens')
+    icae: BenchConfigGpuMethodsIcae | None = nested(BenchConfigGpuMethodsIcae, '512-token context → 128 slots, LoRA r128')
+    ccm: BenchConfigGpuMethodsCcm | None = nested(BenchConfigGpuMethodsCcm, '4 steps × 512 tokens, 8 <COMP> each')
+    lococo: BenchConfigGpuMethodsLococo | None = nested(BenchConfigGpuMethodsLococo, '4 segments × 512, M=512 cache')
+
+
+@dataclass
+class BenchConfigGpu:
+    """bf16 training steps on the 7B shapes at random init (one H200: under 8 minutes)"""
+
+    size: str = setting('7b', '7b: Llama-2-7B / Mistral-7B shapes, needs CUDA | tiny: small models of both families (CPU)', choices=('7b', 'tiny'))
+    device: str = setting('auto', 'auto = cuda when there is one; or cuda:1, cpu (tiny only)')
+    models: list = setting(['llama2_7b', 'mistral_7b'], 'conf/model names with published shapes in ctxbench/bench/gpu.py SHAPES')
+    attention: list = setting(['sdpa', 'flash_attention_2'], 'flash_attention_2 rows are skipped where flash_attn does not import')
+    methods: BenchConfigGpuMethods | None = nested(BenchConfigGpuMethods, 'row name → the conf/method it builds and the overrides that size its example')
+    dataset: str = setting('text_sample', 'the texts the examples are cut from (byte-level tokens: 1 per byte)')
+    batch_size: int = setting(1, 'examples per step (the same first examples every step)', POSITIVE)
+    warmup_steps: int = setting(2, 'untimed steps (kernels, allocator, optimizer state)', COUNT)
+    steps: int = setting(3, 'timed steps; step time is their median', POSITIVE)
+    gradient_checkpointing: str = setting('auto', "auto = the model config's (on for the 7B configs, off for tiny)", choices=('auto', True, False))
+    peak_flops: float = setting(989000000000000.0, 'bf16 dense peak of the GPU for MFU: H200 SXM 989 TFLOPS (NVIDIA datasheet)', gt(0))
+    budget_s: int = setting(420, 'no new cell starts past this many seconds (the whole check stays under 8 minutes)', gt(0))
+    seed: int = setting(0, 'random init of the models', SEED)
+
+
+@dataclass
+class BenchConfig:
+    """python -m ctxbench bench [suite=all|train_step|kv_memory|kv_press|memory_systems|retrieval|eval_throughput|structured] [<suite>.<knob>=...] python -m ctxbench bench suite=gpu     # the GPU check (not in `all`): scripts/gpu_check.sh; gpu.size=tiny on CPU Writes bench.json (machine, command, config, per-suite results) and bench.md (one table per suite) into the run folder. Defaults are sized so `suite=all` takes about 10 minutes on 2 shared CPU cores."""
+
+    suite: str = setting('all', 'which benchmark suite to run (all = every suite but gpu)', choices=('all', 'train_step', 'kv_memory', 'kv_press', 'memory_systems', 'retrieval', 'eval_throughput', 'structured', 'gpu'))
+    seed: int = setting(0, 'random seed', SEED)
+    train_step: BenchConfigTrainStep | None = nested(BenchConfigTrainStep, 'training step throughput per method against the plain LM')
+    kv_memory: BenchConfigKvMemory | None = nested(BenchConfigKvMemory, 'KV-cache memory per method against history length')
+    kv_press: BenchConfigKvPress | None = nested(BenchConfigKvPress, 'the presses vs the plain model, ratios in one run (ctxbench/bench/kv_press.py)')
+    memory_systems: BenchConfigMemorySystems | None = nested(BenchConfigMemorySystems, "every memory system's ingest and answer time on one dataset")
+    retrieval: BenchConfigRetrieval | None = nested(BenchConfigRetrieval, 'vector index build and search time against index size')
+    eval_throughput: BenchConfigEvalThroughput | None = nested(BenchConfigEvalThroughput, "ratios of the evaluator's own loop, measured in one run (ctxbench/bench/eval_throughput.py)")
+    structured: BenchConfigStructured | None = nested(BenchConfigStructured, 'constrained (xgrammar) vs free generation, the same number of new tokens')
+    gpu: BenchConfigGpu | None = nested(BenchConfigGpu, 'bf16 training steps on the 7B shapes at random init (one H200: under 8 minutes)')
+
+
+@dataclass
+class ScoreConfig:
+    """python -m ctxbench score predictions=FILE.jsonl [metrics=[f1,bleu1]] [hydra.run.dir=DIR] Each line: {"id", "prediction", "answer", "category"} (+ optional "category_name", "adversarial_answer", "question"). Category ids 1-5 are LoCoMo's (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial); other categories are reported under their own name."""
+
+    predictions: str | None = setting(None, 'required: the JSONL file to score')
+    metrics: list = setting(['f1', 'f1_set', 'bleu1', 'rouge1', 'rouge2', 'rougeL'], 'add llm_judge for J (the llm above judges)', nonempty='name at least one metric (e.g. metrics=[f1,bleu1]); `python -m ctxbench ls` lists them')
+    judge_llm: dict | None = setting(None, 'an llm config for llm_judge (null = the llm above)')
+    judge: EvalConfigJudge | None = nested(EvalConfigJudge, "llm_judge's runs (the Mem0 paper's J: mean ± std over 10 judge runs; metrics/judge.py)")
+    seed: int = setting(0, 'random seed', SEED)
+    progress: bool = setting(True, 'tqdm progress bars')
+
+
+@dataclass
+class ReportConfig:
+    """python -m ctxbench report sweep=DIR                  (a Hydra multirun folder → DIR/sweep.md, DIR/sweep.png) python -m ctxbench report table=NAME [runs=DIR]      (ours beside a paper's numbers; NAME = ctxbench/report/papers/NAME.yaml)"""
+
+    sweep_dir: str | None = setting(None, '`report sweep=DIR` arrives here (conf/sweep/ is a config group): a multirun folder')
+    metric: str | None = setting(None, 'sweep: the metric to plot (null = f1 for eval sweeps, eval_loss for train sweeps)')
+    plot: bool = setting(True, 'sweep: also write sweep.png')
+    table: str | None = setting(None, 'a paper table: amem_locomo_table1, mem0_locomo_table1, icae_..., ccm_..., lococo_...')
+    runs: str | list | None = setting(None, 'table: run folders (or parents) to search, DIR or [DIR1,DIR2]; null = outputs/ and multirun/')
+    out: str | None = setting(None, 'table: markdown output path (null = outputs/report/<table>.md, with a .json beside it)')
+
+
+@dataclass
+class DataConfig:
+    """python -m ctxbench data {stats,download,list} NAME [key=value ...] python -m ctxbench data stats locomo path=../shared/data/locomo10.json python -m ctxbench data stats locomo_sample +dataset.conversations=[demo-1] python -m ctxbench data download locomo [dest=DIR_OR_FILE] [url=MIRROR] (`data ACTION NAME` is the same as `data action=ACTION name=NAME`.)"""
+
+    action: str = setting('stats', 'stats | download | list', choices=('stats', 'download', 'list'))
+    name: str | None = setting(None, 'stats: a config in conf/dataset/ (locomo, locomo_sample, pwc_sample, ...); download: locomo | pwc | pile | dialsim')
+    path: str | None = setting(None, "stats: read this file instead of the config's dataset.path")
+    dataset: dict | None = setting({}, 'stats: extra dataset keys, added with +dataset.KEY=VALUE (e.g. +dataset.limit=5)')
+    format: str = setting('md', 'stats: md | json', choices=('md', 'json'))
+    out: str | None = setting(None, 'stats: also write the stats as JSON to this file')
+    dest: str | None = setting(None, 'download: target file or folder (default data/downloads/)')
+    url: str | None = setting(None, 'download: another URL (mirror) or hub id; required for dialsim (Google Drive has no direct link)')
+    force: bool = setting(False, 'download: refetch even when the file is present')
+    limit: int | None = setting(None, 'download: at most this many rows from a hub dataset (useful for the Pile)', ge(0, note='0 or null = all'))
+
+
+@dataclass
+class ExportConfig:
+    """python -m ctxbench export checkpoint=RUN_DIR [out=DIR] A trained run (or its checkpoints/step_N) as a peft adapter folder + extras.safetensors + README.md."""
+
+    checkpoint: str | None = setting(None, 'required: a train run folder or a checkpoints/step_N folder')
+    out: str | None = setting(None, 'default: <run>/export/step_N')
+
+
+@dataclass
+class LsConfig:
+    """python -m ctxbench ls [kind=method]"""
+
+    kind: str | None = setting(None, 'list only this kind (method, memory, dataset, ...); null = everything')
+
+
+SCHEMAS = {
+    'train': TrainConfig,
+    'eval': EvalConfig,
+    'bench': BenchConfig,
+    'score': ScoreConfig,
+    'report': ReportConfig,
+    'data': DataConfig,
+    'export': ExportConfig,
+    'ls': LsConfig,
+}

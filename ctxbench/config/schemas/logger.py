@@ -1,0 +1,40 @@
+"""The logger group: one schema per family of conf/logger/ options.
+
+Generated once from the YAML defaults; now the one source of each key (see ctxbench/config/setting.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ctxbench.config.setting import (  # noqa: F401 - the generator's full kit
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, nested, setting)
+
+
+@dataclass
+class NoneLogger:
+    """NoneLogger"""
+
+    name: str = setting('none', 'the registered name this config builds (ctxbench ls lists them)')
+
+
+@dataclass
+class WandbLogger:
+    """Mirrors metrics.jsonl to Weights & Biases. mode: online | offline | disabled (env WANDB_MODE wins)"""
+
+    name: str = setting('wandb', 'the registered name this config builds (ctxbench ls lists them)')
+    project: str = setting('ctxbench', 'wandb project')
+    entity: str | None = setting(None, "wandb entity (null = the user's default)")
+    mode: str = setting('offline', 'wandb mode', choices=('online', 'offline', 'disabled'))
+    tags: list = setting([], 'wandb run tags')
+
+
+# schema node (conf/logger/<option>.yaml lists /schema/logger/<node>) -> schema
+SCHEMAS = {
+    'none': NoneLogger,
+    'wandb': WandbLogger,
+}
+# the `name` an option composes to -> its schema (where a key's bounds are looked up)
+BY_NAME = {
+    'none': (NoneLogger,),
+    'wandb': (WandbLogger,),
+}
