@@ -11,7 +11,7 @@ export HF_DATASETS_OFFLINE ?= 1
 export WANDB_MODE ?= disabled
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup test test-slow test-distributed demo bench lint clean
+.PHONY: setup test test-slow test-distributed demo bench lint docs-config clean
 
 setup:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ test-distributed:
 # the main job on the embedded defaults: LoRA training of the packaged SmolLM2 on the shipped sample (CPU)
 demo:
 	$(BIN)/python -m ctxbench train
+
+# docs/config.md from the typed schema (tests/test_config_docs.py fails when it is stale)
+docs-config:
+	$(BIN)/python -m ctxbench.config.docs
 
 bench:
 	$(BIN)/python -m ctxbench bench
