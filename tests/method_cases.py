@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
+from ctxbench.config.schemas import load_conf_file
 
 CONF = Path(__file__).resolve().parents[1] / "ctxbench" / "conf" / "method"
 TEXT = "the quick brown fox jumps over the lazy dog while the cat sleeps in the warm sun. " * 3
@@ -21,7 +22,7 @@ CASES = ["lm", "lm_full", "icae_pretrain", "icae_finetune", "ccm_concat", "ccm_m
 
 
 def method_cfg(conf: str, **over):
-    return OmegaConf.merge(OmegaConf.load(CONF / f"{conf}.yaml"), over)
+    return OmegaConf.merge(load_conf_file(CONF / f"{conf}.yaml"), over)
 
 
 def tiny(dtype: torch.dtype, **over):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from ctxbench.config.schemas import load_conf_file
 from ctxbench.bench import selected
 from ctxbench.bench.common import PeakMemory, percentile
 from ctxbench.bench.report import markdown
@@ -114,7 +115,7 @@ def test_scripted_model_satisfies_memory_systems(shared_data, tmp_path):
                                                          "conversations": ["conv-26"], "limit": 2}))
     root = Path(__file__).resolve().parents[1] / "conf" / "memory"
     for name in ("mem0", "mem0g", "amem", "memorybank"):
-        cfg = OmegaConf.load(root / f"{name}.yaml")
+        cfg = load_conf_file(root / f"{name}.yaml")
         cfg.max_sessions, cfg.progress = 1, False
         llm = ScriptedChatModel()
         system = registry.build("memory", cfg, llm=llm, embedder=BowEmbedder(), workdir=tmp_path / name)

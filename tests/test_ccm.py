@@ -10,13 +10,14 @@ from ctxbench.methods.ccm import CCM, Memory
 from ctxbench.methods.ccm_lora import CompGate, GatedLoRALinear
 from ctxbench.methods.ccm_mask import allowed_real, build_layout, collate_layouts
 from ctxbench.models.loading import load_model
+from ctxbench.config.schemas import load_conf_file
 
 
 
 def make(mode: str, n_tok: int = 3, attn: str = "eager", lora_std: float = 0.3, **over) -> CCM:
     torch.manual_seed(0)  # LoRA A init draws from the global generator
     bundle = load_model(OmegaConf.create({"name": "tiny", "attn_implementation": attn, "dtype": "float32"}))
-    cfg = OmegaConf.load(f"conf/method/ccm_{mode}.yaml")
+    cfg = load_conf_file(f"conf/method/ccm_{mode}.yaml")
     cfg.n_tok = n_tok
     for k, v in over.items():
         cfg[k] = v
@@ -207,8 +208,8 @@ def test_gradient_checkpointing_gives_the_same_gradients(mode):
 @pytest.mark.parametrize("mode", ["concat", "merge"])
 def test_parallel_equals_recurrent_on_packaged_smollm2(mode):
     """The same equivalence on the real model (30 layers, GQA 9/3 heads, SDPA)."""
-    bundle = load_model(OmegaConf.load("conf/model/smollm2_135m.yaml"))
-    cfg = OmegaConf.load(f"conf/method/ccm_{mode}.yaml")
+    bundle = load_model(load_conf_file("conf/model/smollm2_135m.yaml"))
+    cfg = load_conf_file(f"conf/method/ccm_{mode}.yaml")
     cfg.n_tok = 4
     torch.manual_seed(0)
     m = CCM(cfg, bundle)

@@ -15,13 +15,14 @@ from ctxbench.methods.ccm_eval import compare, eval_windows, markdown
 from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
 from ctxbench.core.types import History, Question, Sample, Session, Turn
+from ctxbench.config.schemas import load_conf_file
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def make(which: str, **over) -> CCM:
     bundle = load_model(OmegaConf.create({"name": "tiny", "attn_implementation": "eager"}))
-    cfg = OmegaConf.load(f"conf/method/ccm_{which}.yaml")
+    cfg = load_conf_file(f"conf/method/ccm_{which}.yaml")
     for k, v in over.items():
         OmegaConf.update(cfg, k, v)
     return build("method", cfg, bundle=bundle)
@@ -132,9 +133,9 @@ def test_hub_loaders_fail_clearly_offline(monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     for name in ("ccm_dailydialog", "ccm_metaicl"):
         with pytest.raises(DataError, match="needs the Hugging Face hub"):
-            build("dataset", OmegaConf.load(f"conf/dataset/{name}.yaml"))
+            build("dataset", load_conf_file(f"conf/dataset/{name}.yaml"))
     with pytest.raises(DataError, match=r"dataset.path.*ciir.cs.umass.edu/downloads/LaMP/LaMP_2/dev/dev_questions"):
-        build("dataset", OmegaConf.load("conf/dataset/ccm_lamp.yaml"))
+        build("dataset", load_conf_file("conf/dataset/ccm_lamp.yaml"))
 
 
 def test_metaicl_files_in_their_own_format(tmp_path):
@@ -145,7 +146,7 @@ def test_metaicl_files_in_their_own_format(tmp_path):
     tests = [{"task": "superglue-cb", "input": "premise x", "output": "false", "options": ["true", "false"]}]
     (task / "superglue-cb_16_100_train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in demos))
     (task / "superglue-cb_16_100_test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in tests))
-    cfg = OmegaConf.load("conf/dataset/ccm_metaicl.yaml")
+    cfg = load_conf_file("conf/dataset/ccm_metaicl.yaml")
     cfg.path = str(tmp_path)
     [s] = build("dataset", cfg)
     assert len(s.history.sessions) == 16 and s.history.sessions[0].turns[0].text == "premise 0\nOutput: true"
@@ -160,7 +161,7 @@ def test_lamp_files_in_the_benchmarks_own_format(tmp_path):
         {"id": "1100", "tag": "comedy", "description": "a funny film"}, {"id": "1101", "tag": "sci-fi", "description": "space"}]}]
     (tmp_path / "dev_questions.json").write_text(json.dumps(qs))
     (tmp_path / "dev_outputs.json").write_text(json.dumps({"task": "LaMP_2", "golds": [{"id": "110", "output": "comedy"}]}))
-    cfg = OmegaConf.load("conf/dataset/ccm_lamp.yaml")
+    cfg = load_conf_file("conf/dataset/ccm_lamp.yaml")
     cfg.path = str(tmp_path)
     [s] = build("dataset", cfg)
     assert [t.text for sess in s.history.sessions for t in sess.turns] == ["tag: comedy description: a funny film",

@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 from ctxbench.training import checkpoint as ck
 from ctxbench.training import sharded_state as sharded
+from ctxbench.config.schemas import load_conf_file
 
 SHARD = "accelerate/pytorch_model/zero_pp_rank_{}_mp_rank_00_optim_states.pt"
 
@@ -130,7 +131,7 @@ def test_fsdp_plugin_from_the_launcher_config():
     from ctxbench.core.paths import conf_dir
     from ctxbench.training.loop import fsdp_plugin
 
-    conf = OmegaConf.load(conf_dir() / "launcher" / "fsdp.yaml").fsdp
+    conf = load_conf_file(conf_dir() / "launcher" / "fsdp.yaml").fsdp
     p2 = fsdp_plugin(conf)
     assert p2.fsdp_version == 2 and p2.reshard_after_forward is True
     assert str(p2.state_dict_type).endswith("SHARDED_STATE_DICT")

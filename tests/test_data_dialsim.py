@@ -15,6 +15,7 @@ from ctxbench.core import registry
 from ctxbench.data.dialsim import UNKNOWN_ANSWER, load_dialsim_file, script_turns
 from ctxbench.data.errors import DataError
 from ctxbench.data.safe_pickle import safe_load, safe_loads
+from ctxbench.config.schemas import load_conf_file
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "data" / "samples" / "dialsim_sample.pickle"
@@ -22,7 +23,7 @@ FIXTURE = REPO / "data" / "samples" / "dialsim_sample.pickle"
 
 def load(**kw):
     """The fixture as one history per show (``question_time: none``) unless ``kw`` says otherwise."""
-    base = OmegaConf.load(REPO / "conf/dataset/dialsim_sample.yaml")
+    base = load_conf_file(REPO / "conf/dataset/dialsim_sample.yaml")
     return registry.build("dataset", OmegaConf.merge(base, {"question_time": "none"}, kw))
 
 

@@ -15,6 +15,7 @@ from ctxbench.data.errors import DataError
 from ctxbench.evaluation.evaluator import run_system
 
 from scripted_llm import ScriptedLLM
+from ctxbench.config.schemas import load_conf_file
 
 REPO = Path(__file__).resolve().parents[1]
 IDK = UNKNOWN_ANSWER
@@ -38,7 +39,7 @@ SHOW = {
 
 
 def load(path, **kw):
-    base = OmegaConf.load(REPO / "conf/dataset/dialsim_sample.yaml")
+    base = load_conf_file(REPO / "conf/dataset/dialsim_sample.yaml")
     return registry.build("dataset", OmegaConf.merge(base, {"path": str(path)}, kw))
 
 
@@ -50,17 +51,17 @@ def show(tmp_path):
 
 
 def test_fixture_one_history_per_question_session():
-    s = registry.build("dataset", OmegaConf.load(REPO / "conf/dataset/dialsim_sample.yaml"))
+    s = registry.build("dataset", load_conf_file(REPO / "conf/dataset/dialsim_sample.yaml"))
     assert [x.history.id for x in s] == ["dialsim_sample@S01E01/1", "dialsim_sample@S01E01/2", "dialsim_sample@S01E02/1"]
     assert [[y.id for y in x.history.sessions] for x in s] == [
         ["S01E01/1"], ["S01E01/1", "S01E01/2"], ["S01E01/1", "S01E01/2", "S01E02/1"]]
     for x in s:  # every question is in the history that ends at its own session
         assert x.questions and {q.meta["session"] for q in x.questions} == {x.history.sessions[-1].id}
     whole = registry.build("dataset", OmegaConf.merge(
-        OmegaConf.load(REPO / "conf/dataset/dialsim_sample.yaml"), {"question_time": "none"}))
+        load_conf_file(REPO / "conf/dataset/dialsim_sample.yaml"), {"question_time": "none"}))
     assert [q.id for x in s for q in x.questions] == [q.id for q in whole[0].questions]  # same order, none lost
     per_ep = registry.build("dataset", OmegaConf.merge(
-        OmegaConf.load(REPO / "conf/dataset/dialsim_sample.yaml"), {"per_episode": True}))
+        load_conf_file(REPO / "conf/dataset/dialsim_sample.yaml"), {"per_episode": True}))
     assert [x.history.id for x in per_ep] == ["dialsim_sample-S01E01@S01E01/1", "dialsim_sample-S01E01@S01E01/2",
                                               "dialsim_sample-S01E02@S01E02/1"]
     assert [y.id for y in per_ep[2].history.sessions] == ["S01E02/1"]  # an episode's prefix stays in it
@@ -82,7 +83,7 @@ def test_through_the_evaluator_a_question_sees_only_its_past(show, tmp_path):
     no session-2 line; with question_time=none (the old behaviour) it had."""
     def prompts(samples, out):
         llm = ScriptedLLM("(E)", context_window=4096)
-        system = registry.build("memory", OmegaConf.load(REPO / "conf/memory/full_context.yaml"), llm=llm,
+        system = registry.build("memory", load_conf_file(REPO / "conf/memory/full_context.yaml"), llm=llm,
                                 embedder=None, workdir=out)
         recs = run_system(system, samples, out, llm=llm, progress=False)
         return recs, {r["id"]: c["messages"][-1]["content"] for r, c in zip(recs, llm.calls)}

@@ -11,6 +11,7 @@ from ctxbench.core import registry
 from ctxbench.data.categories import ADVERSARIAL_GOLD, parse_categories
 from ctxbench.data.errors import DataError
 from ctxbench.data.locomo import load_locomo_file, parse_evidence_id, select, stats
+from ctxbench.config.schemas import load_conf_file
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -109,7 +110,7 @@ def test_subsetting_errors(locomo):
 
 
 def test_shipped_sample():
-    s = registry.build("dataset", OmegaConf.load(REPO / "conf/dataset/locomo_sample.yaml"))
+    s = registry.build("dataset", load_conf_file(REPO / "conf/dataset/locomo_sample.yaml"))
     st = stats(s)
     assert st["samples"] == 2 and {v["id"] for v in st["by_category"].values()} == {1, 2, 3, 4, 5}
     assert st["quirks"]["adversarial_answer_only"] == 3 and st["quirks"]["non_string_answers"] == 1

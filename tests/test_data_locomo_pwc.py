@@ -8,12 +8,13 @@ from omegaconf import OmegaConf
 
 from ctxbench.core import registry
 from ctxbench.data.errors import DataError
+from ctxbench.config.schemas import load_conf_file
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def load(shared_data, **kw):
-    base = OmegaConf.load(REPO / "conf/dataset/locomo_pwc.yaml")
+    base = load_conf_file(REPO / "conf/dataset/locomo_pwc.yaml")
     return registry.build("dataset", OmegaConf.merge(base, {"path": str(shared_data / "locomo10.json"), **kw}))
 
 
@@ -74,7 +75,7 @@ def test_errors(shared_data):
 
 
 def test_shipped_sample_offline():
-    cfg = OmegaConf.load(REPO / "conf/dataset/locomo_pwc_sample.yaml")
+    cfg = load_conf_file(REPO / "conf/dataset/locomo_pwc_sample.yaml")
     train = registry.build("dataset", cfg)
     test = registry.build("dataset", OmegaConf.merge(cfg, {"split": "test"}))
     assert convs(train) == {"demo-1"} and convs(test) == {"demo-2"}

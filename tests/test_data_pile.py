@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 
 from ctxbench.core import registry
 from ctxbench.data.errors import DataError
+from ctxbench.config.schemas import load_conf_file
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -81,7 +82,7 @@ def test_bad_rows(tmp_path):
 
 
 def test_shipped_sample_and_hub_offline(monkeypatch):
-    s = registry.build("dataset", OmegaConf.load(REPO / "conf/dataset/pile_sample.yaml"))
+    s = registry.build("dataset", load_conf_file(REPO / "conf/dataset/pile_sample.yaml"))
     assert len(s) == 4 and s.quirks["missing_meta"] == 0
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(DataError, match="monology/pile-uncopyrighted: is a hub dataset but the hub is offline"):

@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 
 from ctxbench.core import registry
 from ctxbench.data.errors import DataError
+from ctxbench.config.schemas import load_conf_file
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,7 +39,7 @@ def test_group_by_input_and_limit(shared_data):
 
 
 def test_shipped_sample():
-    s = registry.build("dataset", OmegaConf.load(REPO / "conf/dataset/pwc_sample.yaml"))
+    s = registry.build("dataset", load_conf_file(REPO / "conf/dataset/pwc_sample.yaml"))
     assert len(s) == 6 and len({x.history.text for x in s}) == 2
     assert s[0].questions[0].answer == "Harriet Vance, a textile owner."
 

@@ -16,6 +16,7 @@ from ctxbench.bench.scripted_llm import ScriptedChatModel
 from ctxbench.data.errors import DataError
 from ctxbench.data.locomo import load_locomo_file, select
 from tests.conftest import run_cli
+from ctxbench.config.schemas import load_conf_file
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {"CTXBENCH_CACHE": os.environ.get("CTXBENCH_CACHE", "/tmp/cbcache"), "OMP_NUM_THREADS": "1"}
@@ -114,7 +115,7 @@ class Recording(ScriptedChatModel):
 
 
 def full_context_prompt(sample) -> tuple[str, dict]:
-    cfg = OmegaConf.load(REPO / "ctxbench" / "conf" / "memory" / "full_context.yaml")
+    cfg = load_conf_file(REPO / "ctxbench" / "conf" / "memory" / "full_context.yaml")
     llm = Recording()
     system = registry.build("memory", cfg, llm=llm)
     system.ingest(sample.history)
@@ -186,7 +187,7 @@ def test_eval_cli_asks_only_the_kept_questions(tmp_path):
 # ---- DialSim ----------------------------------------------------------------------------------------
 
 def dialsim(**kw):
-    base = OmegaConf.load(REPO / "ctxbench" / "conf" / "dataset" / "dialsim_sample.yaml")
+    base = load_conf_file(REPO / "ctxbench" / "conf" / "dataset" / "dialsim_sample.yaml")
     return registry.build("dataset", OmegaConf.merge(base, {"question_time": "none"}, kw))  # one history per show
 
 

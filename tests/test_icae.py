@@ -13,6 +13,7 @@ from ctxbench.methods.icae import qa_text
 from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
 from ctxbench.core.types import History, Question, Sample, Session, Turn
+from ctxbench.config.schemas import load_conf_file
 
 TEXTS = ["The quick brown fox jumps over.", "A lazy dog sleeps in the sun!!"]
 
@@ -21,7 +22,7 @@ def method_cfg(**over):
     from pathlib import Path
 
     conf = Path(__file__).resolve().parents[1] / "conf" / "method" / "icae_pretrain.yaml"
-    return OmegaConf.merge(OmegaConf.load(conf), over)
+    return OmegaConf.merge(load_conf_file(conf), over)
 
 
 def make(mode: str = "pretrain", rescale: bool = False, **over):

@@ -16,6 +16,7 @@ from ctxbench.methods.press import LayerKV, SegmentInfo
 from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
 from ctxbench.core.types import History, Question, Session, Turn
+from ctxbench.config.schemas import load_conf_file
 
 
 @pytest.fixture(scope="module")
@@ -342,7 +343,7 @@ def query_positions(m, state: KVState, seg: torch.Tensor) -> list[torch.Tensor]:
 def test_streamingllm_queries_after_eviction_get_cache_or_text_positions(tiny, positions):
     ids = ids_of(116, seed=7)
     m = method(tiny, "streamingllm", segment_len=16, mem_size=40, n_sink=4, positions=positions)
-    assert OmegaConf.load("ctxbench/conf/method/streamingllm.yaml").positions == "cache"  # the default
+    assert load_conf_file("ctxbench/conf/method/streamingllm.yaml").positions == "cache"  # the default
     runner = m.runner()
     with torch.no_grad():
         state = runner.stream(KVState(), ids[:, :100], 16)

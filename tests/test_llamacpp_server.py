@@ -22,6 +22,7 @@ from ctxbench.core.paths import conf_dir
 from ctxbench.core.registry import build
 
 from tests.conftest import run_cli
+from ctxbench.config.schemas import load_conf_file
 
 URL = os.environ.get("CTXBENCH_LLAMACPP_URL", "").rstrip("/")
 START = ("set CTXBENCH_LLAMACPP_URL to a running llama.cpp server's base_url; start one with "
@@ -45,7 +46,7 @@ def model_id() -> str:
 
 def llm_cfg(model: str, **kw):
     """The shipped ``llm=openai`` config, pointed at the local server (no key, no call cache)."""
-    cfg = OmegaConf.load(conf_dir() / "llm" / "openai.yaml")
+    cfg = load_conf_file(conf_dir() / "llm" / "openai.yaml")
     return OmegaConf.merge(cfg, {"base_url": URL, "model": model, "api_key_env": None, "cache": False,
                                  "timeout_s": 120, "max_retries": 1, **kw})
 

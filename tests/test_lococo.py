@@ -17,6 +17,7 @@ from ctxbench.methods.lococo import ConvCompressor
 from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
 from ctxbench.core.types import History, Sample
+from ctxbench.config.schemas import load_conf_file
 
 
 @pytest.fixture(scope="module")
@@ -194,8 +195,8 @@ def test_unclamped_lambda_leaves_the_convex_range_clamped_cannot(tiny):
     # the option reaches every layer's compressor from the config; the CPU default clamps
     assert all(not c.clamp_lambda for c in lococo(tiny, clamp_lambda=False).compressors.per_layer)
     assert all(c.clamp_lambda for c in lococo(tiny).compressors.per_layer)
-    assert OmegaConf.load("ctxbench/conf/method/lococo.yaml").clamp_lambda is True
-    assert OmegaConf.load("ctxbench/conf/method/lococo_paper.yaml").clamp_lambda is False
+    assert load_conf_file("ctxbench/conf/method/lococo.yaml").clamp_lambda is True
+    assert load_conf_file("ctxbench/conf/method/lococo_paper.yaml").clamp_lambda is False
 
 
 def test_local_window_is_always_kept_among_the_heavy_hitters():

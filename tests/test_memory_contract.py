@@ -15,6 +15,7 @@ from ctxbench.evaluation.evaluator import run_system
 from ctxbench.bench.scripted_llm import ScriptedChatModel
 
 from memory_scripted import BowEmbedder
+from ctxbench.config.schemas import load_conf_file
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json"
@@ -23,7 +24,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json"
 def stored_systems() -> list[str]:
     """Every registered memory system that builds a store (needs an embedder)."""
     return [n for n in registry.names("memory")
-            if OmegaConf.load(ROOT / "conf" / "memory" / f"{n}.yaml").get("needs_embedder")]
+            if load_conf_file(ROOT / "conf" / "memory" / f"{n}.yaml").get("needs_embedder")]
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def samples():
 
 @pytest.mark.parametrize("name", stored_systems())
 def test_system_through_evaluator(name, samples, tmp_path):
-    cfg = OmegaConf.load(ROOT / "conf" / "memory" / f"{name}.yaml")
+    cfg = load_conf_file(ROOT / "conf" / "memory" / f"{name}.yaml")
     cfg.max_sessions, cfg.progress = 1, False
     assert cfg.needs_embedder
     llm = ScriptedChatModel()
@@ -60,8 +61,8 @@ def test_system_through_evaluator(name, samples, tmp_path):
 @pytest.mark.parametrize("name", stored_systems())
 def test_system_on_dialsim_fixture(name, tmp_path):
     """The DialSim fixture (multiple-choice questions, "March 3, 2021" dates) through the evaluator."""
-    samples = registry.build("dataset", OmegaConf.load(ROOT / "conf" / "dataset" / "dialsim_sample.yaml"))
-    cfg = OmegaConf.load(ROOT / "conf" / "memory" / f"{name}.yaml")
+    samples = registry.build("dataset", load_conf_file(ROOT / "conf" / "dataset" / "dialsim_sample.yaml"))
+    cfg = load_conf_file(ROOT / "conf" / "memory" / f"{name}.yaml")
     cfg.progress = False
     llm = ScriptedChatModel()
     system = registry.build("memory", cfg, llm=llm, embedder=BowEmbedder(), workdir=tmp_path)

@@ -16,6 +16,7 @@ from ctxbench.memory.mem0g import Mem0g
 from ctxbench.core.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder, ScriptedLLM, prompt_text
+from ctxbench.config.schemas import load_conf_file
 
 S1, S2 = "10:00 am on 1 March, 2023", "10:00 am on 9 June, 2023"
 REL = {"Google": ("alice", "works_at", "google"), "Meta": ("alice", "works_at", "meta"),
@@ -56,7 +57,7 @@ def history() -> History:
 
 def make(tmp_path, llm, embedder=None, **over):
     """Mem0g at the packaged defaults (conf/memory/mem0g.yaml), only test plumbing overridden."""
-    cfg = OmegaConf.load("conf/memory/mem0g.yaml")
+    cfg = load_conf_file("conf/memory/mem0g.yaml")
     cfg.merge_with({"k": 5, "progress": False, **over})
     return Mem0g(cfg, llm=llm, embedder=embedder or BowEmbedder(), workdir=tmp_path)
 

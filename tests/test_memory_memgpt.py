@@ -21,6 +21,7 @@ from ctxbench.core.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder
 from scripted_llm import ScriptedLLM
+from ctxbench.config.schemas import load_conf_file
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json"
@@ -239,7 +240,7 @@ def test_locomo_through_evaluator(tmp_path):
         pytest.skip(f"no {DATA}")
     samples = registry.build("dataset", OmegaConf.create(
         {"name": "locomo", "path": str(DATA), "conversations": ["conv-26"], "limit": 2}))
-    c = OmegaConf.load(ROOT / "conf" / "memory" / "memgpt.yaml")
+    c = load_conf_file(ROOT / "conf" / "memory" / "memgpt.yaml")
     c.max_sessions, c.progress, c.fifo_tokens = 1, False, 120
 
     def respond(messages, phase, **kw):

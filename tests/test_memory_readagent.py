@@ -17,6 +17,7 @@ from ctxbench.memory.readagent import ReadAgent, paragraphs_of
 from ctxbench.core.types import History, Question, Session, Turn
 
 from scripted_llm import ScriptedLLM
+from ctxbench.config.schemas import load_conf_file
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json"
@@ -186,7 +187,7 @@ def test_locomo_through_evaluator(tmp_path):
         pytest.skip(f"no {DATA}")
     samples = registry.build("dataset", OmegaConf.create(
         {"name": "locomo", "path": str(DATA), "conversations": ["conv-26"], "limit": 2}))
-    c = OmegaConf.load(ROOT / "conf" / "memory" / "readagent.yaml")
+    c = load_conf_file(ROOT / "conf" / "memory" / "readagent.yaml")
     c.max_sessions, c.progress = 1, False
     assert not c.needs_embedder
 

@@ -26,6 +26,7 @@ from ctxbench.core.types import History, Question, Sample, Session, Turn
 
 from memory_scripted import BowEmbedder
 from scripted_llm import ScriptedLLM
+from ctxbench.config.schemas import load_conf_file
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "ctxbench" / "conf"
@@ -170,7 +171,7 @@ def test_evaluator_postprocesses_once_and_keeps_the_raw_reply(tmp_path, monkeypa
 # ---- the prompt reaches every system -------------------------------------------------------------
 
 def memory_cfg(name: str, **kw):
-    c = OmegaConf.load(CONF / "memory" / f"{name}.yaml")
+    c = load_conf_file(CONF / "memory" / f"{name}.yaml")
     c.progress = False
     return OmegaConf.merge(c, kw)
 
@@ -410,4 +411,4 @@ def test_the_default_is_the_prompt_chosen_on_the_dev_split_in_the_registry_and_i
     from ctxbench.qa.registry import DEFAULT
 
     assert DEFAULT == "brief" and get_prompt(None) is get_prompt("brief")
-    assert OmegaConf.load(ROOT / "conf" / "eval.yaml").qa_prompt == DEFAULT
+    assert load_conf_file(ROOT / "conf" / "eval.yaml").qa_prompt == DEFAULT

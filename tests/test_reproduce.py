@@ -14,9 +14,10 @@ from ctxbench.report.tables import read_yaml, table_names
 from ctxbench.reproduce import main as reproduce_main
 from ctxbench.reproduce.plan import Options, ReproduceError, entries, plan
 from ctxbench.reproduce.run import lane_env
+from ctxbench.config.schemas import load_conf_file
 
 EXPERIMENTS = {p.stem for p in (conf_dir() / "experiment").glob("*.yaml")}
-FIRST = tuple(OmegaConf.load(conf_dir() / "reproduce.yaml").first)  # the longest rows of the CPU slice
+FIRST = tuple(load_conf_file(conf_dir() / "reproduce.yaml").first)  # the longest rows of the CPU slice
 
 
 def arg(step, key: str) -> str | None:

@@ -25,6 +25,7 @@ from ctxbench.core.system import ContractError, System
 from ctxbench.core.types import History, Prediction, Question, Sample, Session, Turn, Usage
 
 from memory_scripted import BowEmbedder
+from ctxbench.config.schemas import load_conf_file
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo10.json"
@@ -241,7 +242,7 @@ def test_prompt_based_systems_see_the_same_history_text(tiny, tmp_path):
     samples = small_history()
     q = samples[0].questions[0]
     llm = ScriptedChatModel()
-    fc = registry.build("memory", OmegaConf.load(ROOT / "conf" / "memory" / "full_context.yaml"), llm=llm)
+    fc = registry.build("memory", load_conf_file(ROOT / "conf" / "memory" / "full_context.yaml"), llm=llm)
     fc.use_prompt(get_prompt("locomo"))  # the expected text below is LoCoMo's prompt
     fc.ingest(samples[0].history)
     seen: list[str] = []
@@ -253,7 +254,7 @@ def test_prompt_based_systems_see_the_same_history_text(tiny, tmp_path):
 
     llm.chat = spy
     fc.answer(q)
-    lm = registry.build("method", OmegaConf.merge(OmegaConf.load(ROOT / "conf" / "method" / "lm.yaml"),
+    lm = registry.build("method", OmegaConf.merge(load_conf_file(ROOT / "conf" / "method" / "lm.yaml"),
                                                   {"max_new_tokens": 2}), bundle=tiny)
     lm.use_prompt(get_prompt("locomo"))
     lm.ingest(samples[0].history)

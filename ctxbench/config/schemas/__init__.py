@@ -76,3 +76,20 @@ def load_option(group: str, option: str) -> Any:
         else:  # another option of the same group it extends
             base = OmegaConf.merge(base, load_option(group, name))
     return OmegaConf.merge(base, raw)
+
+
+def load_conf_file(path: Any) -> Any:
+    """A config file as composed from its schema: ``conf/<group>/<option>.yaml`` (:func:`load_option`) or a
+    command's ``conf/<command>.yaml`` (its schema's defaults, then its own keys; the defaults list dropped)."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from ctxbench.config.setting import defaults
+
+    p = Path(path).resolve()
+    if p.parent.parent.name == "conf":
+        return load_option(p.parent.name, p.stem)
+    raw = OmegaConf.load(p)
+    raw.pop("defaults", None)
+    return OmegaConf.merge(defaults(command_schema(p.stem)), raw)
