@@ -16,7 +16,7 @@ import importlib
 from typing import Any
 
 GROUPS = ("model", "method", "dataset", "launcher", "logger", "memory", "task", "llm", "embedder")
-COMMANDS = ("train", "eval", "bench", "score", "report", "data", "export", "ls")
+COMMANDS = ("train", "eval", "bench", "score", "report", "data", "export", "ls", "reproduce")
 _registered = False
 
 
@@ -92,4 +92,8 @@ def load_conf_file(path: Any) -> Any:
         return load_option(p.parent.name, p.stem)
     raw = OmegaConf.load(p)
     raw.pop("defaults", None)
+    from ctxbench.config.schemas.commands import SCHEMAS
+
+    if p.stem not in SCHEMAS:  # a command whose YAML still holds every key itself (reproduce)
+        return raw
     return OmegaConf.merge(defaults(command_schema(p.stem)), raw)

@@ -368,6 +368,27 @@ class LsConfig:
     kind: str | None = setting(None, 'list only this kind (method, memory, dataset, ...); null = everything')
 
 
+@dataclass
+class ReproduceConfig:
+    """python -m ctxbench reproduce table=NAME [scale=cpu|paper] [jobs=N] [dry_run=true] Every cell of a stored table, trainings first, then its report."""
+
+    table: str | None = setting(None, 'required: a stored table (python -m ctxbench report lists them)')
+    table_scale: str = setting('cpu', '`scale=` on the command line: cpu (SmolLM2 on the shipped samples) or paper (each cell\'s paper / full scale); checked by reproduce itself, with the nearest name')
+    out: str | None = setting(None, 'output root; null = outputs/reproduce/<table>_<scale>')
+    cells: list | None = setting(None, 'only these cells (board rows), e.g. [amem,mem0]; null = every cell with an experiment')
+    jobs: int = setting(1, 'cells run side by side (longest first), each with cores/jobs threads', POSITIVE)
+    dry_run: bool = setting(False, 'print the commands (finished ones marked) and run nothing')
+    train_steps: int | None = setting(None, "trainer.max_steps of every training; null = cpu_train_steps at scale=cpu, the scale file's at paper", POSITIVE)
+    cpu_train_steps: dict = setting({'default': 20, 'locomo_all': 30}, 'per table at scale=cpu (locomo_all\'s board was measured at 30)')
+    launch: str | None = setting(None, "the training command's prefix; null = python -m ctxbench")
+    overrides: list = setting([], 'more overrides for every eval cell, each quoted')
+    train_overrides: list = setting([], 'more overrides for every training')
+    checkpoints: dict = setting({}, 'train experiment (or, in CCM\'s tables, the method) -> a trained run folder used instead of training it')
+    logs: str | None = setting(None, "each job's output; null = <out>/logs (one <job>.log each)")
+    progress: bool = setting(True, 'a progress bar over the cells')
+    first: list = setting(['amem', 'memgpt', 'mem0g', 'mem0', 'icae', 'ccm_concat', 'ccm_merge', 'lococo'], 'cells started first, in this order (the longest on the CPU slice), so parallel lanes end together')
+
+
 SCHEMAS = {
     'train': TrainConfig,
     'eval': EvalConfig,
@@ -377,4 +398,5 @@ SCHEMAS = {
     'data': DataConfig,
     'export': ExportConfig,
     'ls': LsConfig,
+    'reproduce': ReproduceConfig,
 }

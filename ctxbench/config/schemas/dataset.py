@@ -17,7 +17,7 @@ class CcmDailydialogDataset:
     name: str = setting('ccm_dailydialog', 'the registered name this config builds (ctxbench ls lists them)')
     hub_id: str | None = setting('li2017dailydialog/daily_dialog', 'any hub copy with a list-of-utterances field')
     subset: str | None = setting(None, 'hub config name')
-    split: str = setting('train', "train | dev (the benchmark's test outputs are not public)")
+    split: str = setting('train', "train | dev (the benchmark's test outputs are not public)", open="the dataset's own split names (its files or hub copy)")
     field: str = setting('dialog', 'the list of utterances')
     limit: int | None = setting(1000, 'rows to read', ge(0, note='0 or null = all'))
 
@@ -50,7 +50,7 @@ class CcmMetaiclDataset:
     task: str = setting('superglue-cb', "a MetaICL test task (CCM's Table 23 averages its test tasks; pick one per run)")
     k: int = setting(16, 'demonstrations (CCM: time step 16)', POSITIVE)
     sampling_seed: int = setting(100, "MetaICL's sampling seeds (the {seed} in its file names): 100, 13, 21, 42, 87", COUNT)
-    split: str = setting('test', "train | dev (the benchmark's test outputs are not public)")
+    split: str = setting('test', "train | dev (the benchmark's test outputs are not public)", open="the dataset's own split names (its files or hub copy)")
     limit: int | None = setting(1000, 'rows to read', ge(0, note='0 or null = all'))
 
 
@@ -148,7 +148,7 @@ class PileSampleDataset:
 
     name: str = setting('pile_sample', 'the registered name this config builds (ctxbench ls lists them)')
     path: str | None = setting('data/samples/pile_sample.jsonl', 'a folder with the two files (offline)')
-    split: str = setting('validation', "train | dev (the benchmark's test outputs are not public)")
+    split: str = setting('validation', "train | dev (the benchmark's test outputs are not public)", open="the dataset's own split names (its files or hub copy)")
     subsets: list | None = setting(None, 'keep these pile_set_name values, e.g. [Pile-CC, ArXiv]')
     limit: int | None = setting(None, 'rows to read', ge(0, note='0 or null = all'))
     min_chars: int = setting(0, 'skip shorter documents (counted)', COUNT)
@@ -173,7 +173,7 @@ class PwcSampleDataset:
 
     name: str = setting('pwc_sample', 'the registered name this config builds (ctxbench ls lists them)')
     path: str | None = setting('data/samples/pwc_sample.jsonl', 'a folder with the two files (offline)')
-    split: str = setting('test', "train | dev (the benchmark's test outputs are not public)")
+    split: str = setting('test', "train | dev (the benchmark's test outputs are not public)", open="the dataset's own split names (its files or hub copy)")
     streaming: bool = setting(True, 'hub: stream rows instead of downloading the whole split')
     group_by_input: bool = setting(False, 'true = rows sharing one context become one sample (context encoded once)')
     limit: int | None = setting(None, 'rows to read', ge(0, note='0 or null = all'))

@@ -25,7 +25,7 @@ class DdpLauncher:
 class DeepspeedZero2LauncherDeepspeedZeroOptimizationOffloadOptimizer:
     """launcher.deepspeed.zero_optimization.offload_optimizer"""
 
-    device: str = setting('none', 'none | cpu: optimizer state offload')
+    device: str = setting('none', 'none | cpu: optimizer state offload', open='a DeepSpeed offload device: none, cpu or nvme')
 
 
 @dataclass
@@ -60,7 +60,7 @@ class DeepspeedZero2Launcher:
 class DeepspeedZero3LauncherDeepspeedZeroOptimizationOffloadOptimizer:
     """cpu for CPU offload"""
 
-    device: str = setting('none', 'none | cpu: parameter offload')
+    device: str = setting('none', 'none | cpu: parameter offload', open='a DeepSpeed offload device: none, cpu or nvme')
 
 
 @dataclass
