@@ -55,7 +55,11 @@ def test_cached_model_is_not_checked(empty_hf_cache, monkeypatch):
 
 def test_reachable_times_out_quickly(monkeypatch):
     assert hub.reachable("http://127.0.0.1:9") is False  # refused
-    monkeypatch.setattr(hub.socket, "create_connection", lambda *a, **k: time.sleep(3))  # a DNS lookup that hangs
+    def hang(*a, **k):  # a DNS lookup that hangs, then fails
+        time.sleep(3)
+        raise OSError("timed out")
+
+    monkeypatch.setattr(hub.socket, "create_connection", hang)
     t0 = time.perf_counter()
     assert hub.reachable("https://huggingface.co", timeout=0.5) is False
     assert time.perf_counter() - t0 < 1.5
