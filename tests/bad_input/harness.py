@@ -399,10 +399,9 @@ class Sweep:
             runner = run_spawned if must_spawn(case) else run_in_process
             res = runner(argv, self.repo, work, case.timeout or TIMEOUT, case.env)
             rec.outcome, rec.detail = classify(case, res, work, expect)
-            after = repo_state(self.repo)
-            if after != before and rec.outcome != "EXECUTED":
-                rec.outcome, rec.detail = "touched_checkout", "git status of the checkout changed:\n" + "\n".join(
-                    sorted(set(after.splitlines()) ^ set(before.splitlines())))
+            new = sorted(set(repo_state(self.repo).splitlines()) - set(before.splitlines()))
+            if new and rec.outcome != "EXECUTED":
+                rec.outcome, rec.detail = "touched_checkout", "new files in the checkout: " + ", ".join(new)
             rec.exit_code, rec.seconds, rec.peak_rss_mb = res["rc"], res["seconds"], res["peak_rss_mb"]
             rec.spawned, rec.stdout, rec.stderr = res["spawned"], res["stdout"], res["stderr"]
         finally:
@@ -416,8 +415,10 @@ class Sweep:
 
 
 def repo_state(repo: Path) -> str:
-    """What git sees in the checkout (untracked and ignored files included), to check a case left it alone."""
+    """The untracked and ignored files git sees in the checkout, to check a case wrote none (a run folder,
+    a cache, a download). Edits to tracked files are left out: the one editing the checkout meanwhile is you."""
     r = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all"], cwd=repo,
                        capture_output=True, text=True)
-    lines = [ln for ln in r.stdout.splitlines() if "__pycache__" not in ln and not ln.endswith(".pyc")]
+    lines = [ln for ln in r.stdout.splitlines() if ln[:2] in ("??", "!!")
+             and "__pycache__" not in ln and not ln.endswith(".pyc")]
     return "\n".join(sorted(lines))
