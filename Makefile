@@ -11,7 +11,7 @@ export HF_DATASETS_OFFLINE ?= 1
 export WANDB_MODE ?= disabled
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup test test-slow test-distributed demo bench lint docs-config clean
+.PHONY: setup test test-slow test-distributed test-sweep demo bench lint docs-config clean
 
 setup:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ test-slow:
 
 test-distributed:
 	$(BIN)/python -m pytest -q -m distributed $(PYTEST_ARGS)
+
+# the bad-input sweep: every malformed input and corrupted run file of tests/bad_input/cases.py through the CLI
+test-sweep:
+	$(BIN)/python -m pytest -q -m sweep $(PYTEST_ARGS)
 
 # the main job on the embedded defaults: LoRA training of the packaged SmolLM2 on the shipped sample (CPU)
 demo:

@@ -296,7 +296,7 @@ def test_jsonl_line_longer_than_the_bound(tmp_path, monkeypatch):
     assert len(pwc(write_lines(tmp_path, [GOOD_ROW, GOOD_ROW]))) == 2  # lines split across chunks
 
 
-# ---- found by scripts/bad_input_sweep.py after the first fixes -------------------------------------
+# ---- found by the bad-input sweep (tests/test_bad_input_sweep.py) after the first fixes ----------
 
 def test_locomo_speakers_must_be_named_and_turns_by_them(tmp_path):
     c = conv()

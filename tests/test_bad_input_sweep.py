@@ -1,54 +1,81 @@
-"""scripts/bad_input_sweep.py: its cases (counts per group, unique ids, every input builds), its classifier,
-and one real case run end to end as the sweep runs it."""
+"""The bad-input sweep: every case of tests/bad_input/cases.py run as ``python -m ctxbench ...`` (in-process
+through the CLI runner; a subprocess where its peak RSS is bounded) and classified by tests/bad_input/harness.py.
+
+``test_bad_input_case[<case id>]`` asserts each case's outcome: a malformed input is refused in one clear
+``ctxbench: error:`` line naming its file or key (or recovered from, where a recovery is documented), a
+control succeeds, a malicious payload never runs. The full sweep is marked ``sweep`` (``make test-sweep``);
+one fast case per group (each refused before any model loads) stays in the default suite. Also here: the
+case list (counts per group, unique ids, every input builds) and the classifier.
+"""
 from __future__ import annotations
 
-import argparse
-import importlib.util
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from bad_input import cases as bic
+from bad_input import harness
+from conftest import REPO
 
 # exact, so a case added or lost is a deliberate change here too
 COUNTS = {"locomo": 68, "pwc": 29, "dialsim": 50, "score": 33, "config_eval": 40, "config_train": 37,
           "server": 20, "runfiles": 46}
+# the default suite's share of the sweep: one case per group, each refused before any model loads
+FAST = {"locomo.not_json", "pwc.empty_file", "dialsim.os_system", "score.not_json",
+        "config_eval.dataset_path_nonexistent", "config_train.lr_neg", "server.http401",
+        "runfiles.results_garbage_report"}
+CASES = bic.all_cases()
+
+
+def _param(case: bic.Case):
+    limit = (case.timeout or harness.TIMEOUT) * 2 + (600 if case.needs else 60)  # fixture runs build on first need
+    marks = [pytest.mark.timeout(limit)] + ([] if case.id in FAST else [pytest.mark.sweep])
+    return pytest.param(case, id=case.id, marks=marks)
 
 
 @pytest.fixture(scope="module")
-def sweep():
-    spec = importlib.util.spec_from_file_location("bad_input_sweep", REPO / "scripts" / "bad_input_sweep.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["bad_input_sweep"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def sweep(tmp_path_factory):
+    s = harness.Sweep(tmp_path_factory.mktemp("bad-input-sweep"))
+    yield s
+    s.close()
 
 
-@pytest.fixture(scope="module")
-def cases(sweep):
-    return sweep.bic.all_cases()
+@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+def test_bad_input_case(sweep, case):
+    rec = sweep.run(case)
+    assert rec.outcome != "EXECUTED", rec.explain()
+    assert rec.outcome in harness.expected(case), rec.explain()
 
 
-def test_case_counts_per_group(sweep, cases):
-    bad = Counter(c.group for c in cases if not c.control)
+# ---- the case list ----------------------------------------------------------------------------------
+
+def test_case_counts_per_group():
+    bad = Counter(c.group for c in CASES if not c.control)
     assert dict(bad) == COUNTS
-    assert sum(bad[g] for g in sweep.bic.INPUT_GROUPS) >= 140 and bad["runfiles"] >= 20
-    controls = Counter(c.group for c in cases if c.control)
+    assert sum(bad[g] for g in bic.INPUT_GROUPS) >= 140 and bad["runfiles"] >= 20
+    controls = Counter(c.group for c in CASES if c.control)
     assert set(controls) == set(COUNTS)  # each group has a valid input that must succeed
 
 
-def test_case_ids_are_unique_and_prefixed(sweep, cases):
-    ids = [c.id for c in cases]
+def test_case_ids_are_unique_and_prefixed():
+    ids = [c.id for c in CASES]
     assert len(ids) == len(set(ids))
-    assert all(c.id.startswith(c.group + ".") and c.group in sweep.bic.GROUPS for c in cases)
-    assert all(c.server in sweep.bic.SERVER_MODES or c.server == "ok" for c in cases)
+    assert all(c.id.startswith(c.group + ".") and c.group in bic.GROUPS for c in CASES)
+    assert all(c.server in bic.SERVER_MODES or c.server == "ok" for c in CASES)
 
 
-def test_every_input_builds(sweep, cases, shared_data, tmp_path):
+def test_tiers():
+    """One fast case per group in the default suite; the peak-RSS-bounded cases spawn (and only they)."""
+    by_id = {c.id: c for c in CASES}
+    assert FAST <= set(by_id) and {by_id[i].group for i in FAST} == set(bic.GROUPS)
+    assert not any(by_id[i].control or harness.must_spawn(by_id[i]) for i in FAST)
+    spawned = [c for c in CASES if harness.must_spawn(c)]
+    assert all(c.mem_bound_mb for c in spawned) and len(spawned) == sum(bool(c.mem_bound_mb) for c in CASES) == 39
+
+
+def test_every_input_builds(shared_data, tmp_path):
     ctx = {"shared": str(shared_data.parent), "repo": str(REPO), "fixtures": str(tmp_path / "fixtures")}
-    for c in cases:
+    for c in CASES:
         if c.needs or c.make is None:
             continue
         work = tmp_path / c.id
@@ -57,55 +84,66 @@ def test_every_input_builds(sweep, cases, shared_data, tmp_path):
         assert any(work.iterdir()), c.id
         for f in work.rglob("*"):
             f.unlink() if f.is_file() else None
-    evil = {c.id: c for c in cases if c.malicious}
+    evil = {c.id: c for c in CASES if c.malicious}
     assert {"dialsim.os_system", "dialsim.subprocess_popen", "dialsim.builtins_eval", "dialsim.builtins_getattr",
             "dialsim.posix_system"} <= set(evil)
-    assert len(sweep.bic.bytearray_of(2 ** 50)) < 40
+    assert len(bic.bytearray_of(2 ** 50)) < 40
 
 
-def _case(sweep, **kw):
-    return sweep.bic.Case("x.y", "score", "d", [], **kw)
-
-
-def _res(rc=2, err="", out="", timed_out=False, peak=100):
-    return {"rc": rc, "stderr": err, "stdout": out, "timed_out": timed_out, "seconds": 1.0, "peak_rss_mb": peak}
-
-
-def test_classifier(sweep, tmp_path):
-    f = str(tmp_path / "pred.jsonl")
-    c = _case(sweep, expect=(f,))
-    assert sweep.classify(c, _res(err=f"warn\nctxbench: error: {f}: not UTF-8\n"), tmp_path, [f])[0] == "clear"
-    assert sweep.classify(c, _res(err="ctxbench: error: something broke"), tmp_path, [f])[0] == "vague"
-    assert sweep.classify(c, _res(rc=1, err="Traceback (most recent call last):\nValueError: x"), tmp_path,
-                          [f])[0] == "traceback"
-    assert sweep.classify(c, _res(rc=1, err="Error merging override"), tmp_path, [f])[0] == "unclear"
-    assert sweep.classify(c, _res(rc=0), tmp_path, [f])[0] == "accepted"
-    assert sweep.classify(c, _res(rc=-9), tmp_path, [f])[0] == "crash"
-    assert sweep.classify(c, _res(timed_out=True, rc=-9), tmp_path, [f])[0] == "timeout"
-    torn = _case(sweep, ok_if_success=True, recovery=r"torn last line")
-    assert sweep.classify(torn, _res(rc=0, out="dropped a torn last line"), tmp_path, [])[0] == "recovered"
-    assert sweep.classify(torn, _res(rc=0, out="done"), tmp_path, [])[0] == "accepted"
-    named = _case(sweep, ok_if_success=True, recovery=r"(?i)torn")  # the case folder's name is no recovery
-    assert sweep.classify(named, _res(rc=0, out=f"done → {tmp_path}/x.torn_last"), tmp_path / "x.torn_last",
-                          [])[0] == "accepted"
-    big = _case(sweep, mem_bound_mb=2048)
-    assert sweep.classify(big, _res(err=f"ctxbench: error: {f}: x", peak=9000), tmp_path, [f])[0] == "accepted"
-    (tmp_path / sweep.bic.MARKER).touch()
-    assert sweep.classify(_case(sweep, malicious=True), _res(), tmp_path, [])[0] == "EXECUTED"
-
-
-def test_one_case_end_to_end(sweep, cases, tmp_path):
-    """score on a file that is not JSON, run as a real subprocess and classified as the sweep does."""
-    [case] = [c for c in cases if c.id == "score.not_json"]
-    args = argparse.Namespace(python=sys.executable, repo=str(REPO), timeout=300, keep=False)
-    ctx = {"root": str(tmp_path), "fixtures": str(tmp_path / "fixtures"), "shared": str(REPO.parent / "shared"),
-           "repo": str(REPO)}
-    server = sweep.FakeServer()
+def test_a_case_needing_absent_shared_data_skips(tmp_path):
+    """Without ../shared/data a case built from it (or run on the base LoCoMo file) skips, naming the file."""
+    s = harness.Sweep(tmp_path / "sweep", shared=tmp_path / "no-shared")
     try:
-        rec = sweep.run_case(case, ctx, args, server, {})
+        by_id = {c.id: c for c in CASES}
+        for cid, name in (("locomo.control", "locomo10.json"), ("pwc.missing_input", "pwc_dev_icae_v2.jsonl"),
+                          ("config_eval.limit_neg", "locomo10.json"), ("runfiles.results_list_report", "locomo10.json")):
+            with pytest.raises(pytest.skip.Exception, match=name):
+                s.run(by_id[cid])
+        assert not (tmp_path / "sweep" / "cases" / "locomo.control").exists()  # the case folder is removed
     finally:
-        server.close()
-    assert rec["outcome"] == "clear", rec
-    assert rec["exit_code"] == 2 and rec["command"].startswith("python -m ctxbench score predictions=")
-    assert rec["last_stderr_line"].startswith("ctxbench: error: ") and "pred.jsonl" in rec["last_stderr_line"]
-    assert not (tmp_path / "cases" / case.id).exists()  # the case folder is removed afterwards
+        s.close()
+
+
+# ---- the classifier ---------------------------------------------------------------------------------
+
+def _case(**kw):
+    return bic.Case("x.y", "score", "d", [], **kw)
+
+
+def _res(rc=2, err="", out="", timed_out=False, peak=100, spawned=True):
+    return {"rc": rc, "stderr": err, "stdout": out, "timed_out": timed_out, "seconds": 1.0, "peak_rss_mb": peak,
+            "spawned": spawned}
+
+
+def test_classifier(tmp_path):
+    classify = harness.classify
+    f = str(tmp_path / "pred.jsonl")
+    c = _case(expect=(f,))
+    assert classify(c, _res(err=f"warn\nctxbench: error: {f}: not UTF-8\n"), tmp_path, [f])[0] == "clear"
+    assert classify(c, _res(err="ctxbench: error: something broke"), tmp_path, [f])[0] == "vague"
+    assert classify(c, _res(rc=1, err="Traceback (most recent call last):\nValueError: x"), tmp_path,
+                    [f])[0] == "traceback"
+    assert classify(c, _res(rc=1, err="Error merging override"), tmp_path, [f])[0] == "unclear"
+    assert classify(c, _res(rc=0), tmp_path, [f])[0] == "accepted"
+    assert classify(c, _res(rc=-9), tmp_path, [f])[0] == "crash"
+    assert classify(c, _res(timed_out=True, rc=-9), tmp_path, [f])[0] == "timeout"
+    assert classify(c, _res(timed_out=True, rc=1, spawned=False), tmp_path, [f])[0] == "timeout"
+    torn = _case(ok_if_success=True, recovery=r"torn last line")
+    assert classify(torn, _res(rc=0, out="dropped a torn last line"), tmp_path, [])[0] == "recovered"
+    assert classify(torn, _res(rc=0, out="done"), tmp_path, [])[0] == "accepted"
+    named = _case(ok_if_success=True, recovery=r"(?i)torn")  # the case folder's name is no recovery
+    assert classify(named, _res(rc=0, out=f"done → {tmp_path}/x.torn_last"), tmp_path / "x.torn_last",
+                    [])[0] == "accepted"
+    big = _case(mem_bound_mb=2048)
+    assert classify(big, _res(err=f"ctxbench: error: {f}: x", peak=9000), tmp_path, [f])[0] == "accepted"
+    assert classify(big, _res(err=f"ctxbench: error: {f}: x", peak=900), tmp_path, [f])[0] == "clear"
+    assert classify(_case(control=True), _res(rc=0), tmp_path, [])[0] == "ok"
+    assert classify(_case(control=True), _res(rc=2), tmp_path, [])[0] == "control_failed"
+    assert classify(_case(must_recover=True, expect=(f,)), _res(err=f"ctxbench: error: {f}: x"), tmp_path,
+                    [f])[0] == "not_recovered"
+    (tmp_path / bic.MARKER).touch()
+    assert classify(_case(malicious=True), _res(), tmp_path, [])[0] == "EXECUTED"
+    assert harness.expected(_case(control=True)) == ("ok",)
+    assert harness.expected(_case(ok_if_success=True, must_recover=True)) == ("recovered",)
+    assert harness.expected(_case(ok_if_success=True)) == ("clear", "recovered")
+    assert harness.expected(_case()) == ("clear",)

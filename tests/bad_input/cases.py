@@ -1,4 +1,5 @@
-"""The cases of ``scripts/bad_input_sweep.py``: malformed inputs and corrupted run files, one ``Case`` each.
+"""The cases of the bad-input sweep (``tests/test_bad_input_sweep.py``, run by ``tests/bad_input/harness.py``):
+malformed inputs and corrupted run files, one ``Case`` each.
 
 A case is a ``python -m ctxbench ...`` command line (``argv``, a template) and a ``make`` function that
 writes the bad input into the case's own folder before the command runs. Templates name:
@@ -10,7 +11,8 @@ writes the bad input into the case's own folder before the command runs. Templat
 
 ``make(work, ctx)`` gets the same values in ``ctx`` (``ctx["fixtures"]`` etc. as ``Path``). Nothing here
 imports ctxbench or the tests: the inputs are built from the shared data, the repo's shipped DialSim
-sample and hand-written pickle opcodes.
+sample and hand-written pickle opcodes. An input built from the shared data raises ``SharedDataMissing``
+where that data is absent (the harness skips the case, naming the file).
 """
 from __future__ import annotations
 
@@ -32,6 +34,18 @@ INPUT_GROUPS = GROUPS[:-1]
 MARKER = "PWNED"       # a malicious payload tries to create {work}/PWNED
 
 Make = Callable[[Path, dict], None]
+
+
+class SharedDataMissing(Exception):
+    """A case's input is built from the shared data (``../shared/data``), and that file is absent."""
+
+
+def shared_file(ctx: dict, name: str) -> Path:
+    """``{shared}/data/name``, or ``SharedDataMissing`` naming it."""
+    p = Path(ctx["shared"]) / "data" / name
+    if not p.is_file():
+        raise SharedDataMissing(f"needs the shared data file {p}, which is absent")
+    return p
 
 
 @dataclass
@@ -110,7 +124,7 @@ def base_locomo(ctx: dict) -> list[dict[str, Any]]:
     """conv-26 of the real locomo10.json with its first 2 sessions and 5 questions (all valid)."""
     cache = ctx.setdefault("_cache", {})
     if "locomo" not in cache:
-        data = json.loads((Path(ctx["shared"]) / "data" / "locomo10.json").read_text(encoding="utf-8"))
+        data = json.loads(shared_file(ctx, "locomo10.json").read_text(encoding="utf-8"))
         c = data[0]
         keep = ("speaker_a", "speaker_b", "session_1", "session_1_date_time", "session_2", "session_2_date_time")
         conv = {k: c["conversation"][k] for k in keep}
@@ -269,7 +283,7 @@ def base_pwc_rows(ctx: dict, n: int = 3) -> list[dict[str, Any]]:
     """The first rows of the real PwC dev file (``input``, ``prompt``, ``answer``)."""
     cache = ctx.setdefault("_cache", {})
     if "pwc" not in cache:
-        lines = (Path(ctx["shared"]) / "data" / "pwc_dev_icae_v2.jsonl").read_text(encoding="utf-8").splitlines()
+        lines = shared_file(ctx, "pwc_dev_icae_v2.jsonl").read_text(encoding="utf-8").splitlines()
         cache["pwc"] = [json.loads(ln) for ln in lines if ln.strip()][:n]
     return copy.deepcopy(cache["pwc"])
 
@@ -706,7 +720,7 @@ def config_train_cases() -> list[Case]:
 
 # ---- the fake server misbehaving ------------------------------------------------------------------
 
-SERVER_MODES = {  # mode → what the fake server does (bad_input_sweep.FakeServer implements each)
+SERVER_MODES = {  # mode → what the fake server does (harness.FakeServer implements each)
     "close_mid": "chat: Content-Length 500, 6 bytes, then close",
     "http500": "chat: HTTP 500 every time",
     "nonjson": "chat: 200 with a body that is not JSON",
