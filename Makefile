@@ -6,12 +6,14 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 PYTEST_ARGS ?=
+# the default suite on up to 4 cores (pytest-xdist); a module's tests stay on one worker and share its fixtures
+PYTEST_JOBS ?= -n auto --maxprocesses 4 --dist loadscope
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export WANDB_MODE ?= disabled
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup test test-slow test-distributed test-sweep demo bench lint docs-config clean
+.PHONY: setup test test-process test-slow test-distributed test-sweep demo bench lint docs-config clean
 
 setup:
 	$(PYTHON) -m venv $(VENV)
@@ -26,17 +28,20 @@ setup:
 	$(BIN)/python -c "from ctxbench.models.loading import smollm2_dir; print('packaged SmolLM2 ready at', smollm2_dir())"
 
 test:
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(PYTEST_JOBS) $(PYTEST_ARGS)
+
+test-process:
+	$(BIN)/python -m pytest -q -m process $(PYTEST_ARGS)
 
 test-slow:
-	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m slow $(PYTEST_JOBS) $(PYTEST_ARGS)
 
 test-distributed:
 	$(BIN)/python -m pytest -q -m distributed $(PYTEST_ARGS)
 
 # the bad-input sweep: every malformed input and corrupted run file of tests/bad_input/cases.py through the CLI
 test-sweep:
-	$(BIN)/python -m pytest -q -m sweep $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m sweep $(PYTEST_JOBS) $(PYTEST_ARGS)
 
 # the main job on the embedded defaults: LoRA training of the packaged SmolLM2 on the shipped sample (CPU)
 demo:

@@ -42,6 +42,7 @@ def _kill_when(proc: subprocess.Popen, ready, timeout: float = 300) -> None:
     proc.wait()
 
 
+@pytest.mark.process
 def test_kill9_during_training_then_resume_matches(tmp_path):
     args = ["train", "method=lm", "model=tiny", "trainer.max_steps=40", "trainer.save_every=4",
             "trainer.progress=false", "method.lora.dropout=0.1", "method.seq_len=64"]
@@ -82,6 +83,7 @@ def _changes(db: Path) -> list[tuple]:
     return rows
 
 
+@pytest.mark.process
 def test_kill9_during_memory_ingestion_then_rerun(tmp_path):
     """memorybank on the tiny model: kill mid-ingest, rerun; same store, same answers, no question twice."""
     args = ["eval", "memory=memorybank", "dataset=locomo_sample", "llm.model=tiny", "llm.cache=false",

@@ -54,6 +54,7 @@ def test_concurrent_eval_equals_sequential_and_records_its_workers(tmp_path):
     assert all(len(s["calls"]) == 1 and s["calls"][0]["token_source"] == "server" for s in samples)
 
 
+@pytest.mark.process
 def test_concurrent_eval_killed_midway_resumes_without_answering_twice(tmp_path):
     with serve(delay_s=0.25, slots=4) as server:
         clean = run_cli(*args(server.base_url, tmp_path / "clean", "concurrency=4"), env=ENV)

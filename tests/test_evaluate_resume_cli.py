@@ -21,6 +21,7 @@ def read_ids(path: Path) -> list[str]:
     return [json.loads(x)["id"] for x in path.read_text().splitlines() if x.strip()]
 
 
+@pytest.mark.process
 def test_eval_cli_killed_midway_resumes(tmp_path):
     """A real kill (SIGKILL) in the middle of an eval run, then a rerun in the same folder."""
     out = tmp_path / "run"

@@ -183,6 +183,7 @@ def _open_cache(path, q, barrier):
         q.put(repr(e))
 
 
+@pytest.mark.process
 def test_processes_opening_a_new_cache_together_all_succeed(tmp_path):
     """Rows of a board run side by side (`reproduce table=locomo_all jobs=2`) open one new cache file:
     both made the table without ``flags`` and added it ("duplicate column name"), or met a lock on WAL."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import time
 
 import httpx
@@ -104,10 +105,12 @@ def test_no_hidden_latency_per_call_or_per_connection():
     small listen backlog. Bounds are loose (a shared machine); the stalls they catch are not."""
     with serve(delay_s=0.0, slots=1) as s:
         llm = client(s.base_url, concurrency=1)
-        t = time.perf_counter()
+        took = []
         for i in range(40):
+            t = time.perf_counter()
             llm.chat(ask(f"q {i}"))
-        assert time.perf_counter() - t < 1.0  # 40 x 40 ms would be 1.6 s
+            took.append(time.perf_counter() - t)
+        assert statistics.median(took) < 0.03, took  # a Nagle stall costs every reply ~40 ms; a loaded core, a few
     with serve(delay_s=0.05, slots=16) as s:
         llm = client(s.base_url, concurrency=16)
         t = time.perf_counter()
