@@ -19,6 +19,7 @@ from ctxbench.llm.shared import SharedLLM
 from ctxbench.memory.baselines import FullContext
 from ctxbench.core.system import System
 from ctxbench.core.types import History, Prediction, Question, Sample, Session, Turn, Usage
+from ctxbench.config.compose import option_config
 
 TIMING = ("answer_seconds", "usage.answer_seconds", "construction.seconds")
 
@@ -69,7 +70,7 @@ def samples(n_hist: int = 3, n_q: int = 5) -> list[Sample]:
 
 
 def full_context(llm: Any) -> HistorySystems:
-    cfg = OmegaConf.create({"name": "full_context", "reserve": 96})
+    cfg = option_config("memory", {"name": "full_context", "reserve": 96})
     return HistorySystems(lambda hid: FullContext(cfg, llm=llm))
 
 

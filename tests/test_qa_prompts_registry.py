@@ -27,6 +27,7 @@ from ctxbench.core.types import History, Question, Sample, Session, Turn
 from memory_scripted import BowEmbedder
 from scripted_llm import ScriptedLLM
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "ctxbench" / "conf"
@@ -157,7 +158,7 @@ def test_evaluator_postprocesses_once_and_keeps_the_raw_reply(tmp_path, monkeypa
         return original(self, question, text)
     monkeypatch.setattr(AnswerPrompt, "postprocess", counting)
     llm = ScriptedLLM("Rex\nBecause Alice said so.")
-    system = registry.build("memory", OmegaConf.create({"name": "no_context", "max_new_tokens": None}), llm=llm)
+    system = registry.build("memory", option_config("memory", {"name": "no_context", "max_new_tokens": None}), llm=llm)
     system.use_prompt(get_prompt("brief"))
     qs = [questions()["single-hop"], questions()["multi-hop"]]
     recs = run_system(system, [Sample(history(), qs)], tmp_path, llm=llm, progress=False)
