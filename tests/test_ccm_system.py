@@ -16,12 +16,13 @@ from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
 from ctxbench.core.types import History, Question, Sample, Session, Turn
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def make(which: str, **over) -> CCM:
-    bundle = load_model(OmegaConf.create({"name": "tiny", "attn_implementation": "eager"}))
+    bundle = load_model(option_config("model", {"name": "tiny", "attn_implementation": "eager"}))
     cfg = load_conf_file(f"conf/method/ccm_{which}.yaml")
     for k, v in over.items():
         OmegaConf.update(cfg, k, v)

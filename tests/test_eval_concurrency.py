@@ -195,7 +195,7 @@ def test_hf_calls_from_several_workers_are_generated_as_one_batch(tmp_path):
     from ctxbench.llm.hf import HFChatLLM
 
     def tiny(batch_size: int) -> SharedLLM:
-        return SharedLLM(HFChatLLM(OmegaConf.create({"name": "hf", "model": "tiny", "context_window": 1024, "prefix_cache": False,
+        return SharedLLM(HFChatLLM(option_config("llm", {"name": "hf", "model": "tiny", "context_window": 1024, "prefix_cache": False,
                                                      "batch_size": batch_size})))
 
     one = tiny(1)

@@ -17,6 +17,7 @@ from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
 from ctxbench.core.render import render_history
 from ctxbench.core.types import History, Question, Session, Turn
+from ctxbench.config.compose import option_config
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +27,12 @@ def kvpress():
 
 @pytest.fixture(scope="module")
 def smol(kvpress):
-    return load_model(OmegaConf.create({"name": "smollm2_135m", "dtype": "float32"}))
+    return load_model(option_config("model", {"name": "smollm2_135m", "dtype": "float32"}))
 
 
 @pytest.fixture(scope="module")
 def tiny(kvpress):
-    return load_model(OmegaConf.create({"name": "tiny"}))
+    return load_model(option_config("model", {"name": "tiny"}))
 
 
 HIST = History(id="h", speakers=["Ann", "Bob"], sessions=[Session("1", [

@@ -12,11 +12,12 @@ from omegaconf import OmegaConf
 from ctxbench.core.errors import ConfigError
 from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
+from ctxbench.config.compose import option_config
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return load_model(OmegaConf.create({"name": "tiny"}))
+    return load_model(option_config("model", {"name": "tiny"}))
 
 
 def lm(bundle, **kw):
