@@ -43,9 +43,9 @@ def test_lambda_weights_a_batch_holding_one_objective():
 
 def test_reference_layout_has_the_start_token_once_and_none_in_decoder_rows():
     tok = load_model(option_config("model", {"name": "tiny"})).tokenizer
-    base = {"mem_size": 4, "compression_rate": 4, "add_bos": True}
-    ours = D.Layout(tok, OmegaConf.create(base))
-    ref = D.Layout(tok, OmegaConf.create({**base, "segment_layout": "reference"}))
+    base = {"name": "icae_pretrain", "mem_size": 4, "compression_rate": 4, "add_bos": True}
+    ours = D.Layout(tok, option_config("method", base))
+    ref = D.Layout(tok, option_config("method", {**base, "segment_layout": "reference"}))
     ctx, bos = ids(40), tok.bos_token_id
     assert [s[0] for s in ours.segments(ctx)] == [bos] * 3
     segs = ref.segments(ctx)

@@ -26,7 +26,7 @@ def tiny():
 
 
 def method(bundle, name: str, **kw):
-    return build("method", OmegaConf.create({"name": name, "positions": "absolute", **kw}), bundle=bundle)
+    return build("method", option_config("method", {"name": name, "positions": "absolute", **kw}), bundle=bundle)
 
 
 def ids_of(n: int, seed: int = 0) -> torch.Tensor:
@@ -305,7 +305,7 @@ def test_plain_lm_is_the_base_model_under_lora_and_tuned_norms():
     x = ids_of(40, seed=6)
     with torch.no_grad():
         ref = bundle.model(x).logits.clone()
-    m = build("method", OmegaConf.create({"name": "lococo", "segment_len": 16, "mem_size": 32, "kernel_size": 5,
+    m = build("method", option_config("method", {"name": "lococo", "segment_len": 16, "mem_size": 32, "kernel_size": 5,
                                           "local_len": 0, "positions": "absolute", "train_embed_norm": True,
                                           "lora": {"enabled": True, "r": 2, "alpha": 4, "dropout": 0.0,
                                                    "target_modules": ["q_proj", "v_proj"]}}), bundle=bundle)

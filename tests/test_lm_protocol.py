@@ -23,7 +23,7 @@ def tiny():
 def lm(bundle, **kw):
     cfg = {"name": "lm", "seq_len": 64, "lora": {"enabled": True, "r": 2, "alpha": 4, "dropout": 0.0,
                                                  "target_modules": ["q_proj", "v_proj"]}, **kw}
-    return build("method", OmegaConf.create(cfg), bundle=bundle)
+    return build("method", option_config("method", cfg), bundle=bundle)
 
 
 def nll(model, ids: list[int], n: int) -> float:

@@ -28,7 +28,7 @@ def tiny():
 
 def lococo(bundle, **kw):
     cfg = {"name": "lococo", "segment_len": 16, "mem_size": 32, "n_segments": 4, "kernel_size": 5, "local_len": 0, **kw}
-    return build("method", OmegaConf.create(cfg), bundle=bundle)
+    return build("method", option_config("method", cfg), bundle=bundle)
 
 
 def ids_of(n: int, seed: int = 0) -> torch.Tensor:
@@ -232,7 +232,7 @@ def test_conv_init_reference_normal_or_soft_default():
 def test_lococo_auto_rope_factor_never_below_one():
     def factor(window: int) -> float:
         bundle = load_model(option_config("model", {"name": "tiny", "max_position_embeddings": window}))
-        cfg = OmegaConf.create({"name": "lococo", "segment_len": 16, "mem_size": 32, "n_segments": 4,
+        cfg = option_config("method", {"name": "lococo", "segment_len": 16, "mem_size": 32, "n_segments": 4,
                                 "kernel_size": 5, "local_len": 0, "rope_scaling_factor": "auto"})
         return build("method", cfg, bundle=bundle).rope_factor()
 

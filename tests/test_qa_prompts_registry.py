@@ -247,7 +247,7 @@ def test_kv_method_streams_the_prompt_head_and_uses_its_cap():
     from ctxbench.models.loading import load_model
 
     bundle = load_model(option_config("model", {"name": "tiny"}))
-    cfg = OmegaConf.create({"name": "streamingllm", "positions": "absolute", "segment_len": 32, "mem_size": 64,
+    cfg = option_config("method", {"name": "streamingllm", "positions": "absolute", "segment_len": 32, "mem_size": 64,
                             "max_new_tokens": None})
     m = registry.build("method", cfg, bundle=bundle)
     assert m.answer_max_tokens() == 48  # the default prompt's (brief) until told otherwise

@@ -28,7 +28,7 @@ def tiny():
 
 
 def method(bundle, name: str, **kw):
-    return build("method", OmegaConf.create({"name": name, "positions": "absolute", "window": 4, "kernel": 3, **kw}),
+    return build("method", option_config("method", {"name": name, "positions": "absolute", "window": 4, "kernel": 3, **kw}),
                  bundle=bundle)
 
 
