@@ -16,6 +16,7 @@ from ctxbench.bench.common import PeakMemory, percentile
 from ctxbench.bench.report import markdown
 from ctxbench.bench.retrieval import recall_at_k
 from ctxbench.core.registry import UnknownName
+from ctxbench.config.compose import option_config
 
 
 def test_bench_retrieval_cli_writes_json_and_markdown(cli, tmp_path):
@@ -111,7 +112,7 @@ def test_scripted_model_satisfies_memory_systems(shared_data, tmp_path):
     from ctxbench.core import registry
     from ctxbench.bench.scripted_llm import ScriptedChatModel
 
-    samples = registry.build("dataset", OmegaConf.create({"name": "locomo", "path": str(shared_data / "locomo10.json"),
+    samples = registry.build("dataset", option_config("dataset", {"name": "locomo", "path": str(shared_data / "locomo10.json"),
                                                          "conversations": ["conv-26"], "limit": 2}))
     root = Path(__file__).resolve().parents[1] / "conf" / "memory"
     for name in ("mem0", "mem0g", "amem", "memorybank"):

@@ -31,7 +31,7 @@ def make(which: str, **over) -> CCM:
 
 @pytest.fixture(scope="module")
 def conv26() -> Sample:
-    samples = build("dataset", OmegaConf.create({"name": "locomo", "path": str(DATA / "locomo10.json"),
+    samples = build("dataset", option_config("dataset", {"name": "locomo", "path": str(DATA / "locomo10.json"),
                                                  "conversations": ["conv-26"]}))
     return list(samples)[0]
 
@@ -179,7 +179,7 @@ def test_bad_config_is_named():
 
 
 def test_pwc_documents_give_qa_examples(shared_data):
-    samples = build("dataset", OmegaConf.create({"name": "pwc", "path": str(shared_data / "pwc_dev_icae_v2.jsonl")}))
+    samples = build("dataset", option_config("dataset", {"name": "pwc", "path": str(shared_data / "pwc_dev_icae_v2.jsonl")}))
     samples = list(samples)[:2]
     m = make("concat", n_tok=2, step_tokens=64, train_steps=3)
     ex = m.train_examples(samples)

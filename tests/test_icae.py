@@ -213,7 +213,7 @@ def test_lambda_mixes_ae_and_lm_and_sampling_picks_one():
 
 def test_finetune_examples_from_pwc_rows(shared_data):
     m = make("finetune", max_context_tokens=256)
-    samples = build("dataset", OmegaConf.create({"name": "pwc", "path": str(shared_data / "pwc_dev_icae_v2.jsonl")}))
+    samples = build("dataset", option_config("dataset", {"name": "pwc", "path": str(shared_data / "pwc_dev_icae_v2.jsonl")}))
     ex = m.train_examples(list(samples))
     assert len(ex) == sum(len(s.questions) for s in samples) > 0
     q = samples[0].questions[0]

@@ -231,7 +231,7 @@ def test_smollm2_full_context_replies_equal(shared_data):
     from ctxbench.core.render import render_history
     from ctxbench.core.types import History
 
-    sample = list(build("dataset", OmegaConf.create({"name": "locomo", "path": str(shared_data / "locomo10.json")})))[0]
+    sample = list(build("dataset", option_config("dataset", {"name": "locomo", "path": str(shared_data / "locomo10.json")})))[0]
     on, off = pair("smollm2_135m", 2048, min_tokens=256)
     h = sample.history
     k = max(n for n in range(1, len(h.sessions) + 1)

@@ -186,7 +186,7 @@ def test_locomo_through_evaluator(tmp_path):
     """conf/memory/readagent.yaml through the registry and the one evaluator on real conv-26 (1 session)."""
     if not DATA.exists():
         pytest.skip(f"no {DATA}")
-    samples = registry.build("dataset", OmegaConf.create(
+    samples = registry.build("dataset", option_config("dataset",
         {"name": "locomo", "path": str(DATA), "conversations": ["conv-26"], "limit": 2}))
     c = load_conf_file(ROOT / "conf" / "memory" / "readagent.yaml")
     c.max_sessions, c.progress = 1, False

@@ -87,7 +87,7 @@ def test_run_system_refuses_a_duck_typed_object(tmp_path):
 def conv26():
     if not LOCOMO.exists():
         pytest.skip(f"no {LOCOMO}")
-    return registry.build("dataset", OmegaConf.create({"name": "locomo", "path": str(LOCOMO),
+    return registry.build("dataset", option_config("dataset", {"name": "locomo", "path": str(LOCOMO),
                                                        "conversations": ["conv-26"], "limit": 3}))
 
 
