@@ -17,8 +17,11 @@ from ctxbench.core.paths import conf_dir
 
 def option_config(group: str, partial: Any) -> DictConfig:
     """``partial`` (naming its ``name``) over ``conf/<group>/<name>.yaml`` as composed, or over the
-    defaults of the schema that ``name`` composes from where no such option file exists."""
+    defaults of the schema that ``name`` composes from where no such option file exists. Without a
+    ``name`` the partial comes back as it is (the registry's build names the missing key)."""
     partial = partial if isinstance(partial, DictConfig) else OmegaConf.create(dict(partial or {}))
+    if not partial.get("name"):
+        return partial
     name = str(partial["name"])
     if (conf_dir() / group / f"{name}.yaml").exists():
         base = load_option(group, name)
