@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 CONF = Path(__file__).resolve().parents[1] / "ctxbench" / "conf" / "method"
 TEXT = "the quick brown fox jumps over the lazy dog while the cat sleeps in the warm sun. " * 3
@@ -27,7 +28,7 @@ def method_cfg(conf: str, **over):
 
 def tiny(dtype: torch.dtype, **over):
     name = {torch.float32: "float32", torch.bfloat16: "bfloat16"}[dtype]
-    return load_model(OmegaConf.create({"name": "tiny", "dtype": name, **over}))
+    return load_model(option_config("model", {"name": "tiny", "dtype": name, **over}))
 
 
 def ids(n: int, seed: int = 0) -> list[int]:

@@ -21,6 +21,7 @@ from ctxbench.data.pwc import load_pwc_rows
 from ctxbench.data.safe_pickle import safe_loads
 from ctxbench.evaluation.evaluator import load_prediction_file
 from tests.conftest import run_cli
+from ctxbench.config.compose import option_config
 
 SAMPLES = Path(__file__).resolve().parents[1] / "ctxbench" / "samples"
 
@@ -113,7 +114,7 @@ def test_real_locomo_still_loads(shared_data):
 # ---- PwC -----------------------------------------------------------------------------------------
 
 def pwc(path: Path):
-    return load_pwc_rows(OmegaConf.create({"path": str(path)}))
+    return load_pwc_rows(option_config("dataset", {"name": "pwc", "path": str(path)}))
 
 
 def write_lines(tmp_path: Path, lines: list[str], name: str = "rows.jsonl") -> Path:

@@ -29,6 +29,7 @@ from ctxbench.data.errors import DataError
 from ctxbench.data.locomo import load_locomo_file
 from ctxbench.data.pwc import load_pwc_rows
 from ctxbench.evaluation.evaluator import load_prediction_file
+from ctxbench.config.compose import option_config
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 OUTCOMES: dict[str, Counter] = defaultdict(Counter)
@@ -204,7 +205,7 @@ def test_locomo_bytes(tmp_path_factory, raw):
 def _pwc_load(path: Path):
     from omegaconf import OmegaConf
 
-    return load_pwc_rows(OmegaConf.create({"name": "pwc", "path": str(path)}))
+    return load_pwc_rows(option_config("dataset", {"name": "pwc", "path": str(path)}))
 
 
 pwc_row = st.fixed_dictionaries({"input": maybe(texts), "prompt": maybe(texts), "answer": maybe(texts)})

@@ -16,6 +16,7 @@ from ctxbench.bench.common import PeakMemory, percentile
 from ctxbench.bench.report import markdown
 from ctxbench.bench.retrieval import recall_at_k
 from ctxbench.core.registry import UnknownName
+from ctxbench.config.compose import command_config, option_config, section_config
 
 
 def test_bench_retrieval_cli_writes_json_and_markdown(cli, tmp_path):
@@ -46,9 +47,9 @@ def test_bench_retrieval_cli_writes_json_and_markdown(cli, tmp_path):
 
 def test_unknown_suite_suggests():
     with pytest.raises(UnknownName, match="retrieval"):
-        selected(OmegaConf.create({"suite": "retreival"}))
-    assert selected(OmegaConf.create({"suite": "all"}))[0] == "train_step"
-    assert selected(OmegaConf.create({"suite": "kv_memory,retrieval"})) == ["kv_memory", "retrieval"]
+        selected(command_config("bench", {"suite": "retreival"}))
+    assert selected(command_config("bench", {"suite": "all"}))[0] == "train_step"
+    assert selected(command_config("bench", {"suite": "kv_memory,retrieval"})) == ["kv_memory", "retrieval"]
 
 
 def test_percentile_and_recall():
@@ -83,7 +84,7 @@ def test_markdown_shows_skipped_rows_and_errors():
 def test_kv_memory_growth_per_method(tmp_path):
     from ctxbench.bench.kv_memory import run
 
-    cfg = OmegaConf.create({"model": "tiny", "lengths": [256, 512], "max_new_tokens": 1,
+    cfg = section_config("bench", "kv_memory", {"model": "tiny", "lengths": [256, 512], "max_new_tokens": 1,
                             "methods": ["full_cache", "h2o", "no_such_method"],
                             "overrides": {"h2o": ["method.mem_size=64", "method.segment_len=32"],
                                           "full_cache": ["method.segment_len=32"]}})
@@ -111,7 +112,7 @@ def test_scripted_model_satisfies_memory_systems(shared_data, tmp_path):
     from ctxbench.core import registry
     from ctxbench.bench.scripted_llm import ScriptedChatModel
 
-    samples = registry.build("dataset", OmegaConf.create({"name": "locomo", "path": str(shared_data / "locomo10.json"),
+    samples = registry.build("dataset", option_config("dataset", {"name": "locomo", "path": str(shared_data / "locomo10.json"),
                                                          "conversations": ["conv-26"], "limit": 2}))
     root = Path(__file__).resolve().parents[1] / "conf" / "memory"
     for name in ("mem0", "mem0g", "amem", "memorybank"):
@@ -144,7 +145,7 @@ def test_memory_systems_rows_from_the_evaluator_configs(tmp_path):
     from ctxbench.bench.scripted_llm import ScriptedChatModel
 
     samples = [s for s in registry.build("dataset", compose("eval", ["dataset=locomo_sample"]).dataset) if s.questions]
-    cfg = OmegaConf.create({"questions": 2, "max_sessions": 1})
+    cfg = section_config("bench", "memory_systems", {"questions": 2, "max_sessions": 1})
     rows = {}
     for name in ("rag", "mem0", "no_context"):
         llm = ScriptedChatModel()
@@ -162,7 +163,7 @@ def test_memory_systems_rows_from_the_evaluator_configs(tmp_path):
 def test_structured_suite_times_both_sides_on_the_same_tokens(tmp_path):
     from ctxbench.bench.structured import run
 
-    cfg = OmegaConf.create({"model": "tiny", "dataset": "locomo_sample", "prompts": 2, "max_new_tokens": 24,
+    cfg = section_config("bench", "structured", {"model": "tiny", "dataset": "locomo_sample", "prompts": 2, "max_new_tokens": 24,
                             "rounds": 1, "context_window": 1024})
     res = run(cfg, {"run_dir": tmp_path})
     assert len(res["rows"]) == 2 and res["ratio"] > 0
@@ -175,7 +176,7 @@ def test_structured_suite_times_both_sides_on_the_same_tokens(tmp_path):
 def test_kv_press_suite_times_both_sides_of_each_ratio(tmp_path):
     from ctxbench.bench.kv_press import run
 
-    cfg = OmegaConf.create({"checks": ["calibration", "presses"], "model": "tiny", "dataset": "shakespeare_sample",
+    cfg = section_config("bench", "kv_press", {"checks": ["calibration", "presses"], "model": "tiny", "dataset": "shakespeare_sample",
                             "segment_len": 16, "n_segments": 6, "mem_size": 64, "ingest_tokens": 160, "new_tokens": 4,
                             "methods": ["streamingllm", "snapkv", "pyramidkv"], "repeats": 1, "rounds": 1})
     res = run(cfg, {"run_dir": tmp_path})

@@ -11,6 +11,7 @@ import math
 
 import pytest
 from omegaconf import OmegaConf
+from ctxbench.config.compose import command_config, section_config
 
 # small examples so the CPU run is short; the 7B defaults are in conf/bench.yaml
 SMALL = ["gpu.size=tiny", "gpu.warmup_steps=1", "gpu.steps=2",
@@ -93,7 +94,7 @@ def test_gradient_checkpointing_does_not_count_recomputed_tokens():
 
     base = {"size": "tiny", "warmup_steps": 1, "steps": 1, "dataset": "text_sample", "batch_size": 1,
             "methods": {"lm": {"method": "lm", "overrides": ["method.seq_len=128"]}}}
-    rows = [measure(OmegaConf.create({**base, "gradient_checkpointing": gc}), "llama2_7b", "lm", "sdpa",
+    rows = [measure(section_config("bench", "gpu", {**base, "gradient_checkpointing": gc}), "llama2_7b", "lm", "sdpa",
                     torch.device("cpu")) for gc in (False, True)]
     assert [r["gradient_checkpointing"] for r in rows] == [False, True]
     assert rows[0]["tokens_per_step"] == rows[1]["tokens_per_step"] == 128
@@ -108,11 +109,11 @@ def test_7b_without_a_gpu_is_a_skip_with_the_way_out():
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     with pytest.raises(Skip, match="gpu.size=tiny runs the same steps on CPU"):
-        device_of(OmegaConf.create({"size": "7b", "device": "auto"}))
+        device_of(section_config("bench", "gpu", {"size": "7b", "device": "auto"}))
 
 
 def test_gpu_is_not_part_of_all():
     from ctxbench.bench import selected
 
-    assert "gpu" not in selected(OmegaConf.create({"suite": "all"}))
-    assert selected(OmegaConf.create({"suite": "gpu"})) == ["gpu"]
+    assert "gpu" not in selected(command_config("bench", {"suite": "all"}))
+    assert selected(command_config("bench", {"suite": "gpu"})) == ["gpu"]

@@ -6,13 +6,14 @@ import math
 
 import pytest
 from omegaconf import OmegaConf
+from ctxbench.config.compose import command_config, section_config
 
 
 def test_train_step_smoke_lm_and_one_method(tmp_path):
     """lm + ccm_concat measured in subprocesses on the tiny model; h2o is skipped as training-free."""
     from ctxbench.bench.train_step import run
 
-    cfg = OmegaConf.create({"model": "tiny", "methods": ["ccm_concat", "h2o"], "baseline": "lm",
+    cfg = section_config("bench", "train_step", {"model": "tiny", "methods": ["ccm_concat", "h2o"], "baseline": "lm",
                             "dataset": "text_sample", "datasets": {}, "batch_size": 2, "warmup_steps": 1,
                             "steps": 2, "rounds": 1, "timeout_s": 240})
     res = run(cfg, {"run_dir": tmp_path})

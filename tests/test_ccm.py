@@ -11,12 +11,13 @@ from ctxbench.methods.ccm_lora import CompGate, GatedLoRALinear
 from ctxbench.methods.ccm_mask import allowed_real, build_layout, collate_layouts
 from ctxbench.models.loading import load_model
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 
 
 def make(mode: str, n_tok: int = 3, attn: str = "eager", lora_std: float = 0.3, **over) -> CCM:
     torch.manual_seed(0)  # LoRA A init draws from the global generator
-    bundle = load_model(OmegaConf.create({"name": "tiny", "attn_implementation": attn, "dtype": "float32"}))
+    bundle = load_model(option_config("model", {"name": "tiny", "attn_implementation": attn, "dtype": "float32"}))
     cfg = load_conf_file(f"conf/method/ccm_{mode}.yaml")
     cfg.n_tok = n_tok
     for k, v in over.items():
@@ -118,7 +119,7 @@ def test_conditional_lora_leaves_non_comp_positions_equal_to_base_model():
     from ctxbench.methods.ccm_mask import additive
 
     m = make("concat", lora_std=1.0)
-    base = load_model(OmegaConf.create({"name": "tiny", "attn_implementation": "eager"})).model.eval()
+    base = load_model(option_config("model", {"name": "tiny", "attn_implementation": "eager"})).model.eval()
     g = torch.Generator().manual_seed(3)
     ids = torch.randint(5, 250, (2, 12), generator=g)
     gate = torch.zeros(2, 12, dtype=torch.bool)

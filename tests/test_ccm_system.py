@@ -16,12 +16,13 @@ from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
 from ctxbench.core.types import History, Question, Sample, Session, Turn
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def make(which: str, **over) -> CCM:
-    bundle = load_model(OmegaConf.create({"name": "tiny", "attn_implementation": "eager"}))
+    bundle = load_model(option_config("model", {"name": "tiny", "attn_implementation": "eager"}))
     cfg = load_conf_file(f"conf/method/ccm_{which}.yaml")
     for k, v in over.items():
         OmegaConf.update(cfg, k, v)
@@ -30,7 +31,7 @@ def make(which: str, **over) -> CCM:
 
 @pytest.fixture(scope="module")
 def conv26() -> Sample:
-    samples = build("dataset", OmegaConf.create({"name": "locomo", "path": str(DATA / "locomo10.json"),
+    samples = build("dataset", option_config("dataset", {"name": "locomo", "path": str(DATA / "locomo10.json"),
                                                  "conversations": ["conv-26"]}))
     return list(samples)[0]
 
@@ -178,7 +179,7 @@ def test_bad_config_is_named():
 
 
 def test_pwc_documents_give_qa_examples(shared_data):
-    samples = build("dataset", OmegaConf.create({"name": "pwc", "path": str(shared_data / "pwc_dev_icae_v2.jsonl")}))
+    samples = build("dataset", option_config("dataset", {"name": "pwc", "path": str(shared_data / "pwc_dev_icae_v2.jsonl")}))
     samples = list(samples)[:2]
     m = make("concat", n_tok=2, step_tokens=64, train_steps=3)
     ex = m.train_examples(samples)

@@ -10,13 +10,14 @@ from ctxbench.methods.ccm_eval import _ccm_loss
 from ctxbench.models.loading import load_model
 from method_cases import build_case, ids
 from test_tasks import rows, run
+from ctxbench.config.compose import option_config
 
 
 @pytest.mark.parametrize("case", ["ccm_concat", "ccm_merge"])
 def test_plain_lm_is_the_base_model_and_memory_scores_as_ccm_eval(case):
     m, _ = build_case(case, torch.float32)
     m.eval()
-    plain = load_model(OmegaConf.create({"name": "tiny", "dtype": "float32"})).model
+    plain = load_model(option_config("model", {"name": "tiny", "dtype": "float32"})).model
     x = torch.tensor([ids(20, 7)])
     with m.plain_lm() as lm:
         assert torch.allclose(lm(input_ids=x).logits, plain(input_ids=x).logits, atol=1e-5)

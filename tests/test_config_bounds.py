@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from ctxbench.config import bounds as cb
+from ctxbench.config.compose import option_config
 
 def refused(monkeypatch, capsys, tmp_path, *argv: str) -> str:
     """Run the real CLI in-process; it must exit 2 with one stderr line and no traceback."""
@@ -208,6 +209,6 @@ def test_tiny_model_heads_must_divide_the_hidden_size():
     from ctxbench.models.loading import tiny_dir
 
     with pytest.raises(CtxbenchError, match=r"model.hidden_size=64 must be a multiple of model.num_heads=3"):
-        tiny_dir(OmegaConf.create({"hidden_size": 64, "num_heads": 3, "num_kv_heads": 1}))
+        tiny_dir(option_config("model", {"name": "tiny", "hidden_size": 64, "num_heads": 3, "num_kv_heads": 1}))
     with pytest.raises(CtxbenchError, match=r"num_heads a multiple of model.num_kv_heads=3"):
-        tiny_dir(OmegaConf.create({"hidden_size": 64, "num_heads": 4, "num_kv_heads": 3}))
+        tiny_dir(option_config("model", {"name": "tiny", "hidden_size": 64, "num_heads": 4, "num_kv_heads": 3}))

@@ -27,6 +27,7 @@ from ctxbench.core.types import History, Question, Sample, Session, Turn
 
 from memory_scripted import BowEmbedder
 from scripted_llm import ScriptedLLM
+from ctxbench.config.compose import option_config
 
 WORDS = "apple banana cherry dolphin eagle falcon grape harbor igloo jungle kettle lemon".split()
 D1, D2 = "1:00 pm on 1 May, 2023", "2:00 pm on 9 May, 2023"
@@ -88,7 +89,7 @@ def _without(text: str, pieces: list[str]) -> str:
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_full_context_counts_the_rendered_history_alone(tmp_path, prompt):
     llm = ScriptedLLM(respond)
-    recs, answers = evaluate(FullContext(OmegaConf.create({"name": "full_context"}), llm=llm), llm, prompt, tmp_path)
+    recs, answers = evaluate(FullContext(option_config("memory", {"name": "full_context"}), llm=llm), llm, prompt, tmp_path)
     rendered = render_history(history(), "locomo").strip()
     check(llm, recs, answers, [[rendered]] * 2)
     intro = "Below is a conversation between two people: Alice and Bob."
@@ -99,7 +100,7 @@ def test_full_context_counts_the_rendered_history_alone(tmp_path, prompt):
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_no_context_counts_nothing(tmp_path, prompt):
     llm = ScriptedLLM(respond)
-    recs, answers = evaluate(NoContext(OmegaConf.create({"name": "no_context"}), llm=llm), llm, prompt, tmp_path)
+    recs, answers = evaluate(NoContext(option_config("memory", {"name": "no_context"}), llm=llm), llm, prompt, tmp_path)
     assert [r["usage"]["context_tokens"] for r in recs] == [0, 0]
     assert all("I like" not in call_text(c) for c in answers)
     assert all(r["usage"]["answer_prompt_tokens"] > 0 for r in recs)
@@ -109,7 +110,7 @@ def test_no_context_counts_nothing(tmp_path, prompt):
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_rag_counts_the_retrieved_chunks_alone(tmp_path, prompt):
     llm = ScriptedLLM(respond)
-    cfg = OmegaConf.create({"name": "rag", "k": 50, "chunk_size": 2, "overlap": 0, "progress": False})
+    cfg = option_config("memory", {"name": "rag", "k": 50, "chunk_size": 2, "overlap": 0, "progress": False})
     rag = RAG(cfg, llm=llm, embedder=BowEmbedder(), workdir=tmp_path / "rag")
     recs, answers = evaluate(rag, llm, prompt, tmp_path)
     chunks = [text for s in history().sessions for text, _ in chunk_turns(s, 2, 0)]  # k >= chunks: all shown
@@ -124,7 +125,7 @@ def test_rag_counts_the_retrieved_chunks_alone(tmp_path, prompt):
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_readagent_counts_its_gist_memory_alone_and_holds_its_gists(tmp_path, prompt):
     llm = ScriptedLLM(respond)
-    cfg = OmegaConf.create({"name": "readagent", "max_page_tokens": 20, "min_page_tokens": 10, "tail_tokens": 0,
+    cfg = option_config("memory", {"name": "readagent", "max_page_tokens": 20, "min_page_tokens": 10, "tail_tokens": 0,
                             "preceding_tokens": 6, "max_lookups": 2, "progress": False, "json_retries": 0})
     ra = ReadAgent(cfg, llm=llm, embedder=None, workdir=tmp_path / "ra")
     recs, answers = evaluate(ra, llm, prompt, tmp_path)

@@ -12,6 +12,7 @@ from ctxbench.data.categories import ADVERSARIAL_GOLD, parse_categories
 from ctxbench.data.errors import DataError
 from ctxbench.data.locomo import load_locomo_file, parse_evidence_id, select, stats
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -22,7 +23,7 @@ def locomo(shared_data):
 
 
 def build(**kw):
-    return registry.build("dataset", OmegaConf.create({"name": "locomo", **kw}))
+    return registry.build("dataset", option_config("dataset", {"name": "locomo", **kw}))
 
 
 def test_official_counts(locomo):

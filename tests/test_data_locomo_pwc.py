@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 from ctxbench.core import registry
 from ctxbench.data.errors import DataError
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,7 +39,7 @@ def test_split_is_disjoint_by_conversation(shared_data):
 
 def test_rows_hold_their_evidence(shared_data):
     test = load(shared_data, split="test")
-    conv26 = registry.build("dataset", OmegaConf.create(
+    conv26 = registry.build("dataset", option_config("dataset",
         {"name": "locomo", "path": str(shared_data / "locomo10.json"), "conversations": ["conv-26"]}))[0]
     turns = {t.id: t.text for s in conv26.history.sessions for t in s.turns}
     first = test[0]

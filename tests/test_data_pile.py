@@ -11,12 +11,13 @@ from omegaconf import OmegaConf
 from ctxbench.core import registry
 from ctxbench.data.errors import DataError
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def load(**kw):
-    return registry.build("dataset", OmegaConf.create({"name": "pile", "limit": None, **kw}))
+    return registry.build("dataset", option_config("dataset", {"name": "pile", "limit": None, **kw}))
 
 
 def shard(path: Path, docs: list[tuple[str, str | None]]) -> Path:

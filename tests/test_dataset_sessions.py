@@ -17,6 +17,7 @@ from ctxbench.data.errors import DataError
 from ctxbench.data.locomo import load_locomo_file, select
 from tests.conftest import run_cli
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {"CTXBENCH_CACHE": os.environ.get("CTXBENCH_CACHE", "/tmp/cbcache"), "OMP_NUM_THREADS": "1"}
@@ -89,7 +90,7 @@ def test_limit_counts_among_kept_questions_and_categories_combine(locomo):
 
 
 def test_every_conversation_is_cut(shared_data):
-    s = registry.build("dataset", OmegaConf.create({"name": "locomo", "path": str(shared_data / "locomo10.json"),
+    s = registry.build("dataset", option_config("dataset", {"name": "locomo", "path": str(shared_data / "locomo10.json"),
                                                     "sessions": 2}))
     assert len(s) == 10 and all([x.id for x in c.history.sessions] == ["session_1", "session_2"] for c in s)
     assert all(raw_sessions(q.evidence) <= {1, 2} for c in s for q in c.questions)
@@ -170,8 +171,8 @@ def test_a_bad_value_fails_at_compose_time(monkeypatch, capsys, tmp_path, datase
 
 def test_eval_cli_asks_only_the_kept_questions(tmp_path):
     sample = {"name": "locomo_sample", "path": str(REPO / "data" / "samples" / "locomo_sample.json")}
-    every = [q.id for s in registry.build("dataset", OmegaConf.create(sample)) for q in s.questions]
-    kept = [q.id for s in registry.build("dataset", OmegaConf.create({**sample, "sessions": 1})) for q in s.questions]
+    every = [q.id for s in registry.build("dataset", option_config("dataset", sample)) for q in s.questions]
+    kept = [q.id for s in registry.build("dataset", option_config("dataset", {**sample, "sessions": 1})) for q in s.questions]
     assert 0 < len(kept) < len(every)
     out = tmp_path / "run"
     p = run_cli("eval", "memory=no_context", "dataset=locomo_sample", "dataset.sessions=1", "llm.model=tiny",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from ctxbench.config.compose import option_config
 
 
 def test_rag_eval_stderr_has_no_faiss_module_not_found(cli, tmp_path):
@@ -33,7 +34,7 @@ def test_a_lora_wrap_prints_no_library_deprecation(recwarn):
     from ctxbench.models.loading import load_model
     from ctxbench.methods.lora import add_lora
 
-    bundle = load_model(OmegaConf.create({"name": "tiny"}))
+    bundle = load_model(option_config("model", {"name": "tiny"}))
     warnings.simplefilter("always")
     wrapped = add_lora(bundle.model, OmegaConf.create({"r": 2, "alpha": 4, "target_modules": ["q_proj"]}))
     assert any(p.requires_grad for p in wrapped.parameters())

@@ -8,6 +8,7 @@ from omegaconf import OmegaConf
 
 from ctxbench.models import hub
 from ctxbench.models.loading import ModelLoadError, load_model
+from ctxbench.config.compose import option_config
 
 MISSING = "ctxbench-test/not-a-cached-model"
 NO_NETWORK = {"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}
@@ -26,7 +27,7 @@ def test_no_network_fails_at_once_in_one_line(empty_hf_cache, monkeypatch):
         monkeypatch.setenv(k, v)
     t0 = time.perf_counter()
     with pytest.raises(ModelLoadError) as e:
-        load_model(OmegaConf.create({"name": "hf", "path": MISSING}))
+        load_model(option_config("model", {"name": "hf", "path": MISSING}))
     assert time.perf_counter() - t0 < 5
     msg = str(e.value)
     assert "\n" not in msg

@@ -19,6 +19,7 @@ from ctxbench.llm.shared import SharedLLM
 from ctxbench.memory.baselines import FullContext
 from ctxbench.core.system import System
 from ctxbench.core.types import History, Prediction, Question, Sample, Session, Turn, Usage
+from ctxbench.config.compose import option_config
 
 TIMING = ("answer_seconds", "usage.answer_seconds", "construction.seconds")
 
@@ -69,7 +70,7 @@ def samples(n_hist: int = 3, n_q: int = 5) -> list[Sample]:
 
 
 def full_context(llm: Any) -> HistorySystems:
-    cfg = OmegaConf.create({"name": "full_context", "reserve": 96})
+    cfg = option_config("memory", {"name": "full_context", "reserve": 96})
     return HistorySystems(lambda hid: FullContext(cfg, llm=llm))
 
 
@@ -194,7 +195,7 @@ def test_hf_calls_from_several_workers_are_generated_as_one_batch(tmp_path):
     from ctxbench.llm.hf import HFChatLLM
 
     def tiny(batch_size: int) -> SharedLLM:
-        return SharedLLM(HFChatLLM(OmegaConf.create({"name": "hf", "model": "tiny", "context_window": 1024, "prefix_cache": False,
+        return SharedLLM(HFChatLLM(option_config("llm", {"name": "hf", "model": "tiny", "context_window": 1024, "prefix_cache": False,
                                                      "batch_size": batch_size})))
 
     one = tiny(1)

@@ -23,6 +23,7 @@ from ctxbench.core.paths import conf_dir
 from ctxbench.core.system import System
 from ctxbench.core.types import History, Prediction, Question, Sample, Session, Turn
 from tests.conftest import run_cli
+from ctxbench.config.compose import option_config
 
 TINY = {"name": "tiny", "hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1,
         "intermediate_size": 64, "max_position_embeddings": 1024, "seed": 0, "dtype": "float32",
@@ -112,24 +113,24 @@ def test_cuda_names_are_checked_against_the_machine(monkeypatch):
 # ---- where the weights go ------------------------------------------------------------------------
 
 def test_eval_loads_straight_onto_the_resolved_device_in_bf16(gpu_node):
-    bundle = L.load_for_eval(OmegaConf.create({**TINY, "dtype": "auto"}))
+    bundle = L.load_for_eval(option_config("model", {**TINY, "dtype": "auto"}))
     assert gpu_node[-1]["device_map"] == {"": torch.device("cuda", 1)}
     assert gpu_node[-1]["dtype"] is torch.bfloat16
     assert {p.dtype for p in bundle.model.parameters()} == {torch.bfloat16}
-    L.load_for_eval(OmegaConf.create({**TINY, "dtype": "float16", "device": "cpu"}))
+    L.load_for_eval(option_config("model", {**TINY, "dtype": "float16", "device": "cpu"}))
     assert gpu_node[-1]["device_map"] == {"": torch.device("cpu")} and gpu_node[-1]["dtype"] is torch.float16
-    L.load_model(OmegaConf.create({**TINY, "dtype": "auto"}))  # training: accelerate places the model
+    L.load_model(option_config("model", {**TINY, "dtype": "auto"}))  # training: accelerate places the model
     assert "device_map" not in gpu_node[-1] and gpu_node[-1]["dtype"] is torch.float32
 
 
 def test_llm_hf_on_a_gpu_node_loads_bf16_on_the_ranks_device(gpu_node):
     from ctxbench.core.registry import build
 
-    llm = build("llm", OmegaConf.create({"name": "hf", "model": {**TINY, "dtype": "auto"}, "cache": False}))
+    llm = build("llm", option_config("llm", {"name": "hf", "model": {**TINY, "dtype": "auto"}, "cache": False}))
     assert gpu_node[-1]["device_map"] == {"": torch.device("cuda", 1)} and gpu_node[-1]["dtype"] is torch.bfloat16
     assert "dtype=bfloat16" in llm.cache_id
     assert llm.placement() == {"device": "cpu", "dtype": "bfloat16"}  # where it really is (the spy's CPU)
-    build("llm", OmegaConf.create({"name": "hf", "model": TINY, "dtype": "bfloat16", "device": "cpu",
+    build("llm", option_config("llm", {"name": "hf", "model": TINY, "dtype": "bfloat16", "device": "cpu",
                                    "cache": False}))
     assert gpu_node[-1]["device_map"] == {"": torch.device("cpu")} and gpu_node[-1]["dtype"] is torch.bfloat16
 
@@ -139,7 +140,7 @@ def test_llm_device_names_a_missing_gpu(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ConfigError, match=r"^llm.device='cuda:3' but torch sees no CUDA GPU on this machine"):
-        build("llm", OmegaConf.create({"name": "hf", "model": TINY, "device": "cuda:3", "cache": False}))
+        build("llm", option_config("llm", {"name": "hf", "model": TINY, "device": "cuda:3", "cache": False}))
 
 
 def guard_inputs(model: torch.nn.Module) -> list[str]:
@@ -167,9 +168,9 @@ def guard_inputs(model: torch.nn.Module) -> list[str]:
 def test_llm_hf_bf16_generates_with_inputs_on_the_models_device():
     from ctxbench.core.registry import build
 
-    llm = build("llm", OmegaConf.create({"name": "hf", "model": TINY, "dtype": "bfloat16", "device": "cpu",
+    llm = build("llm", option_config("llm", {"name": "hf", "model": TINY, "dtype": "bfloat16", "device": "cpu",
                                          "cache": False, "context_window": 256}))
-    fp32 = build("llm", OmegaConf.create({"name": "hf", "model": TINY, "cache": False}))
+    fp32 = build("llm", option_config("llm", {"name": "hf", "model": TINY, "cache": False}))
     assert {p.dtype for p in llm.model.parameters()} == {torch.bfloat16}
     assert {p.dtype for p in fp32.model.parameters()} == {torch.float32}
     assert llm.cache_id != fp32.cache_id and "dtype=bfloat16" in llm.cache_id and "dtype=float32" in fp32.cache_id

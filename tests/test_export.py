@@ -11,6 +11,7 @@ from ctxbench.training import checkpoint as ck
 from ctxbench.export import load_export, read_extras
 from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
+from ctxbench.config.compose import option_config
 
 FAST = ["model=tiny", "trainer.progress=false", "trainer.max_steps=2", "trainer.save_every=2"]
 ICAE_SMALL = ["method.mem_size=4", "method.compression_rate=4", "method.context_tokens=32", "method.lm_tokens=16"]
@@ -31,14 +32,14 @@ def train_and_export(cli, tmp_path, method, *extra):
 def from_checkpoint(run):
     """The ctxbench method as ``eval checkpoint=`` builds it: saved configs, then load_trained."""
     configs = ck.saved_configs(ck.resolve_checkpoint(run))
-    method = build("method", OmegaConf.create(configs["method"]), bundle=load_model(OmegaConf.create(configs["model"])))
+    method = build("method", OmegaConf.create(configs["method"]), bundle=load_model(option_config("model", configs["model"])))
     ck.load_trained(method, run)
     return method.eval()
 
 
 def fresh_base(out):
     """The base model alone, loaded afresh from the export's model.json (tiny: the model built in code)."""
-    return load_model(OmegaConf.create(json.loads((out / "model.json").read_text()))).model.eval()
+    return load_model(option_config("model", json.loads((out / "model.json").read_text()))).model.eval()
 
 
 def test_lm_adapter_loads_with_plain_peft_and_matches(cli, tmp_path):
@@ -76,7 +77,7 @@ def test_icae_adapter_and_memory_embeddings_give_the_same_slots(cli, tmp_path):
         hidden = encoder.get_base_model().model(inputs_embeds=embeds).last_hidden_state[0, -4:]
     got = hidden * (embed_norm / hidden.norm(dim=-1, keepdim=True))  # slot_norm: embed
     assert torch.allclose(got, want, atol=1e-5)
-    untrained = build("method", trained.cfg, bundle=load_model(OmegaConf.create(json.loads((out / "model.json")
+    untrained = build("method", trained.cfg, bundle=load_model(option_config("model", json.loads((out / "model.json")
                                                                                           .read_text()))))
     assert not torch.allclose(untrained.eval().compress(ids)[0], want, atol=1e-4)  # training moved the slots
     # and ctxbench's own loader rebuilds the same method from the export
@@ -105,7 +106,7 @@ def test_ccm_extras_round_trip_into_a_built_method(cli, tmp_path):
     assert torch.equal(got, want)
     assert all(torch.equal(a, b) for a, b in zip(got_mem.keys + got_mem.values, want_mem.keys + want_mem.values))
     untrained = build("method", OmegaConf.create(json.loads((out / "method.json").read_text())),
-                      bundle=load_model(OmegaConf.create(json.loads((out / "model.json").read_text()))))
+                      bundle=load_model(option_config("model", json.loads((out / "model.json").read_text()))))
     assert not torch.allclose(memory_and_logits(untrained.eval())[1], want, atol=1e-5)
 
 

@@ -14,6 +14,7 @@ from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
 from ctxbench.core.types import History, Question, Sample, Session, Turn
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 TEXTS = ["The quick brown fox jumps over.", "A lazy dog sleeps in the sun!!"]
 
@@ -32,7 +33,7 @@ def make(mode: str = "pretrain", rescale: bool = False, **over):
     linear layers 1/sqrt(fan_in)); at the default init (std 0.02) the frozen tiny decoder cannot
     put more than ~1% probability on any token, so no encoder could drive the AE loss down.
     """
-    bundle = load_model(OmegaConf.create({"name": "tiny"}))
+    bundle = load_model(option_config("model", {"name": "tiny"}))
     if rescale:
         torch.manual_seed(1)
         with torch.no_grad():
@@ -212,7 +213,7 @@ def test_lambda_mixes_ae_and_lm_and_sampling_picks_one():
 
 def test_finetune_examples_from_pwc_rows(shared_data):
     m = make("finetune", max_context_tokens=256)
-    samples = build("dataset", OmegaConf.create({"name": "pwc", "path": str(shared_data / "pwc_dev_icae_v2.jsonl")}))
+    samples = build("dataset", option_config("dataset", {"name": "pwc", "path": str(shared_data / "pwc_dev_icae_v2.jsonl")}))
     ex = m.train_examples(list(samples))
     assert len(ex) == sum(len(s.questions) for s in samples) > 0
     q = samples[0].questions[0]

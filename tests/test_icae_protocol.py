@@ -9,6 +9,7 @@ from ctxbench.methods import icae_data as D
 from ctxbench.models.loading import load_model
 from method_cases import build_case, ids
 from omegaconf import OmegaConf
+from ctxbench.config.compose import option_config
 
 
 def ae_batch(m):
@@ -41,10 +42,10 @@ def test_lambda_weights_a_batch_holding_one_objective():
 
 
 def test_reference_layout_has_the_start_token_once_and_none_in_decoder_rows():
-    tok = load_model(OmegaConf.create({"name": "tiny"})).tokenizer
-    base = {"mem_size": 4, "compression_rate": 4, "add_bos": True}
-    ours = D.Layout(tok, OmegaConf.create(base))
-    ref = D.Layout(tok, OmegaConf.create({**base, "segment_layout": "reference"}))
+    tok = load_model(option_config("model", {"name": "tiny"})).tokenizer
+    base = {"name": "icae_pretrain", "mem_size": 4, "compression_rate": 4, "add_bos": True}
+    ours = D.Layout(tok, option_config("method", base))
+    ref = D.Layout(tok, option_config("method", {**base, "segment_layout": "reference"}))
     ctx, bos = ids(40), tok.bos_token_id
     assert [s[0] for s in ours.segments(ctx)] == [bos] * 3
     segs = ref.segments(ctx)
@@ -55,7 +56,7 @@ def test_reference_layout_has_the_start_token_once_and_none_in_decoder_rows():
 def test_decoder_runs_with_the_adapter_off():
     m, _ = build_case("icae_pretrain", torch.float32)  # LoRA weights made non-zero
     m.eval()
-    plain = load_model(OmegaConf.create({"name": "tiny", "dtype": "float32"})).model  # the same base, no LoRA
+    plain = load_model(option_config("model", {"name": "tiny", "dtype": "float32"})).model  # the same base, no LoRA
     codes = ids(12, 3)
     got = m.decoder_logits(codes, torch.zeros(0, m.memory_embed.shape[1]))
     want = plain(input_ids=torch.tensor([codes])).logits[0]

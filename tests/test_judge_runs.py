@@ -22,6 +22,7 @@ from ctxbench.llm.cache import CachedLLM, cache_key
 from ctxbench.metrics.aggregate import aggregate, score_records
 from ctxbench.metrics.base import build_metrics
 from ctxbench.metrics.judge import LABEL_SCHEMA, JUDGE_PROMPT
+from ctxbench.config.compose import option_config
 
 
 def correct(seed: int, q: int) -> bool:
@@ -188,7 +189,7 @@ def test_openai_sends_the_seed_only_when_given(monkeypatch):
     from ctxbench.llm.openai_compat import OpenAIChatLLM
 
     monkeypatch.setenv("CTXBENCH_TEST_KEY", "sk-test-123456789")
-    llm = OpenAIChatLLM(OmegaConf.create({"name": "openai", "model": "m", "base_url": "http://127.0.0.1:9",
+    llm = OpenAIChatLLM(option_config("llm", {"name": "openai", "model": "m", "base_url": "http://127.0.0.1:9",
                                           "api_key_env": "CTXBENCH_TEST_KEY", "cache": False}))
     bodies = []
     monkeypatch.setattr(llm, "_post", lambda body, messages: bodies.append(body) or ChatResult("ok", 1, 1))
@@ -202,7 +203,7 @@ def test_hf_seeded_sampling_is_reproducible_and_leaves_the_global_rng(tmp_path):
 
     from ctxbench.llm.hf import HFChatLLM
 
-    llm = HFChatLLM(OmegaConf.create({"name": "hf", "model": "tiny", "context_window": 96, "batch_size": 2}))
+    llm = HFChatLLM(option_config("llm", {"name": "hf", "model": "tiny", "context_window": 96, "batch_size": 2}))
     msgs = [{"role": "user", "content": "Where is Paris?"}]
     state = torch.get_rng_state()
     a = llm.chat(msgs, max_new_tokens=12, temperature=1.0, seed=1).text

@@ -17,15 +17,16 @@ from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
 from ctxbench.core.types import History, Question, Session, Turn
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return load_model(OmegaConf.create({"name": "tiny"}))
+    return load_model(option_config("model", {"name": "tiny"}))
 
 
 def method(bundle, name: str, **kw):
-    return build("method", OmegaConf.create({"name": name, "positions": "absolute", **kw}), bundle=bundle)
+    return build("method", option_config("method", {"name": name, "positions": "absolute", **kw}), bundle=bundle)
 
 
 def ids_of(n: int, seed: int = 0) -> torch.Tensor:
@@ -192,7 +193,7 @@ def test_through_the_evaluator_on_locomo(tiny, shared_data, tmp_path):
 @pytest.mark.slow
 def test_smollm2_fixed_caches_stay_flat_and_close_to_full(shared_data):
     """Packaged SmolLM2: 1,024 tokens of Shakespeare, B=64, M=128 (about a minute on one core)."""
-    bundle = load_model(OmegaConf.create({"name": "smollm2_135m", "dtype": "float32"}))
+    bundle = load_model(option_config("model", {"name": "smollm2_135m", "dtype": "float32"}))
     text = (shared_data / "tinyshakespeare.txt").read_text()[-20000:]
     ids = bundle.tokenizer(text, add_special_tokens=False)["input_ids"][:1024]
     full = method(bundle, "full_cache", segment_len=64).perplexity(ids, marks=[512, 1024])
@@ -300,11 +301,11 @@ def test_score_continuation_needs_something_before_the_target(tiny):
 
 def test_plain_lm_is_the_base_model_under_lora_and_tuned_norms():
     """LoCoCo with LoRA and tuned embeddings/norms: plain_lm computes the untouched base model."""
-    bundle = load_model(OmegaConf.create({"name": "tiny"}))
+    bundle = load_model(option_config("model", {"name": "tiny"}))
     x = ids_of(40, seed=6)
     with torch.no_grad():
         ref = bundle.model(x).logits.clone()
-    m = build("method", OmegaConf.create({"name": "lococo", "segment_len": 16, "mem_size": 32, "kernel_size": 5,
+    m = build("method", option_config("method", {"name": "lococo", "segment_len": 16, "mem_size": 32, "kernel_size": 5,
                                           "local_len": 0, "positions": "absolute", "train_embed_norm": True,
                                           "lora": {"enabled": True, "r": 2, "alpha": 4, "dropout": 0.0,
                                                    "target_modules": ["q_proj", "v_proj"]}}), bundle=bundle)
@@ -363,7 +364,7 @@ def test_streamingllm_after_eviction_is_the_model_on_the_kept_tokens_repositione
     """On a one-layer model a token's KV depends on the token and its position only, so after eviction
     the next segment must read exactly what the plain model computes on the kept tokens + the segment
     at cache positions 0..M+B−1 (positions=cache) or at their text positions (absolute)."""
-    bundle = load_model(OmegaConf.create({"name": "tiny", "num_layers": 1}))
+    bundle = load_model(option_config("model", {"name": "tiny", "num_layers": 1}))
     ids = ids_of(116, seed=8)
     m = method(bundle, "streamingllm", segment_len=16, mem_size=40, n_sink=4, positions=positions)
     runner = m.runner()

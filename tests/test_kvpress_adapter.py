@@ -17,6 +17,7 @@ from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
 from ctxbench.core.render import render_history
 from ctxbench.core.types import History, Question, Session, Turn
+from ctxbench.config.compose import option_config
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +27,12 @@ def kvpress():
 
 @pytest.fixture(scope="module")
 def smol(kvpress):
-    return load_model(OmegaConf.create({"name": "smollm2_135m", "dtype": "float32"}))
+    return load_model(option_config("model", {"name": "smollm2_135m", "dtype": "float32"}))
 
 
 @pytest.fixture(scope="module")
 def tiny(kvpress):
-    return load_model(OmegaConf.create({"name": "tiny"}))
+    return load_model(option_config("model", {"name": "tiny", "attn_implementation": "sdpa"}))  # not eager
 
 
 HIST = History(id="h", speakers=["Ann", "Bob"], sessions=[Session("1", [
@@ -44,7 +45,7 @@ Q = Question(id="q1", question="Where did Ann move?", answer="Lisbon")
 
 
 def method(bundle, **kw):
-    return build("method", OmegaConf.create({"name": "kvpress", "press": "knorm", "compression_ratio": 0.5,
+    return build("method", option_config("method", {"name": "kvpress", "press": "knorm", "compression_ratio": 0.5,
                                              "press_kwargs": {}, "max_new_tokens": 12, **kw}), bundle=bundle)
 
 
@@ -66,7 +67,7 @@ def test_missing_package_names_the_install_command(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "kvpress", None)  # import kvpress → ModuleNotFoundError
     with pytest.raises(ConfigError, match=r"pip install --no-deps kvpress==0\.5\.5 .*cachetools.*fire.*termcolor"):
-        kvpress_adapter.make_press(OmegaConf.create({"name": "kvpress", "press": "knorm"}))
+        kvpress_adapter.make_press(option_config("method", {"name": "kvpress", "press": "knorm"}))
 
 
 @pytest.mark.parametrize("press", ["knorm", pytest.param("streamingllm", marks=pytest.mark.slow),

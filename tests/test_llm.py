@@ -15,6 +15,7 @@ from ctxbench.models.loading import ModelLoadError
 from tests.scripted_llm import ScriptedLLM
 
 from local_http import LocalServer, servers
+from ctxbench.config.compose import option_config
 
 MSGS = [{"role": "user", "content": "Where is Paris?"}]
 
@@ -76,7 +77,7 @@ def client(url, monkeypatch, **kw):
     monkeypatch.setenv("CTXBENCH_TEST_KEY", "sk-test-123456789")
     cfg = {"name": "openai", "model": "m", "base_url": url, "api_key_env": "CTXBENCH_TEST_KEY",
            "timeout_s": 0.5, "max_retries": 2, "backoff_s": 0.01, "backoff_max_s": 0.05, "cache": False, **kw}
-    return OpenAIChatLLM(OmegaConf.create(cfg))
+    return OpenAIChatLLM(option_config("llm", cfg))
 
 
 def test_openai_retries_429_then_succeeds(server, monkeypatch):
@@ -134,8 +135,8 @@ def test_openai_batch_runs_concurrently(server, monkeypatch):
 def test_openai_key_comes_from_the_named_env_var(monkeypatch):
     monkeypatch.delenv("CTXBENCH_MISSING_KEY", raising=False)
     with pytest.raises(ModelLoadError, match="CTXBENCH_MISSING_KEY"):
-        OpenAIChatLLM(OmegaConf.create({"model": "m", "api_key_env": "CTXBENCH_MISSING_KEY"}))
-    llm = OpenAIChatLLM(OmegaConf.create({"model": "m", "api_key_env": None, "base_url": "http://127.0.0.1:1"}))
+        OpenAIChatLLM(option_config("llm", {"name": "openai", "model": "m", "api_key_env": "CTXBENCH_MISSING_KEY"}))
+    llm = OpenAIChatLLM(option_config("llm", {"name": "openai", "model": "m", "api_key_env": None, "base_url": "http://127.0.0.1:1"}))
     assert llm._api_key is None
 
 
@@ -172,8 +173,8 @@ def test_cache_does_not_store_failures_and_batches_mix_hits(tmp_path):
 
 def test_maybe_cached_respects_the_flag(tmp_path):
     inner = ScriptedLLM("a")
-    assert maybe_cached(inner, OmegaConf.create({"name": "s", "cache": False})) is inner
-    wrapped = maybe_cached(inner, OmegaConf.create({"name": "s", "cache_path": str(tmp_path / "x.sqlite")}))
+    assert maybe_cached(inner, option_config("llm", {"name": "hf", "cache": False})) is inner
+    wrapped = maybe_cached(inner, option_config("llm", {"name": "hf", "cache_path": str(tmp_path / "x.sqlite")}))
     assert isinstance(wrapped, CachedLLM) and wrapped.context_window == inner.context_window
 
 
@@ -183,7 +184,7 @@ def test_maybe_cached_respects_the_flag(tmp_path):
 def tiny_llm():
     from ctxbench.llm.hf import HFChatLLM
 
-    return HFChatLLM(OmegaConf.create({"name": "hf", "model": "tiny", "context_window": 96, "batch_size": 2}))
+    return HFChatLLM(option_config("llm", {"name": "hf", "model": "tiny", "context_window": 96, "batch_size": 2}))
 
 
 def test_hf_counts_tokens_with_the_tokenizer(tiny_llm):

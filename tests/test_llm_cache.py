@@ -17,6 +17,7 @@ from ctxbench.llm.hf import model_cache_id
 from ctxbench.llm.openai_compat import OpenAIChatLLM
 from tests.scripted_llm import ScriptedLLM
 from tests.test_llm_failures import MSGS, reply, server  # noqa: F401 - the fixture
+from ctxbench.config.compose import option_config
 
 SCHEMA = {"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]}
 
@@ -24,7 +25,7 @@ SCHEMA = {"type": "object", "properties": {"label": {"type": "string"}}, "requir
 def cached_openai(url, path, **kw):
     cfg = {"name": "openai", "model": "m", "base_url": url, "api_key_env": None, "timeout_s": 2,
            "max_retries": 0, "backoff_s": 0.01, "cache_path": str(path), **kw}
-    llm = maybe_cached(OpenAIChatLLM(OmegaConf.create(cfg)), OmegaConf.create(cfg))
+    llm = maybe_cached(OpenAIChatLLM(option_config("llm", cfg)), option_config("llm", cfg))
     assert isinstance(llm, CachedLLM)
     return llm
 
@@ -129,7 +130,7 @@ def test_hf_local_folder_resaved_is_a_new_revision(tmp_path):
 def test_hf_backend_cache_id_names_dtype():
     from ctxbench.llm.hf import HFChatLLM
 
-    llm = HFChatLLM(OmegaConf.create({"name": "hf", "model": "tiny", "context_window": 64}))
+    llm = HFChatLLM(option_config("llm", {"name": "hf", "model": "tiny", "context_window": 64}))
     assert "dtype=float32" in llm.cache_id and " rev=" in llm.cache_id
     llm.preflight()  # a no-op for a local model
 

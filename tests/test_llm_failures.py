@@ -18,6 +18,7 @@ from ctxbench.llm.openai_compat import OpenAIChatLLM
 from ctxbench.models.loading import ModelLoadError
 
 from local_http import LocalServer
+from ctxbench.config.compose import option_config
 
 MSGS = [{"role": "user", "content": "Where is Paris?"}]
 KEY = "sk-test-DoNotLeak-0123456789abcdef"
@@ -100,7 +101,7 @@ def make_llm(url, monkeypatch, **kw):
     monkeypatch.setenv("CTXBENCH_TEST_KEY", KEY)
     cfg = {"name": "openai", "model": "m", "base_url": url, "api_key_env": "CTXBENCH_TEST_KEY",
            "timeout_s": 2, "max_retries": 3, "backoff_s": 0.2, "backoff_max_s": 0.5, "cache": False, **kw}
-    return OpenAIChatLLM(OmegaConf.create(cfg))
+    return OpenAIChatLLM(option_config("llm", cfg))
 
 
 def raises_fast(fn, match):
@@ -228,7 +229,7 @@ def test_the_configured_key_is_scrubbed_even_without_a_known_shape(server, monke
 def test_api_key_env_holding_the_key_is_refused_without_printing_it(monkeypatch):
     for value in (KEY, "hf_" + "a1B2c3D4e5F6g7H8i9J0kLmNoPqRsT", "my key with spaces"):
         with pytest.raises(ModelLoadError, match=r"llm.api_key_env must NAME an environment variable") as info:
-            OpenAIChatLLM(OmegaConf.create({"model": "m", "api_key_env": value}))
+            OpenAIChatLLM(option_config("llm", {"name": "openai", "model": "m", "api_key_env": value}))
         assert value not in str(info.value) and "value hidden" in str(info.value)
 
 

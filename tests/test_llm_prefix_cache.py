@@ -17,6 +17,7 @@ from ctxbench.core.errors import ConfigError
 from ctxbench.llm.hf import HFChatLLM, llm_model_config
 from ctxbench.llm.prefix_cache import PrefixCache, common_prefix
 from ctxbench.models.loading import load_model
+from ctxbench.config.compose import option_config
 
 SYSTEM = "You answer questions about a conversation. Reply with a brief answer."
 HISTORY = "\n".join(f"Alice: on day {i} I bought {3 * i} apples and a loaf of bread." for i in range(12))
@@ -33,16 +34,16 @@ def pair(model: str, window: int, min_tokens: int, entries: int = 2, std: float 
     """(reusing, plain) backends over one loaded model, whose ``generate`` records its new token ids
     in ``on.generated`` (shared by both); ``std``: redraw the matrices' weights with it."""
     base = {"name": "hf", "model": model, "context_window": window, "batch_size": 2}
-    bundle = load_model(*llm_model_config(OmegaConf.create(base)))
+    bundle = load_model(*llm_model_config(option_config("llm", base)))
     if std is not None:
         g = torch.Generator().manual_seed(0)
         with torch.no_grad():
             for p in bundle.model.parameters():
                 if p.dim() == 2:
                     p.copy_(torch.randn(p.shape, generator=g) * std)
-    on = HFChatLLM(OmegaConf.create({**base, "prefix_cache": True, "prefix_cache_min_tokens": min_tokens,
+    on = HFChatLLM(option_config("llm", {**base, "prefix_cache": True, "prefix_cache_min_tokens": min_tokens,
                                      "prefix_cache_entries": entries}), bundle=bundle)
-    off = HFChatLLM(OmegaConf.create({**base, "prefix_cache": False}), bundle=bundle)
+    off = HFChatLLM(option_config("llm", {**base, "prefix_cache": False}), bundle=bundle)
     generate, generated = bundle.model.generate, []
 
     def recording(*args, **kw):
@@ -167,9 +168,9 @@ def test_short_prompts_are_neither_reused_nor_stored(tiny_pair):
 
 
 def test_prefix_cache_false_builds_none():
-    llm = HFChatLLM(OmegaConf.create({"name": "hf", "model": "tiny", "prefix_cache": False}))
+    llm = HFChatLLM(option_config("llm", {"name": "hf", "model": "tiny", "prefix_cache": False}))
     assert llm.prefix_cache is None and (llm.prefix_hits, llm.prefix_tokens_reused) == (0, 0)
-    default = HFChatLLM(OmegaConf.create({"name": "hf", "model": "tiny"}), bundle=llm.bundle)
+    default = HFChatLLM(option_config("llm", {"name": "hf", "model": "tiny"}), bundle=llm.bundle)
     assert (default.prefix_cache.min_tokens, default.prefix_cache.max_entries) == (256, 2)
 
 
@@ -230,7 +231,7 @@ def test_smollm2_full_context_replies_equal(shared_data):
     from ctxbench.core.render import render_history
     from ctxbench.core.types import History
 
-    sample = list(build("dataset", OmegaConf.create({"name": "locomo", "path": str(shared_data / "locomo10.json")})))[0]
+    sample = list(build("dataset", option_config("dataset", {"name": "locomo", "path": str(shared_data / "locomo10.json")})))[0]
     on, off = pair("smollm2_135m", 2048, min_tokens=256)
     h = sample.history
     k = max(n for n in range(1, len(h.sessions) + 1)

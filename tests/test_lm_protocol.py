@@ -12,17 +12,18 @@ from omegaconf import OmegaConf
 from ctxbench.core.errors import ConfigError
 from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
+from ctxbench.config.compose import option_config
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return load_model(OmegaConf.create({"name": "tiny"}))
+    return load_model(option_config("model", {"name": "tiny"}))
 
 
 def lm(bundle, **kw):
     cfg = {"name": "lm", "seq_len": 64, "lora": {"enabled": True, "r": 2, "alpha": 4, "dropout": 0.0,
                                                  "target_modules": ["q_proj", "v_proj"]}, **kw}
-    return build("method", OmegaConf.create(cfg), bundle=bundle)
+    return build("method", option_config("method", cfg), bundle=bundle)
 
 
 def nll(model, ids: list[int], n: int) -> float:

@@ -18,16 +18,17 @@ from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
 from ctxbench.core.types import History, Sample
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return load_model(OmegaConf.create({"name": "tiny"}))
+    return load_model(option_config("model", {"name": "tiny"}))
 
 
 def lococo(bundle, **kw):
     cfg = {"name": "lococo", "segment_len": 16, "mem_size": 32, "n_segments": 4, "kernel_size": 5, "local_len": 0, **kw}
-    return build("method", OmegaConf.create(cfg), bundle=bundle)
+    return build("method", option_config("method", cfg), bundle=bundle)
 
 
 def ids_of(n: int, seed: int = 0) -> torch.Tensor:
@@ -133,7 +134,7 @@ def test_bad_configs_are_named(tiny):
 
 
 def test_lora_and_positional_interpolation_options():
-    bundle = load_model(OmegaConf.create({"name": "tiny"}))  # a fresh copy: LoRA is injected in place
+    bundle = load_model(option_config("model", {"name": "tiny"}))  # a fresh copy: LoRA is injected in place
     m = lococo(bundle, lora={"enabled": True, "r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]},
                rope_scaling_factor=2.0)
     names = {n for n, p in m.named_parameters() if p.requires_grad}
@@ -145,7 +146,7 @@ def test_lora_and_positional_interpolation_options():
     assert any(p.grad is not None for n, p in m.named_parameters() if "lora_" in n)
     pos = m.runner().rope_positions(torch.arange(10, 14))  # linear interpolation: position p is read as p / 2
     assert pos.tolist() == [5.0, 5.5, 6.0, 6.5]
-    assert lococo(load_model(OmegaConf.create({"name": "tiny"}))).runner().rope_positions(torch.arange(3)).tolist() == [0, 1, 2]
+    assert lococo(load_model(option_config("model", {"name": "tiny"}))).runner().rope_positions(torch.arange(3)).tolist() == [0, 1, 2]
     assert lococo(bundle, rope_scaling_factor="auto").rope_factor() == 1.0  # 64 tokens fit the 4096 window: clamped
     groups = lococo(bundle, memory_lr_scale=1000).optimizer_param_groups(5e-5)  # (re-freezes the shared model)
     assert groups[0]["lr"] == pytest.approx(5e-2)
@@ -230,8 +231,8 @@ def test_conv_init_reference_normal_or_soft_default():
 
 def test_lococo_auto_rope_factor_never_below_one():
     def factor(window: int) -> float:
-        bundle = load_model(OmegaConf.create({"name": "tiny", "max_position_embeddings": window}))
-        cfg = OmegaConf.create({"name": "lococo", "segment_len": 16, "mem_size": 32, "n_segments": 4,
+        bundle = load_model(option_config("model", {"name": "tiny", "max_position_embeddings": window}))
+        cfg = option_config("method", {"name": "lococo", "segment_len": 16, "mem_size": 32, "n_segments": 4,
                                 "kernel_size": 5, "local_len": 0, "rope_scaling_factor": "auto"})
         return build("method", cfg, bundle=bundle).rope_factor()
 

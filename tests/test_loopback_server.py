@@ -11,12 +11,13 @@ from omegaconf import OmegaConf
 
 from ctxbench.bench.loopback_server import LoopbackServer, default_reply, serve
 from ctxbench.llm.openai_compat import OpenAIChatLLM
+from ctxbench.config.compose import option_config
 
 
 def client(url: str, **kw) -> OpenAIChatLLM:
     cfg = {"name": "openai", "model": "loopback", "base_url": url, "api_key_env": None, "cache": False,
            "concurrency": 4, **kw}
-    return OpenAIChatLLM(OmegaConf.create(cfg))
+    return OpenAIChatLLM(option_config("llm", cfg))
 
 
 def ask(text: str) -> list[dict[str, str]]:

@@ -10,6 +10,7 @@ from ctxbench.memory.amem import AMem
 from ctxbench.core.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder, ScriptedLLM
+from ctxbench.config.compose import option_config
 
 NEW_CONTEXT = "Rex is Alice's dog and later got sick"
 
@@ -39,7 +40,7 @@ def history() -> History:
 
 
 def test_links_and_evolution(tmp_path):
-    cfg = OmegaConf.create({"name": "amem", "k": 1, "k_neighbors": 3, "expand": 2, "progress": False,
+    cfg = option_config("memory", {"name": "amem", "k": 1, "k_neighbors": 3, "expand": 2, "progress": False,
                             "query_keywords": False})  # the question's keywords: test_memory_amem_retrieval.py
     mem = AMem(cfg, llm=ScriptedLLM(respond), embedder=BowEmbedder(), workdir=tmp_path)
     mem.ingest(history())

@@ -19,6 +19,7 @@ from ctxbench.memory.prompts import amem as P
 from ctxbench.core.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder, ScriptedLLM
+from ctxbench.config.compose import option_config
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 TEXTS = ["Caroline went to the LGBTQ support group", "Melanie painted a sunrise over the lake",
@@ -55,7 +56,7 @@ def responder(keywords: str | None = '{"keywords": ["support", "group"]}'):
 
 
 def build(tmp_path, respond=None, embedder=None, **kw) -> tuple[AMem, ScriptedLLM]:
-    cfg = OmegaConf.create({"name": "amem", "k": 2, "k_neighbors": 1, "expand": 0, "progress": False, **kw})
+    cfg = option_config("memory", {"name": "amem", "k": 2, "k_neighbors": 1, "expand": 0, "progress": False, **kw})
     llm = ScriptedLLM(respond or responder())
     mem = AMem(cfg, llm=llm, embedder=embedder or BowEmbedder(), workdir=tmp_path)
     mem.ingest(History(id="h", sessions=[Session("s1", [Turn("X", t, f"D1:{i}") for i, t in enumerate(TEXTS)],

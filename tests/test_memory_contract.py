@@ -16,6 +16,7 @@ from ctxbench.bench.scripted_llm import ScriptedChatModel
 
 from memory_scripted import BowEmbedder
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json"
@@ -31,7 +32,7 @@ def stored_systems() -> list[str]:
 def samples():
     if not DATA.exists():
         pytest.skip(f"no {DATA}")
-    cfg = OmegaConf.create({"name": "locomo", "path": str(DATA), "conversations": ["conv-26"], "limit": 3})
+    cfg = option_config("dataset", {"name": "locomo", "path": str(DATA), "conversations": ["conv-26"], "limit": 3})
     return registry.build("dataset", cfg)
 
 

@@ -15,6 +15,7 @@ from ctxbench.memory.mem0 import Mem0
 from ctxbench.core.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder, ScriptedLLM, prompt_text
+from ctxbench.config.compose import option_config
 
 PAIRS = {  # first turn of each pair -> facts the "LLM" extracts
     "pair one": ["Alice likes tea", "Alice lives in Paris"],
@@ -74,7 +75,7 @@ def responder(fail_on_extraction: int | None = None):
 
 
 def make(tmp_path, llm, **over):
-    cfg = OmegaConf.create({"name": "mem0", "k": 5, "m": 4, "s": 10, "progress": False, **over})
+    cfg = option_config("memory", {"name": "mem0", "k": 5, "m": 4, "s": 10, "progress": False, **over})
     return Mem0(cfg, llm=llm, embedder=BowEmbedder(), workdir=tmp_path)
 
 

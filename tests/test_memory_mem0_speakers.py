@@ -23,6 +23,7 @@ from ctxbench.qa.prompts import mem0 as QP
 from ctxbench.core.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder, ScriptedLLM, prompt_text
+from ctxbench.config.compose import option_config
 
 S1, S2 = "1:56 pm on 8 May, 2023", "10:00 am on 9 June, 2023"
 FACTS = {  # (owner, words of the new pair) -> the facts the "LLM" extracts for that owner's store
@@ -68,7 +69,7 @@ def responder(messages, phase):
 
 def build(tmp_path, **over) -> tuple[Mem0, ScriptedLLM]:
     llm = ScriptedLLM(responder)
-    cfg = OmegaConf.create({"name": "mem0", "k": 1, "m": 4, "s": 10, "progress": False, **over})
+    cfg = option_config("memory", {"name": "mem0", "k": 1, "m": 4, "s": 10, "progress": False, **over})
     mem = Mem0(cfg, llm=llm, embedder=BowEmbedder(), workdir=tmp_path)
     mem.use_prompt(get_prompt("mem0"))
     mem.ingest(history())
@@ -130,7 +131,7 @@ def test_running_summary_counts_in_the_memory_footprint(tmp_path):
 
 
 def test_unknown_store_layout_is_one_line_naming_the_key(tmp_path):
-    cfg = OmegaConf.create({"name": "mem0", "stores": "per_user", "progress": False})
+    cfg = option_config("memory", {"name": "mem0", "stores": "per_user", "progress": False})
     with pytest.raises(ConfigError, match=r"^memory.stores='per_user' is not a store layout; "
                                           r"use one of per_speaker \| shared$"):
         Mem0(cfg, llm=ScriptedLLM(responder), embedder=BowEmbedder(), workdir=tmp_path)

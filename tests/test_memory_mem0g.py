@@ -17,6 +17,7 @@ from ctxbench.core.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder, ScriptedLLM, prompt_text
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 S1, S2 = "10:00 am on 1 March, 2023", "10:00 am on 9 June, 2023"
 REL = {"Google": ("alice", "works_at", "google"), "Meta": ("alice", "works_at", "meta"),
@@ -232,7 +233,7 @@ def test_entity_schema_constrains_a_random_hf_model():
     from ctxbench.llm.schema import parse_reply
     from ctxbench.memory.prompts import mem0g as P
 
-    llm = HFChatLLM(OmegaConf.create({"name": "hf", "model": "tiny", "context_window": 512}))
+    llm = HFChatLLM(option_config("llm", {"name": "hf", "model": "tiny", "context_window": 512}))
     schema = P.entities_schema(2)
     r = llm.chat(P.entity_messages("1 May, 2023", "Caroline: I paint."), max_new_tokens=240, schema=schema)
     assert r.constrained and not r.truncated, r.text

@@ -12,6 +12,7 @@ from ctxbench.core.types import History, Session, Turn
 
 from memory_scripted import ScriptedLLM
 from test_memory_mem0g import make
+from ctxbench.config.compose import option_config
 
 N_HOBBIES = 25  # > 20: the old cut-off showed only the 20 oldest edges
 S_LATE, S_NEW = "1 May, 2023", "2 June, 2023"
@@ -92,7 +93,7 @@ def test_caroline_and_her_mom_stay_two_nodes_with_minilm(tmp_path):
 
     from ctxbench.core import registry
 
-    minilm = registry.build("embedder", OmegaConf.create({"name": "minilm", "batch_size": 8}))
+    minilm = registry.build("embedder", option_config("embedder", {"name": "minilm", "batch_size": 8}))
     v = minilm.encode(["caroline", "caroline's mom"])
     assert 0.7 <= float(v[0] @ v[1]) < 0.9  # would merge at ctxbench's old 0.7, not at mem0's 0.9
 

@@ -22,6 +22,7 @@ from ctxbench.core.types import History, Question, Session, Turn
 from memory_scripted import BowEmbedder
 from scripted_llm import ScriptedLLM
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json"
@@ -45,7 +46,7 @@ def history() -> History:
 def cfg(**kw):
     base = {"name": "memgpt", "fifo_tokens": 24, "evict_frac": 0.5, "max_steps": 3, "archival_k": 3,
             "recall_k": 3, "progress": False}
-    return OmegaConf.create({**base, **kw})
+    return option_config("memory", {**base, **kw})
 
 
 DONE = json.dumps({"function": "done", "args": {}})
@@ -238,7 +239,7 @@ def test_locomo_through_evaluator(tmp_path):
     """conf/memory/memgpt.yaml through the registry and the one evaluator on real conv-26 (1 session)."""
     if not DATA.exists():
         pytest.skip(f"no {DATA}")
-    samples = registry.build("dataset", OmegaConf.create(
+    samples = registry.build("dataset", option_config("dataset",
         {"name": "locomo", "path": str(DATA), "conversations": ["conv-26"], "limit": 2}))
     c = load_conf_file(ROOT / "conf" / "memory" / "memgpt.yaml")
     c.max_sessions, c.progress, c.fifo_tokens = 1, False, 120

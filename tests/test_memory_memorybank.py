@@ -14,6 +14,7 @@ from ctxbench.memory.memorybank import MemoryBank, retention
 from ctxbench.core.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder, ScriptedLLM
+from ctxbench.config.compose import option_config
 
 D1, D2, D3 = "1:00 pm on 1 May, 2023", "9:00 am on 2 May, 2023", "1:00 pm on 5 May, 2023"
 
@@ -39,7 +40,7 @@ def test_retention_formula():
 
 
 def test_forgetting_and_strength_over_conversation_dates(tmp_path):
-    cfg = OmegaConf.create({"name": "memorybank", "k": 2, "forgetting": "threshold", "forget_threshold": 0.04, "recall_k": 1,
+    cfg = option_config("memory", {"name": "memorybank", "k": 2, "forgetting": "threshold", "forget_threshold": 0.04, "recall_k": 1,
                             "recall_threshold": 0.5, "progress": False})
     llm = ScriptedLLM(lambda m, p: "hiking answer" if p == "answer" else "summary text")
     mb = MemoryBank(cfg, llm=llm, embedder=BowEmbedder(), workdir=tmp_path)

@@ -18,6 +18,7 @@ from ctxbench.memory.memorybank import MemoryBank, draw, retention
 from ctxbench.core.types import History, Session, Turn
 
 from memory_scripted import BowEmbedder, ScriptedLLM
+from ctxbench.config.compose import option_config
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 N = 300  # turn memories stored on day 1
@@ -31,7 +32,7 @@ def history(gap_days: int = 1, n: int = N) -> History:
 
 
 def build(tmp_path, responder=None, **kw) -> MemoryBank:
-    cfg = OmegaConf.create({"name": "memorybank", "k": 3, "forgetting": "sample", "seed": 0, "recall_k": 0,
+    cfg = option_config("memory", {"name": "memorybank", "k": 3, "forgetting": "sample", "seed": 0, "recall_k": 0,
                             "progress": False, **kw})
     llm = ScriptedLLM(responder or (lambda m, p: "summary text"))
     return MemoryBank(cfg, llm=llm, embedder=BowEmbedder(), workdir=tmp_path)

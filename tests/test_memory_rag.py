@@ -9,6 +9,7 @@ from ctxbench.memory.rag import RAG, chunk_turns
 from ctxbench.core.types import History, Question, Session, Turn
 
 from memory_scripted import BowEmbedder, ScriptedLLM
+from ctxbench.config.compose import option_config
 
 WORDS = "apple banana cherry dog eagle falcon grape hat ice jam kite lemon".split()
 
@@ -34,7 +35,7 @@ def test_chunking_overlap():
 
 def test_true_top_k(tmp_path):
     emb = BowEmbedder()
-    cfg = OmegaConf.create({"name": "rag", "k": 4, "chunk_size": 2, "overlap": 1, "progress": False})
+    cfg = option_config("memory", {"name": "rag", "k": 4, "chunk_size": 2, "overlap": 1, "progress": False})
     llm = ScriptedLLM(lambda m, p: "x")
     rag = RAG(cfg, llm=llm, embedder=emb, workdir=tmp_path)
     rag.ingest(history())
@@ -56,7 +57,7 @@ def test_true_top_k(tmp_path):
 
 
 def test_session_summaries(tmp_path):
-    cfg = OmegaConf.create({"name": "rag", "k": 2, "granularity": "session_summary", "progress": False})
+    cfg = option_config("memory", {"name": "rag", "k": 2, "granularity": "session_summary", "progress": False})
     llm = ScriptedLLM(lambda m, p: "summary of " + m[-1]["content"].split("\n")[0])
     rag = RAG(cfg, llm=llm, embedder=BowEmbedder(), workdir=tmp_path)
     rag.ingest(history())
@@ -67,7 +68,7 @@ def test_session_summaries(tmp_path):
 
 
 def test_history_limits(tmp_path):
-    cfg = OmegaConf.create({"name": "rag", "k": 2, "chunk_size": 1, "max_sessions": 2, "max_turns": 9,
+    cfg = option_config("memory", {"name": "rag", "k": 2, "chunk_size": 1, "max_sessions": 2, "max_turns": 9,
                             "progress": False})
     rag = RAG(cfg, llm=ScriptedLLM(lambda m, p: "x"), embedder=BowEmbedder(), workdir=tmp_path)
     rag.ingest(history())

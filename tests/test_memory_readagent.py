@@ -18,6 +18,7 @@ from ctxbench.core.types import History, Question, Session, Turn
 
 from scripted_llm import ScriptedLLM
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json"
@@ -38,7 +39,7 @@ def cfg(**kw):
     base = {"name": "readagent", "max_page_tokens": 20, "min_page_tokens": 10, "tail_tokens": 0,
             "preceding_tokens": 6, "max_lookups": 2, "progress": False,
             "json_retries": 0}
-    return OmegaConf.create({**base, **kw})
+    return option_config("memory", {**base, **kw})
 
 
 class Script:
@@ -185,7 +186,7 @@ def test_locomo_through_evaluator(tmp_path):
     """conf/memory/readagent.yaml through the registry and the one evaluator on real conv-26 (1 session)."""
     if not DATA.exists():
         pytest.skip(f"no {DATA}")
-    samples = registry.build("dataset", OmegaConf.create(
+    samples = registry.build("dataset", option_config("dataset",
         {"name": "locomo", "path": str(DATA), "conversations": ["conv-26"], "limit": 2}))
     c = load_conf_file(ROOT / "conf" / "memory" / "readagent.yaml")
     c.max_sessions, c.progress = 1, False

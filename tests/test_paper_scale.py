@@ -16,6 +16,7 @@ from ctxbench.config.schema import check_types
 
 from memory_scripted import BowEmbedder
 from scripted_llm import ScriptedLLM
+from ctxbench.config.compose import option_config
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json"
@@ -71,7 +72,7 @@ def test_full_context_paper_row_holds_every_whole_conversation(table, tmp_path):
         pytest.skip(f"no {LOCOMO}")
     cfg = cell(table, "locomo", "paper")
     assert cfg.memory.name == "full_context" and cfg.llm.context_window == 128000
-    samples = registry.build("dataset", OmegaConf.create({"name": "locomo", "path": str(LOCOMO)}))
+    samples = registry.build("dataset", option_config("dataset", {"name": "locomo", "path": str(LOCOMO)}))
     assert len(samples) == 10
 
     def cut(window: int) -> list[int]:

@@ -27,6 +27,7 @@ from ctxbench.core.types import History, Question, Sample, Session, Turn
 from memory_scripted import BowEmbedder
 from scripted_llm import ScriptedLLM
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "ctxbench" / "conf"
@@ -157,7 +158,7 @@ def test_evaluator_postprocesses_once_and_keeps_the_raw_reply(tmp_path, monkeypa
         return original(self, question, text)
     monkeypatch.setattr(AnswerPrompt, "postprocess", counting)
     llm = ScriptedLLM("Rex\nBecause Alice said so.")
-    system = registry.build("memory", OmegaConf.create({"name": "no_context", "max_new_tokens": None}), llm=llm)
+    system = registry.build("memory", option_config("memory", {"name": "no_context", "max_new_tokens": None}), llm=llm)
     system.use_prompt(get_prompt("brief"))
     qs = [questions()["single-hop"], questions()["multi-hop"]]
     recs = run_system(system, [Sample(history(), qs)], tmp_path, llm=llm, progress=False)
@@ -245,8 +246,8 @@ def test_readagent_answers_with_the_prompt(tmp_path):
 def test_kv_method_streams_the_prompt_head_and_uses_its_cap():
     from ctxbench.models.loading import load_model
 
-    bundle = load_model(OmegaConf.create({"name": "tiny"}))
-    cfg = OmegaConf.create({"name": "streamingllm", "positions": "absolute", "segment_len": 32, "mem_size": 64,
+    bundle = load_model(option_config("model", {"name": "tiny"}))
+    cfg = option_config("method", {"name": "streamingllm", "positions": "absolute", "segment_len": 32, "mem_size": 64,
                             "max_new_tokens": None})
     m = registry.build("method", cfg, bundle=bundle)
     assert m.answer_max_tokens() == 48  # the default prompt's (brief) until told otherwise

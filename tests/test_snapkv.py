@@ -19,15 +19,16 @@ from ctxbench.methods.snapkv import SnapKVPress, pooled_votes
 from ctxbench.models.loading import load_model
 from ctxbench.core.registry import build
 from ctxbench.core.types import History, Question, Session, Turn
+from ctxbench.config.compose import option_config
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return load_model(OmegaConf.create({"name": "tiny"}))
+    return load_model(option_config("model", {"name": "tiny"}))
 
 
 def method(bundle, name: str, **kw):
-    return build("method", OmegaConf.create({"name": name, "positions": "absolute", "window": 4, "kernel": 3, **kw}),
+    return build("method", option_config("method", {"name": name, "positions": "absolute", "window": 4, "kernel": 3, **kw}),
                  bundle=bundle)
 
 

@@ -9,6 +9,7 @@ import pytest
 from ctxbench.memory.stores.graph import LadybugGraph, open_graph
 from ctxbench.memory.stores.records import RecordStore
 from ctxbench.memory.stores.vector import VectorIndex
+from ctxbench.config.compose import option_config
 
 
 def unit(rows):
@@ -158,7 +159,7 @@ def test_ingest_refuses_a_store_whose_progress_was_lost(tmp_path):
 
     hist = History(id="h", sessions=[Session("s1", [Turn("A", f"turn {i} words", f"D1:{i}") for i in range(6)],
                                              "1:00 pm on 1 May, 2023")])
-    cfg = OmegaConf.create({"name": "rag", "k": 4, "chunk_size": 2, "progress": False})
+    cfg = option_config("memory", {"name": "rag", "k": 4, "chunk_size": 2, "progress": False})
 
     def rag(c=cfg):
         return RAG(c, llm=ScriptedLLM(lambda m, p: "x"), embedder=BowEmbedder(), workdir=tmp_path)

@@ -6,10 +6,11 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from ctxbench.core import registry
+from ctxbench.config.compose import option_config
 
 
 def test_minilm_offline():
-    emb = registry.build("embedder", OmegaConf.create({"name": "minilm", "batch_size": 2}))
+    emb = registry.build("embedder", option_config("embedder", {"name": "minilm", "batch_size": 2}))
     assert emb.dim == 384
     v = emb.encode(["Alice works at Google.", "Alice is employed by Google.", "The soup is too salty.",
                     "Alice works at Google."])

@@ -17,6 +17,7 @@ from ctxbench.metrics.structured import merge_reports, report_line, structured_r
 from tests.scripted_llm import ScriptedLLM
 from tests.test_llm_cache import cached_openai
 from tests.test_llm_failures import reply, server  # noqa: F401 - the fixture
+from ctxbench.config.compose import option_config
 
 FACTS = S.obj(facts=S.items(S.text(40, 3), 2))
 PICK = S.obj(id=S.enum(["0", "1", "2"]))
@@ -117,7 +118,7 @@ def test_schema_reaches_the_backend_and_the_cache_keeps_flags(tmp_path):
 def tiny_hf():
     from ctxbench.llm.hf import HFChatLLM
 
-    return HFChatLLM(OmegaConf.create({"name": "hf", "model": "tiny", "context_window": 512, "batch_size": 2}))
+    return HFChatLLM(option_config("llm", {"name": "hf", "model": "tiny", "context_window": 512, "batch_size": 2}))
 
 
 def test_hf_random_model_replies_valid_json_under_the_schema_batched(tiny_hf):
@@ -143,7 +144,7 @@ def test_hf_reply_cut_at_max_new_tokens_is_marked_truncated(tiny_hf):
 def test_hf_constrained_false_turns_enforcement_off():
     from ctxbench.llm.hf import HFChatLLM
 
-    llm = HFChatLLM(OmegaConf.create({"name": "hf", "model": "tiny", "constrained": False}))
+    llm = HFChatLLM(option_config("llm", {"name": "hf", "model": "tiny", "constrained": False}))
     r = llm.chat(GO, max_new_tokens=8, schema=FACTS)
     assert not r.constrained and "constrained" not in llm.cache_id
 

@@ -26,6 +26,7 @@ from ctxbench.core.types import History, Prediction, Question, Sample, Session, 
 
 from memory_scripted import BowEmbedder
 from ctxbench.config.schemas import load_conf_file
+from ctxbench.config.compose import option_config
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo10.json"
@@ -86,7 +87,7 @@ def test_run_system_refuses_a_duck_typed_object(tmp_path):
 def conv26():
     if not LOCOMO.exists():
         pytest.skip(f"no {LOCOMO}")
-    return registry.build("dataset", OmegaConf.create({"name": "locomo", "path": str(LOCOMO),
+    return registry.build("dataset", option_config("dataset", {"name": "locomo", "path": str(LOCOMO),
                                                        "conversations": ["conv-26"], "limit": 3}))
 
 
@@ -120,7 +121,7 @@ def tiny():
     """A fresh tiny random Llama per test (methods wrap the model they are given)."""
     from ctxbench.models.loading import load_model
 
-    return load_model(OmegaConf.create({"name": "tiny"}))
+    return load_model(option_config("model", {"name": "tiny"}))
 
 
 def small_history() -> list[Sample]:

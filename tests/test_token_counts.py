@@ -18,6 +18,7 @@ from ctxbench.llm.token_count import token_counts_record
 from ctxbench.models.loading import ModelLoadError, smollm2_dir
 
 from local_http import LocalServer, send_json_bytes, servers
+from ctxbench.config.compose import option_config
 
 MSGS = [{"role": "system", "content": "Answer briefly."},
         {"role": "user", "content": "Where is the Eiffel Tower, and how tall is it?"}]
@@ -73,7 +74,7 @@ def no_tiktoken(monkeypatch):
 def make_llm(url, model="my-served-model", **kw):
     cfg = {"name": "openai", "model": model, "base_url": url, "api_key_env": None, "cache": False,
            "max_retries": 0, "timeout_s": 5, **kw}
-    return OpenAIChatLLM(OmegaConf.create(cfg))
+    return OpenAIChatLLM(option_config("llm", cfg))
 
 
 def estimate_warnings(capsys) -> list[str]:
@@ -204,7 +205,7 @@ def test_a_cache_row_without_a_source_says_cache(tmp_path):
 def test_hf_counts_are_tokenizer_counts():
     from ctxbench.llm.hf import HFChatLLM
 
-    llm = HFChatLLM(OmegaConf.create({"name": "hf", "model": "tiny", "context_window": 96, "batch_size": 2}))
+    llm = HFChatLLM(option_config("llm", {"name": "hf", "model": "tiny", "context_window": 96, "batch_size": 2}))
     r = llm.chat([{"role": "user", "content": "Where is Paris?"}], max_new_tokens=3)
     assert r.token_source == "tokenizer" and llm.token_count_source() == "tokenizer"
     rec = token_counts_record(llm)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import torch
+from ctxbench.config.compose import option_config
 
 ARGS = ["train", "method=lm", "model=tiny", "trainer.progress=false", "trainer.max_steps=3", "method.seq_len=32",
         "trainer.save_every=0"]
@@ -33,5 +34,5 @@ def test_building_the_tiny_model_leaves_the_global_rng_alone(tmp_path, monkeypat
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    tiny_dir(OmegaConf.create({"hidden_size": 32, "seed": 5}))
+    tiny_dir(option_config("model", {"name": "tiny", "hidden_size": 32, "seed": 5}))
     assert torch.equal(torch.rand(3), expected)

@@ -18,6 +18,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ctxbench.config.compose import section_config
+
 SUITES = ("train_step", "kv_memory", "kv_press", "memory_systems", "retrieval", "eval_throughput", "structured")
 EXTRA_SUITES = ("gpu",)  # run when named only (suite=gpu): 7B models need a GPU, `all` is sized for CPUs
 
@@ -31,7 +33,7 @@ def run_dir(cfg: Any) -> Path:
 def selected(cfg: Any) -> list[str]:
     from ctxbench.core.registry import UnknownName, suggest
 
-    raw = cfg.get("suite", "all")
+    raw = cfg.suite
     names = list(raw) if not isinstance(raw, str) else [s.strip() for s in str(raw).split(",") if s.strip()]
     if names == ["all"]:
         return list(SUITES)
@@ -60,7 +62,7 @@ def main(cfg: Any) -> dict[str, Any]:
         print(f"bench: {name} ...", flush=True)
         t0 = time.perf_counter()
         try:
-            res = get("bench", name)(cfg.get(name) or {}, {"run_dir": out, "cfg": cfg})
+            res = get("bench", name)(cfg[name] or section_config("bench", name), {"run_dir": out, "cfg": cfg})
             res.setdefault("status", "ok")
         except Exception as e:  # noqa: BLE001 - a failed suite is recorded, the others still run
             from ctxbench.bench.common import Skip

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxbench.core.registry import register
+from ctxbench.config.compose import section_config
 from ctxbench.bench.common import Skip, compose, rnd
 
 CHECKS = ("concurrency", "hf_batch", "prefix_reuse", "call_cache")
@@ -58,12 +59,12 @@ def _row(check: str, setting: str, base: tuple[float, list], new: tuple[float, l
 def check_concurrency(cfg: Any, base: Path) -> dict[str, Any]:
     from ctxbench.bench.loopback_server import serve
 
-    delay, slots = float(cfg.get("delay_s", 0.2)), int(cfg.get("slots", 4))
-    memory, n = str(cfg.get("memory", "full_context")), cfg.get("questions")
+    delay, slots = float(cfg.delay_s), cfg.slots
+    memory, n = cfg.memory, cfg.questions
     from ctxbench.models.loading import smollm2_dir
 
     with serve(delay_s=delay, slots=slots) as server:  # counted with SmolLM2's tokenizer (no estimate)
-        ecfg = compose("eval", [f"llm.tokenizer={smollm2_dir()}", f"dataset={cfg.get('dataset', 'locomo_sample')}", f"memory={memory}", "llm=openai",
+        ecfg = compose("eval", [f"llm.tokenizer={smollm2_dir()}", f"dataset={cfg.dataset}", f"memory={memory}", "llm=openai",
                                 "llm.model=loopback", f"llm.base_url={server.base_url}", "llm.api_key_env=null",
                                 "llm.cache=false", f"llm.concurrency={slots}", "progress=false"])
         seq = _answer(ecfg, base / "concurrency_1", 1, limit=n)[:2]
@@ -76,10 +77,10 @@ def check_concurrency(cfg: Any, base: Path) -> dict[str, Any]:
 
 
 def check_hf_batch(cfg: Any, base: Path) -> dict[str, Any]:
-    bs, memory, n = int(cfg.get("batch_size", 16)), str(cfg.get("memory", "no_context")), cfg.get("questions")
-    ecfg = compose("eval", [f"dataset={cfg.get('dataset', 'locomo_sample')}", f"memory={memory}", "llm=hf",
-                            f"llm.model={cfg.get('llm_model', 'smollm2_135m')}", "llm.cache=false",
-                            f"llm.batch_size={bs}", f"llm.context_window={int(cfg.get('context_window', 1024))}",
+    bs, memory, n = cfg.batch_size, cfg.memory, cfg.questions
+    ecfg = compose("eval", [f"dataset={cfg.dataset}", f"memory={memory}", "llm=hf",
+                            f"llm.model={cfg.llm_model}", "llm.cache=false",
+                            f"llm.batch_size={bs}", f"llm.context_window={int(cfg.context_window)}",
                             "progress=false"])
     _answer(ecfg, base / "hf_warmup_1", 1, limit=bs)  # load the model, warm both paths alike, outside the timings
     _answer(ecfg, base / f"hf_warmup_{bs}", bs, limit=bs)
@@ -87,7 +88,7 @@ def check_hf_batch(cfg: Any, base: Path) -> dict[str, Any]:
     batched = _answer(ecfg, base / f"hf_batch_{bs}", bs, limit=n)
     ratio = one[0] / batched[0] if batched[0] else None
     sizes = batched[2].batch_sizes
-    return _row("hf_batch", f"memory={memory}, llm=hf {cfg.get('llm_model', 'smollm2_135m')}: one by one vs "
+    return _row("hf_batch", f"memory={memory}, llm=hf {cfg.llm_model}: one by one vs "
                 f"{bs} workers, calls generated in batches (mean batch {sum(sizes) / max(len(sizes), 1):.1f})",
                 one[:2], batched[:2], ">= 2x", ratio is not None and ratio >= 2.0, ratio)
 
@@ -99,9 +100,9 @@ def check_prefix_reuse(cfg: Any, base: Path) -> dict[str, Any]:
         locomo_path()
     except FileNotFoundError as e:  # a conversation of real length is needed (the shipped sample is short)
         raise Skip(str(e)) from None
-    m = measure_full_context_prefix(questions=int(cfg.get("questions", 6)),
-                                    context_window=int(cfg.get("context_window", 2048)),
-                                    max_new_tokens=int(cfg.get("max_new_tokens", 8)))
+    m = measure_full_context_prefix(questions=cfg.questions,
+                                    context_window=cfg.context_window,
+                                    max_new_tokens=cfg.max_new_tokens)
     ratio = m.get("ratio")
     return {"check": "prefix_reuse", "setting": f"memory=full_context, llm=hf, one LoCoMo conversation "
             f"(~{round(m.get('prompt_tokens_mean') or 0)} prompt tokens): answer latency with vs without prefix reuse",
@@ -115,11 +116,11 @@ def check_call_cache(cfg: Any, base: Path) -> dict[str, Any]:
     cache = base / "llm_cache.sqlite"
     for p in (cache, cache.with_name(cache.name + "-wal"), cache.with_name(cache.name + "-shm")):
         p.unlink(missing_ok=True)
-    memory, n = str(cfg.get("memory", "full_context")), cfg.get("questions", 4)
-    ecfg = compose("eval", [f"dataset={cfg.get('dataset', 'locomo_sample')}", f"memory={memory}", "llm=hf",
-                            f"llm.model={cfg.get('llm_model', 'smollm2_135m')}", "llm.cache=true",
-                            f"llm.cache_path={cache}", f"llm.context_window={int(cfg.get('context_window', 1024))}",
-                            f"++memory.max_new_tokens={int(cfg.get('max_new_tokens', 8))}", "progress=false"])
+    memory, n = cfg.memory, cfg.questions
+    ecfg = compose("eval", [f"dataset={cfg.dataset}", f"memory={memory}", "llm=hf",
+                            f"llm.model={cfg.llm_model}", "llm.cache=true",
+                            f"llm.cache_path={cache}", f"llm.context_window={int(cfg.context_window)}",
+                            f"++memory.max_new_tokens={int(cfg.max_new_tokens)}", "progress=false"])
     cold = _answer(ecfg, base / "cache_cold", 1, limit=n)
     warm = _answer(ecfg, base / "cache_warm", 1, limit=n)
     hits = warm[2].meter.total("answer").cached
@@ -130,7 +131,7 @@ def check_call_cache(cfg: Any, base: Path) -> dict[str, Any]:
 
 @register("bench", "eval_throughput")
 def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
-    checks = [str(c) for c in (cfg.get("checks") or CHECKS)]
+    checks = [str(c) for c in (cfg.checks or CHECKS)]
     for c in checks:
         if c not in CHECKS:
             raise ValueError(f"eval_throughput.checks: unknown check {c!r} (one of {', '.join(CHECKS)})")
@@ -138,12 +139,12 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
     rows = []
     for c in checks:
         try:
-            rows.append(globals()[f"check_{c}"](cfg.get(c) or {}, base))
+            rows.append(globals()[f"check_{c}"](cfg[c] or section_config("bench", "eval_throughput")[c], base))
         except Skip as e:
             rows.append({"check": c, "status": "skipped", "reason": str(e)})
     return {"description": "The evaluator's throughput: concurrency against a server with parallel slots, batched "
                            "local generation, shared-prefix reuse, the call cache; ratios from one run.",
-            "params": {c: dict(cfg.get(c) or {}) for c in checks},
+            "params": {c: dict(cfg[c] or {}) for c in checks},
             "columns": [["check", "check"], ["setting", "compared"], ["questions", "questions"],
                         ["base_s", "before s"], ["new_s", "after s"], ["base_qps", "before q/s"],
                         ["new_qps", "after q/s"], ["ratio", "ratio"], ["goal", "goal"], ["met", "met"],

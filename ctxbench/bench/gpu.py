@@ -117,7 +117,7 @@ class TokenCounter:
 
 
 def cell_overrides(cfg: Any, method_key: str) -> tuple[str, list[str]]:
-    spec = (cfg.get("methods") or {})[method_key]
+    spec = (cfg.methods or {})[method_key]
     return str(spec["method"]), [str(o) for o in (spec.get("overrides") or [])]
 
 
@@ -128,17 +128,17 @@ def measure(cfg: Any, model_name: str, method_key: str, attn: str, device: Any) 
 
     from ctxbench.core.registry import build
 
-    size = str(cfg.get("size", "7b"))
+    size = cfg.size
     method_name, overrides = cell_overrides(cfg, method_key)
     train_cfg = compose("train", [f"method={method_name}", f"model={model_name}",
-                                  f"dataset={cfg.get('dataset', 'text_sample')}", *overrides])
-    knob = cfg.get("gradient_checkpointing", "auto")  # auto: the 7B model config's (on); off for tiny
+                                  f"dataset={cfg.dataset}", *overrides])
+    knob = cfg.gradient_checkpointing  # auto: the 7B model config's (on); off for tiny
     grad_ckpt = (size != "tiny" and bool(train_cfg.model.get("gradient_checkpointing"))) if knob == "auto" \
         else bool(knob)
-    bundle = build_bundle(model_name, size, attn, device, grad_ckpt, int(cfg.get("seed", 0)))
+    bundle = build_bundle(model_name, size, attn, device, grad_ckpt, cfg.seed)
     method = build("method", train_cfg.method, bundle=bundle).to(device)
     examples = method.train_examples(build("dataset", train_cfg.dataset))
-    bs = int(cfg.get("batch_size", 1))
+    bs = cfg.batch_size
     if len(examples) < bs:
         raise Skip(f"dataset={train_cfg.dataset.name} gave {len(examples)} training examples, batch_size={bs}")
     batch = send_to_device(method.collate(examples[:bs]), device)
@@ -177,14 +177,14 @@ def measure(cfg: Any, model_name: str, method_key: str, attn: str, device: Any) 
         if cuda:
             torch.cuda.reset_peak_memory_stats(device)
         with PeakMemory() as mem:
-            first = [step() for _ in range(max(1, int(cfg.get("warmup_steps", 2))))]
-            timed = [step() for _ in range(max(1, int(cfg.get("steps", 3))))]
+            first = [step() for _ in range(max(1, cfg.warmup_steps))]
+            timed = [step() for _ in range(max(1, cfg.steps))]
     finally:
         counter.close()
     step_s = median([s for s, *_ in timed])
     tokens, loss_tokens = timed[-1][1], timed[-1][3]
     n = flops_params(bundle.model)
-    peak = float(cfg.get("peak_flops", H200_BF16_DENSE))
+    peak = float(cfg.peak_flops)
     tok_s = tokens / step_s if step_s else None
     row = {"model": model_name, "method": method_key, "attention": attn, "status": "ok",
            "method_config": method_name, "size": size, "device": str(device), "gradient_checkpointing": grad_ckpt,
@@ -215,8 +215,8 @@ def flash_available() -> str | None:
 def device_of(cfg: Any) -> Any:
     import torch
 
-    want = str(cfg.get("device", "auto"))
-    size = str(cfg.get("size", "7b"))
+    want = cfg.device
+    size = cfg.size
     if want == "auto":
         want = "cuda" if torch.cuda.is_available() else "cpu"
     if want.startswith("cuda") and not torch.cuda.is_available():
@@ -240,10 +240,10 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     device = device_of(cfg)
-    models = [str(m) for m in cfg.get("models") or SHAPES]
-    methods = [str(m) for m in (cfg.get("methods") or {})]
-    attns = [str(a) for a in cfg.get("attention") or ["sdpa"]]
-    budget = float(cfg.get("budget_s", 420))
+    models = [str(m) for m in cfg.models or SHAPES]
+    methods = [str(m) for m in (cfg.methods or {})]
+    attns = [str(a) for a in cfg.attention or ["sdpa"]]
+    budget = float(cfg.budget_s)
     no_flash = flash_available() if device.type == "cuda" else "FlashAttention-2 needs a CUDA device"
     t_start, rows = time.perf_counter(), []
     for model_name in models:
@@ -265,19 +265,19 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
                     first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
                     rows.append({**base, "status": "error", "reason": f"{type(e).__name__}: {first}"})
                 free(device)
-    peak = float(cfg.get("peak_flops", H200_BF16_DENSE))
+    peak = float(cfg.peak_flops)
     gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     notes = [f"model weights random (AutoModelForCausalLM.from_config on the published shapes), bf16, size="
-             f"{cfg.get('size', '7b')}, device={device}{f' ({gpu_name})' if gpu_name else ''}; each method built "
+             f"{cfg.size}, device={device}{f' ({gpu_name})' if gpu_name else ''}; each method built "
              "through the registry from its conf/method YAML with the listed overrides; one fixed batch, median of "
-             f"{cfg.get('steps', 3)} timed steps after {cfg.get('warmup_steps', 2)} warm-up step(s).",
+             f"{cfg.steps} timed steps after {cfg.warmup_steps} warm-up step(s).",
              "tokens/s = tokens through the decoder stack (all forwards of a step); mfu = 6·N·tokens/s ÷ "
              f"peak_flops ({peak:.3g}), N = base parameters less the input embeddings; attention-score FLOPs "
              "not counted.",
              "peak GB = torch.cuda.max_memory_allocated over warm-up and timed steps."]
     return {"description": "bf16 training steps of ICAE, CCM, LoCoCo and LoRA-LM on Llama-2-7B / Mistral-7B shapes "
                            "initialised at random",
-            "params": {"size": str(cfg.get("size", "7b")), "device": str(device), "gpu": gpu_name, "models": models,
+            "params": {"size": cfg.size, "device": str(device), "gpu": gpu_name, "models": models,
                        "methods": {k: list(cell_overrides(cfg, k)) for k in methods}, "attention": attns,
                        "peak_flops": peak, "flash_attention": no_flash or "available",
                        "torch": torch.__version__, "cuda": torch.version.cuda},

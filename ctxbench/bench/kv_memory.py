@@ -50,9 +50,9 @@ def measure(name: str, n: int, cfg: Any) -> dict[str, Any]:
     from ctxbench.core.registry import build
     from ctxbench.core.types import History, Question
 
-    overrides = [f"method={name}", f"model={cfg.get('model', 'tiny')}",
-                 f"++method.max_new_tokens={int(cfg.get('max_new_tokens', 1))}",
-                 *list((cfg.get("overrides") or {}).get(name, []) or [])]
+    overrides = [f"method={name}", f"model={cfg.model}",
+                 f"++method.max_new_tokens={int(cfg.max_new_tokens)}",
+                 *list((cfg.overrides or {}).get(name, []) or [])]
     tcfg = compose("train", overrides)
     torch.manual_seed(0)
     bundle = load_model(tcfg.model)
@@ -87,8 +87,8 @@ def measure(name: str, n: int, cfg: Any) -> dict[str, Any]:
 def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
-    lengths = [int(x) for x in cfg.get("lengths", [1024, 2048, 4096, 8192])]
-    methods = [str(m) for m in cfg.get("methods", [])]
+    lengths = [int(x) for x in cfg.lengths]
+    methods = [str(m) for m in cfg.methods]
     rows: list[dict[str, Any]] = []
     cells = [(m, n) for m in methods for n in lengths]
     failed: dict[str, str] = {}
@@ -112,11 +112,11 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
         ref = full.get(r.get("tokens"))
         if r["status"] == "ok" and ref and ref["kv_bytes"]:
             r["kv_vs_full"] = rnd(r["kv_bytes"] / ref["kv_bytes"])
-    model = str(cfg.get("model", "tiny"))
+    model = cfg.model
     return {"description": f"Memory kept after ingesting a document of N tokens, model={model}, as each method "
                            "reports it in Usage (memory_items, kv_bytes).",
             "params": {"model": model, "lengths": lengths, "methods": methods,
-                       "overrides": {k: list(v) for k, v in (cfg.get("overrides") or {}).items()}},
+                       "overrides": {k: list(v) for k, v in (cfg.overrides or {}).items()}},
             "columns": [["method", "method"], ["tokens", "tokens"], ["memory_items", "slots (memory_items)"],
                         ["kv_entries", "KV entries"], ["kv_mb", "KV MB"], ["kv_vs_full", "KV ÷ full cache"],
                         ["peak_extra_mb", "peak +MB"], ["ingest_s", "ingest s"]],

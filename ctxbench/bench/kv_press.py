@@ -166,7 +166,7 @@ def presses(cfg: Any) -> list[dict[str, Any]]:
 
 @register("bench", "kv_press")
 def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
-    checks = [str(c) for c in cfg.get("checks", ["calibration", "presses"])]
+    checks = [str(c) for c in cfg.checks]
     rows: list[dict[str, Any]] = []
     if "calibration" in checks:
         rows.append(calibration(cfg))

@@ -21,16 +21,16 @@ from ctxbench.bench.common import compose, dir_bytes, is_registered, median, per
 
 
 def make_llm(cfg: Any) -> tuple[Any, str]:
-    kind = str(cfg.get("llm", "scripted"))
+    kind = cfg.llm
     if kind == "scripted":
         from ctxbench.bench.scripted_llm import ScriptedChatModel, tokenizer_counter
 
-        counter = tokenizer_counter(cfg.get("count_tokens_with"))
-        how = f"tokens counted with the {cfg.get('count_tokens_with')} tokenizer" if counter else "tokens = words"
+        counter = tokenizer_counter(cfg.count_tokens_with)
+        how = f"tokens counted with the {cfg.count_tokens_with} tokenizer" if counter else "tokens = words"
         return ScriptedChatModel(counter), f"scripted (zero-cost replies; {how})"
     from ctxbench.core.registry import build
 
-    ecfg = compose("eval", [f"llm={kind}", *list(cfg.get("llm_overrides") or [])])
+    ecfg = compose("eval", [f"llm={kind}", *list(cfg.llm_overrides or [])])
     return build("llm", ecfg.llm), f"{kind}:{ecfg.llm.get('model', '')}"
 
 
@@ -38,7 +38,7 @@ def measure_system(name: str, samples: list[Any], llm: Any, embedder: Any, workd
     from ctxbench.core.registry import build
 
     mem = compose("eval", [f"memory={name}"]).memory
-    for key, value in (("progress", False), ("rebuild", True), ("max_sessions", cfg.get("max_sessions"))):
+    for key, value in (("progress", False), ("rebuild", True), ("max_sessions", cfg.max_sessions)):
         if key in mem:
             mem[key] = value
     if workdir.exists():
@@ -46,7 +46,7 @@ def measure_system(name: str, samples: list[Any], llm: Any, embedder: Any, workd
     workdir.mkdir(parents=True)
     emb = embedder if mem.get("needs_embedder", False) else None
     system = build("memory", mem, llm=llm, embedder=emb, workdir=workdir)
-    n_q = cfg.get("questions")
+    n_q = cfg.questions
     ingest_s, calls, con_tokens, items, latencies, per_q_tokens = [], [], [], [], [], []
     for sample in samples:
         qs = sample.questions[: int(n_q)] if n_q else sample.questions
@@ -90,8 +90,8 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
 
     from ctxbench.core.registry import build
 
-    systems = [str(s) for s in cfg.get("systems", [])]
-    ecfg = compose("eval", [f"dataset={cfg.get('dataset', 'locomo_sample')}", f"embedder={cfg.get('embedder', 'minilm')}"])
+    systems = [str(s) for s in cfg.systems]
+    ecfg = compose("eval", [f"dataset={cfg.dataset}", f"embedder={cfg.embedder}"])
     samples = [s for s in build("dataset", ecfg.dataset) if s.questions]
     embedder = None
     rows: list[dict[str, Any]] = []
@@ -115,7 +115,7 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
         for k, v in getattr(llm, "unknown", {}).items():
             if v - seen.get(k, 0):
                 unknown[f"{name}: {k}"] = v - seen.get(k, 0)
-    notes = [f"LLM: {llm_desc}; embedder: {cfg.get('embedder', 'minilm')}; dataset: {cfg.get('dataset')} "
+    notes = [f"LLM: {llm_desc}; embedder: {cfg.embedder}; dataset: {cfg.dataset} "
              f"({len(samples)} conversations).",
              "query latency = system.answer() wall time (retrieval + prompt + answer call); tokens/question = answer "
              "prompt + completion + construction tokens amortised over the conversation's questions.",
@@ -123,7 +123,7 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         notes.append(f"prompts the scripted model did not recognise (generic reply): {unknown}")
     return {"description": "Memory systems: build and query cost per conversation.",
-            "params": {"systems": systems, "llm": llm_desc, "dataset": str(cfg.get("dataset"))},
+            "params": {"systems": systems, "llm": llm_desc, "dataset": cfg.dataset},
             "columns": [["system", "system"], ["ingest_s_per_conv", "ingest s/conv"],
                         ["llm_calls_per_conv", "LLM calls/conv"], ["construction_tokens_per_conv", "build tokens/conv"],
                         ["query_p50_ms", "query p50 ms"], ["query_p95_ms", "query p95 ms"],

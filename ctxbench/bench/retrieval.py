@@ -44,9 +44,9 @@ def make_data(kind: str, n: int, nq: int, dim: int, rng: np.random.Generator, cf
     if kind == "uniform":
         return unit_vectors(n, dim, rng), unit_vectors(nq, dim, rng)
     if kind == "clustered":
-        per = int(cfg.get("cluster_size", 100))
+        per = cfg.cluster_size
         centres = unit_vectors(max(1, n // per), dim, rng)
-        spread = float(cfg.get("spread", 1.0))
+        spread = float(cfg.spread)
         return clustered_vectors(n, centres, spread, rng), clustered_vectors(nq, centres, spread, rng)
     raise ConfigError(f"bench retrieval.data={kind!r}: choose 'clustered' or 'uniform'")
 
@@ -59,18 +59,18 @@ def build_index(kind: str, xb: np.ndarray, cfg: Any) -> tuple[Any, dict[str, Any
     if kind == "flat":
         index, params = faiss.IndexFlatIP(dim), {}
     elif kind == "hnsw":
-        m = int(cfg.get("hnsw_m", 16))
+        m = cfg.hnsw_m
         index = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = int(cfg.get("ef_construction", 40))
-        index.hnsw.efSearch = int(cfg.get("ef_search", 64))
+        index.hnsw.efConstruction = cfg.ef_construction
+        index.hnsw.efSearch = cfg.ef_search
         params = {"M": m, "efConstruction": index.hnsw.efConstruction, "efSearch": index.hnsw.efSearch}
     elif kind == "ivf":
-        nlist = int(cfg.get("ivf_nlist") or max(1, min(int(np.sqrt(n)), n // 39)))
+        nlist = int(cfg.ivf_nlist or max(1, min(int(np.sqrt(n)), n // 39)))
         quant = faiss.IndexFlatIP(dim)
         index = faiss.IndexIVFFlat(quant, dim, nlist, faiss.METRIC_INNER_PRODUCT)
         train = xb[: min(n, max(nlist * 39, 10000))]
         index.train(train)
-        index.nprobe = min(nlist, int(cfg.get("ivf_nprobe", 8)))
+        index.nprobe = min(nlist, cfg.ivf_nprobe)
         params = {"nlist": nlist, "nprobe": index.nprobe}
     else:
         raise ConfigError(f"bench retrieval.indexes: unknown index {kind!r}; choose from {KINDS}")
@@ -98,16 +98,16 @@ def recall_at_k(approx: np.ndarray, exact: np.ndarray) -> float:
 def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
     faiss = import_faiss()
 
-    sizes = [int(s) for s in cfg.get("sizes", [1000, 10000, 100000])]
-    dim, k, nq = int(cfg.get("dim", 384)), int(cfg.get("k", 10)), int(cfg.get("queries", 200))
-    kinds = [str(x) for x in cfg.get("indexes", list(KINDS))]
+    sizes = [int(s) for s in cfg.sizes]
+    dim, k, nq = cfg.dim, cfg.k, cfg.queries
+    kinds = [str(x) for x in cfg.indexes]
     if "flat" not in kinds:
         kinds = ["flat", *kinds]  # recall needs the exact answer
-    threads = cfg.get("faiss_threads")
+    threads = cfg.faiss_threads
     if threads:
         faiss.omp_set_num_threads(int(threads))
-    rng = np.random.default_rng(int(cfg.get("seed", 0)))
-    data = str(cfg.get("data", "clustered"))
+    rng = np.random.default_rng(cfg.seed)
+    data = cfg.data
     rows: list[dict[str, Any]] = []
     for n in sizes:
         xb, xq = make_data(data, n, nq, dim, rng, cfg)
@@ -131,7 +131,7 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
                          "queries": nq, "k": k})
             del index
         del xb
-    what = (f"random unit vectors in clusters of ~{cfg.get('cluster_size', 100)} (spread {cfg.get('spread', 1.0)})"
+    what = (f"random unit vectors in clusters of ~{cfg.cluster_size} (spread {cfg.spread})"
             if data == "clustered" else "uniformly random unit vectors")
     return {"description": f"Vector search, one query at a time, {dim}-d {what}, top-{k}, "
                            f"{nq} queries per cell (faiss {faiss.__version__}, {faiss.omp_get_max_threads()} threads).",

@@ -22,12 +22,12 @@ def _prompts(cfg: Any) -> list[tuple[list[dict[str, str]], dict[str, Any]]]:
     from ctxbench.core.registry import build
     from ctxbench.bench.common import compose
 
-    dcfg = compose("eval", [f"dataset={cfg.get('dataset', 'locomo_sample')}"]).dataset
+    dcfg = compose("eval", [f"dataset={cfg.dataset}"]).dataset
     sample = list(build("dataset", dcfg))[0]
     session = sample.history.sessions[0]
-    schema = P.facts_schema(list(sample.history.speakers), int(cfg.get("max_facts", 4)))
+    schema = P.facts_schema(list(sample.history.speakers), cfg.max_facts)
     out = []
-    for i in range(0, min(len(session.turns), 2 * int(cfg.get("prompts", 4))), 2):
+    for i in range(0, min(len(session.turns), 2 * cfg.prompts), 2):
         pair = session.turns[i:i + 2]
         out.append((P.extract_messages("", render_turns(session.turns[:i][-4:]), session.date, render_turns(pair)), schema))
     return out
@@ -36,15 +36,14 @@ def _prompts(cfg: Any) -> list[tuple[list[dict[str, str]], dict[str, Any]]]:
 @register("bench", "structured")
 def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
     import torch
-    from omegaconf import OmegaConf
     from transformers import GenerationConfig
 
+    from ctxbench.config.compose import option_config
     from ctxbench.llm.hf import HFChatLLM
 
-    llm = HFChatLLM(OmegaConf.create({"name": "hf", "model": str(cfg.get("model", "smollm2_135m")),
-                                      "context_window": int(cfg.get("context_window", 2048))}))
+    llm = HFChatLLM(option_config("llm", {"name": "hf", "model": cfg.model, "context_window": cfg.context_window}))
     prompts = _prompts(cfg)
-    max_new = int(cfg.get("max_new_tokens", 192))
+    max_new = cfg.max_new_tokens
     t0 = time.perf_counter()
     for _, schema in prompts:
         llm.grammar().compiled(schema)
@@ -66,7 +65,7 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
         ids = llm.encode_chat(msgs)
         generate(ids, 2, None)  # warm-up
         con, free, n = [], [], 0
-        for _ in range(int(cfg.get("rounds", 3))):
+        for _ in range(cfg.rounds):
             s, n = generate(ids, max_new, llm.grammar().processor(schema))
             con.append(s)
             s2, n2 = generate(ids, n, None)
@@ -80,7 +79,7 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
     ratio = median(ratios)
     return {"description": f"Constrained (xgrammar) vs free generation on {llm.model_name}: Mem0 fact extraction "
                            f"prompts with their schema, the same number of new tokens on both sides.",
-            "params": {"model": llm.model_name, "prompts": len(prompts), "rounds": int(cfg.get("rounds", 3)),
+            "params": {"model": llm.model_name, "prompts": len(prompts), "rounds": cfg.rounds,
                        "max_new_tokens": max_new, "compile_s": rnd(compile_s), "torch_threads": torch.get_num_threads()},
             "columns": [["prompt", "prompt"], ["prompt_tokens", "prompt tokens"], ["new_tokens", "new tokens"],
                         ["constrained_s", "constrained s"], ["free_s", "free s"],

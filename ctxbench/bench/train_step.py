@@ -21,8 +21,8 @@ from ctxbench.bench.common import CONF_DIR, REPO_ROOT, median, registered, rnd
 
 def method_names(cfg: Any) -> list[str]:
     """The methods to measure: ``methods`` as given, or every registered one with a conf/method yaml."""
-    baseline = str(cfg.get("baseline", "lm"))
-    want = cfg.get("methods", "auto")
+    baseline = cfg.baseline
+    want = cfg.methods
     if want in (None, "auto", "all"):
         reg = set(registered("method"))
         names = [n for n in reg if (CONF_DIR / "method" / f"{n}.yaml").exists()]
@@ -95,16 +95,16 @@ def summarise(method: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
-    baseline = str(cfg.get("baseline", "lm"))
+    baseline = cfg.baseline
     names = method_names(cfg)
-    datasets = dict(cfg.get("datasets") or {})
-    model = str(cfg.get("model", "tiny"))
-    rounds = max(1, int(cfg.get("rounds", 1)))
-    timeout = float(cfg.get("timeout_s", 300))
+    datasets = dict(cfg.datasets or {})
+    model = cfg.model
+    rounds = max(1, cfg.rounds)
+    timeout = float(cfg.timeout_s)
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     for name in names:
         try:
-            why = probe_trainable(name, str(datasets.get(name, cfg.get("dataset", "text_sample"))))
+            why = probe_trainable(name, str(datasets.get(name, cfg.dataset)))
         except Exception:  # noqa: BLE001 - the worker reports the real failure
             why = None
         if why:
@@ -115,9 +115,9 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
             if runs[name] and runs[name][-1].get("status") != "ok":  # skipped / failed once: do not retry
                 bar.update(1)
                 continue
-            spec = {"method": name, "model": model, "dataset": str(datasets.get(name, cfg.get("dataset", "text_sample"))),
-                    "batch_size": int(cfg.get("batch_size", 2)), "warmup_steps": int(cfg.get("warmup_steps", 1)),
-                    "steps": int(cfg.get("steps", 3)), "overrides": list(cfg.get("overrides") or [])}
+            spec = {"method": name, "model": model, "dataset": str(datasets.get(name, cfg.dataset)),
+                    "batch_size": cfg.batch_size, "warmup_steps": cfg.warmup_steps,
+                    "steps": cfg.steps, "overrides": list(cfg.overrides or [])}
             bar.set_postfix_str(name)
             runs[name].append(run_worker(spec, timeout))
             bar.update(1)
@@ -130,10 +130,10 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
             r["step_s_vs_lm"] = rnd(r["step_s"] / base["step_s"]) if base["step_s"] else None
             r["step_peak_vs_lm"] = (rnd(r["first_step_peak_extra_mb"] / base["first_step_peak_extra_mb"])
                                     if base["first_step_peak_extra_mb"] else None)
-    notes = [f"one fixed batch of {cfg.get('batch_size', 2)} examples per method from dataset "
-             f"{cfg.get('dataset', 'text_sample')} (" + ", ".join(f"{k}: {v}" for k, v in datasets.items()) + "), "
+    notes = [f"one fixed batch of {cfg.batch_size} examples per method from dataset "
+             f"{cfg.dataset} (" + ", ".join(f"{k}: {v}" for k, v in datasets.items()) + "), "
              f"model={model}; step = forward + backward + grad clip + AdamW step; median of "
-             f"{cfg.get('steps', 3)} timed steps × {rounds} round(s) after {cfg.get('warmup_steps', 1)} warm-up step(s).",
+             f"{cfg.steps} timed steps × {rounds} round(s) after {cfg.warmup_steps} warm-up step(s).",
              "tokens = tokens the loss covers (MethodOutput.n_tokens, as train.py's tokens_per_s); each method's "
              "example length comes from its own config, so tokens/s (not step time) is the comparable figure.",
              "memory = resident set size of the method's own process: 'first step +MB' is the peak during the "

@@ -45,7 +45,7 @@ def stats(name: str, path: str | None = None, extra: Any = None) -> dict[str, An
 
 
 def main(cfg: Any) -> None:
-    action = cfg.get("action")
+    action = cfg.action
     if action not in ACTIONS:
         raise DataError("data", f"unknown action {action!r}.{registry.suggest(str(action), list(ACTIONS))}")
     if action == "list":
@@ -53,17 +53,17 @@ def main(cfg: Any) -> None:
             here = "present" if default_path(name).exists() else "missing"
             print(f"{name:8s} {here:8s} {default_path(name)}  — {src.description}")
         return
-    name = cfg.get("name")
+    name = cfg.name
     if not name:
         raise DataError("data", "say which dataset: python -m ctxbench data ACTION NAME (or name=NAME)")
     if action == "download":
-        download(str(name), dest=cfg.get("dest"), url=cfg.get("url"), force=bool(cfg.get("force")),
-                 limit=cfg.get("limit"))
+        download(str(name), dest=cfg.dest, url=cfg.url, force=cfg.force,
+                 limit=cfg.limit)
         return
-    st = stats(str(name), cfg.get("path"), cfg.get("dataset"))
-    if cfg.get("format", "md") == "json":
+    st = stats(str(name), cfg.path, cfg.dataset)
+    if cfg.format == "json":
         print(json.dumps(st, indent=2))
     else:
         print(format_stats(str(name), st), end="")
-    if cfg.get("out"):
+    if cfg.out:
         Path(cfg.out).write_text(json.dumps(st, indent=2) + "\n")

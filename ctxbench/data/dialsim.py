@@ -238,19 +238,19 @@ def up_to_question_time(samples: Samples) -> Samples:
 
 @register("dataset", "dialsim", aliases=("dialsim_sample",))
 def load_dialsim(cfg: Any) -> Samples:
-    raw = cfg.get("path") or str(downloads_dir() / "dialsim" / f"{cfg.get('show', 'friends')}_dialsim.pickle")
+    raw = cfg.path or str(downloads_dir() / "dialsim" / f"{cfg.show}_dialsim.pickle")
     path = locate(raw, "dialsim")
-    when = cfg.get("question_time", "session")
+    when = cfg.question_time
     if when not in QUESTION_TIMES:
         raise DataError(path, f"unknown question_time {when!r} (choose {', '.join(QUESTION_TIMES)})",
                         field="dataset.question_time")
     samples = load_dialsim_file(
-        path, fmt=cfg.get("answer_format", "multi_choice"), per_episode=bool(cfg.get("per_episode", False)),
-        episodes=list(cfg.get("episodes") or []) or None, max_episodes=cfg.get("max_episodes"),
-        question_types=list(cfg.get("question_types") or []) or None, levels=list(cfg.get("levels") or []) or None)
+        path, fmt=cfg.answer_format, per_episode=cfg.per_episode,
+        episodes=list(cfg.episodes or []) or None, max_episodes=cfg.max_episodes,
+        question_types=list(cfg.question_types or []) or None, levels=list(cfg.levels or []) or None)
     samples.log_quirks("dialsim")
-    samples = cut_sessions(samples, cfg.get("sessions"))
-    limit = cfg.get("limit")
+    samples = cut_sessions(samples, cfg.sessions)
+    limit = cfg.limit
     if limit:
         samples = samples.derive(Sample(s.history, s.questions[: int(limit)]) for s in samples)
     if when == "session":

@@ -255,7 +255,7 @@ def stats(samples: Samples) -> dict[str, Any]:
 
 @register("dataset", "locomo", aliases=("locomo_sample",))
 def load_locomo(cfg: Any) -> Samples:
-    path = locate(cfg.get("path"), "locomo")
+    path = locate(cfg.path, "locomo")
     samples = load_locomo_file(path)
     samples.log_quirks("locomo")
-    return select(samples, cfg.get("conversations"), cfg.get("categories"), cfg.get("limit"), cfg.get("sessions"))
+    return select(samples, cfg.conversations, cfg.categories, cfg.limit, cfg.sessions)

@@ -79,21 +79,21 @@ def session_rows(conv: Sample, cats: set[int] | None, with_dates: bool, quirks: 
 
 @register("dataset", "locomo_pwc")
 def load_locomo_pwc(cfg: Any) -> Samples:
-    path = locate(cfg.get("path"), "locomo")
+    path = locate(cfg.path, "locomo")
     convs = load_locomo_file(path)
-    test_ids = [str(c) for c in (cfg.get("test_conversations") or DEFAULT_TEST)]
-    chosen = split_conversations(convs, str(cfg.get("split", "train")), test_ids)
-    cats = parse_categories(cfg.get("categories"))
+    test_ids = [str(c) for c in (cfg.test_conversations or DEFAULT_TEST)]
+    chosen = split_conversations(convs, cfg.split, test_ids)
+    cats = parse_categories(cfg.categories)
     quirks: Counter = Counter(questions_kept=0, questions_without_evidence=0, questions_multi_session_evidence=0,
                               questions_evidence_in_missing_session=0, sessions_without_questions=0)
     rows: list[Sample] = []
     for conv in chosen:
-        rows.extend(session_rows(conv, cats, bool(cfg.get("with_dates", True)), quirks))
-    if cfg.get("per_question", False):
+        rows.extend(session_rows(conv, cats, cfg.with_dates, quirks))
+    if cfg.per_question:
         rows = [Sample(History(id=q.id, text=r.history.text, speakers=r.history.speakers), [q])
                 for r in rows for q in r.questions]
-    if cfg.get("limit"):
-        rows = rows[: int(cfg.get("limit"))]
+    if cfg.limit:
+        rows = rows[: cfg.limit]
     check_samples(rows, path, conversational=False, categories=LOCOMO_CATEGORIES, questions="each")
     out = Samples(rows, source=str(path), quirks=quirks)
     out.log_quirks("locomo_pwc")

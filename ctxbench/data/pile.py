@@ -52,15 +52,15 @@ def pile_set_name(rec: dict[str, Any], source: str, record: str) -> str | None:
 
 
 def load_pile_docs(cfg: Any) -> Samples:
-    raw = cfg.get("path")
+    raw = cfg.path
     if raw and looks_like_hub_id(str(raw)):
-        source, rows = f"{raw}:{cfg.get('split', 'validation')}", _hub_rows(str(raw), cfg.get("split", "validation"))
+        source, rows = f"{raw}:{cfg.split}", _hub_rows(str(raw), cfg.split)
     else:
         path = locate(raw, "pile")
         source, rows = str(path), _local_rows(path)
-    subsets = set(cfg.get("subsets") or [])
-    limit, min_chars = cfg.get("limit"), int(cfg.get("min_chars") or 0)
-    max_chars = cfg.get("max_chars")
+    subsets = set(cfg.subsets or [])
+    limit, min_chars = cfg.limit, cfg.min_chars
+    max_chars = cfg.max_chars
     quirks: Counter = Counter(missing_meta=0, too_short=0, other_subsets=0)
     out: list[Sample] = []
     for src, record, rec in rows:

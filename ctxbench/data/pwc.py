@@ -44,10 +44,10 @@ def group_by_context(samples: Iterable[Sample]) -> list[Sample]:
 
 def _rows(cfg: Any, name: str) -> tuple[str, Iterator[tuple[str, str, dict[str, Any]]]]:
     """(source, iterator of (record label, row id, row))."""
-    raw = cfg.get("path")
+    raw = cfg.path
     if raw and looks_like_hub_id(str(raw)):
-        split = cfg.get("split", "test")
-        rows = iter_hub_rows(str(raw), split, name, streaming=bool(cfg.get("streaming", True)))
+        split = cfg.split
+        rows = iter_hub_rows(str(raw), split, name, streaming=cfg.streaming)
         return f"{raw}:{split}", ((f"row {i}", f"pwc-{split}-{i}", r) for i, r in enumerate(rows))
     path = locate(raw, "pwc")
     return str(path), ((f"line {n}", f"{path.stem}-{n}", r) for n, r in iter_jsonl(path))
@@ -55,7 +55,7 @@ def _rows(cfg: Any, name: str) -> tuple[str, Iterator[tuple[str, str, dict[str, 
 
 def load_pwc_rows(cfg: Any, name: str = "pwc") -> Samples:
     source, rows = _rows(cfg, name)
-    limit = cfg.get("limit")
+    limit = cfg.limit
     out: list[Sample] = []
     for record, row_id, rec in rows:
         if limit and len(out) >= int(limit):
@@ -63,7 +63,7 @@ def load_pwc_rows(cfg: Any, name: str = "pwc") -> Samples:
         out.append(row_sample(rec, source, record, row_id))
     if not out:
         raise DataError(source, "no rows")
-    if cfg.get("group_by_input", False):
+    if cfg.group_by_input:
         out = group_by_context(out)
     check_samples(out, source, conversational=False, categories={CATEGORY}, questions="each")
     return Samples(out, source=source)

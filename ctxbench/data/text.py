@@ -43,8 +43,8 @@ def read_text_documents(path: Path, text_field: str = "text", limit: int | None 
 
 def text_samples(cfg: Any) -> list[Sample]:
     path = resolve(cfg.path)
-    docs = read_text_documents(path, cfg.get("text_field", "text"), cfg.get("limit"))
-    max_chars = cfg.get("max_chars")
+    docs = read_text_documents(path, cfg.text_field, cfg.limit)
+    max_chars = cfg.max_chars
     return [Sample(History(id=f"{path.stem}-{i}", text=d[:max_chars] if max_chars else d), [])
             for i, d in enumerate(docs)]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ctxbench.config.compose import option_config
 from ctxbench.data.errors import DataError
 from ctxbench.evaluation.finalize import finalize, summary_line
 from ctxbench.llm.base import preflight
@@ -25,7 +26,7 @@ def judge_llm(cfg: Any, llm: Any = None) -> Any:
         return None
     from ctxbench.core.registry import build
 
-    judge_cfg = cfg.judge_llm or cfg.llm
+    judge_cfg = option_config("llm", cfg.judge_llm) if cfg.judge_llm else cfg.llm  # a user's mapping, filled
     if judge_cfg is None:
         raise DataError("metrics", "llm_judge needs a judge LLM: set judge_llm or llm", field="llm_judge")
     if llm is not None and cfg.judge_llm is None:

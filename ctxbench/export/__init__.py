@@ -214,9 +214,9 @@ def load_adapter(method: Any, adapter_dir: Path) -> None:
 # ---- the command -----------------------------------------------------------------------------------
 
 def main(cfg: Any) -> None:
-    if not cfg.get("checkpoint"):
+    if not cfg.checkpoint:
         raise ExportError("checkpoint=DIR is required: a train run folder or its checkpoints/step_N folder")
-    out = export_checkpoint(str(cfg.checkpoint), cfg.get("out"))
+    out = export_checkpoint(str(cfg.checkpoint), cfg.out)
     info = json.loads((out / EXPORT_JSON).read_text())
     parts = ([f"peft adapter {out / ADAPTER}"] if info["adapter"] else []) + \
             ([f"{len(info['extras'])} extra weights in {out / EXTRAS}"] if info["extras"] else [])

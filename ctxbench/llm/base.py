@@ -160,7 +160,3 @@ def preflight(llm: Any) -> None:
     check = getattr(llm, "preflight", None)
     if callable(check):
         check()
-
-
-def describe(cfg: Any) -> str:
-    return f"{cfg.get('name')}:{cfg.get('model', '')}"

@@ -212,6 +212,6 @@ class CachedLLM(BackendWrapper):
 
 def maybe_cached(llm: Any, cfg: Any) -> Any:
     """Wrap ``llm`` in the call cache unless ``cfg.cache`` is false."""
-    if not cfg.get("cache", True):
+    if not cfg.cache:
         return llm
-    return CachedLLM(llm, cfg.get("cache_path") or default_cache_path(), backend=str(cfg.get("name")))
+    return CachedLLM(llm, cfg.cache_path or default_cache_path(), backend=cfg.name)

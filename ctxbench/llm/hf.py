@@ -46,18 +46,21 @@ CONF_MODEL_DIR = conf_dir() / "model"
 
 
 def model_config(spec: Any) -> Any:
-    """A model config from a name of conf/model/*.yaml, a hub id / folder, or a mapping."""
-    from omegaconf import DictConfig, OmegaConf
+    """A model config from a name of conf/model/*.yaml, a hub id / folder, or a mapping (filled from its schema)."""
+    from omegaconf import DictConfig
+
+    from ctxbench.config.compose import option_config
 
     if isinstance(spec, (dict, DictConfig)):
-        return OmegaConf.create(dict(spec) if isinstance(spec, dict) else spec)
+        return option_config("model", spec)
     name = str(spec)
     yaml = CONF_MODEL_DIR / f"{name}.yaml"
     if yaml.exists():
         from ctxbench.config.schemas import load_option
 
         return load_option("model", name)  # the file keeps only what differs from its schema
-    return OmegaConf.create({"name": "hf", "path": name})
+    # a hub id / folder: transformers picks the attention kernel, dtype auto (as before the schema)
+    return option_config("model", {"name": "hf", "path": name, "dtype": "auto", "attn_implementation": None})
 
 
 def model_cache_id(bundle: Any) -> str:
@@ -82,12 +85,12 @@ def llm_model_config(cfg: Any) -> tuple[Any, Any]:
     over its own ``dtype`` / ``device`` where they are set, and the device resolved."""
     from ctxbench.models.loading import resolve_device
 
-    mcfg = model_config(cfg.get("model") or "smollm2_135m")
+    mcfg = model_config(cfg.model)
     for key in ("dtype", "device"):
-        if cfg.get(key):
+        if cfg[key]:
             mcfg[key] = cfg[key]
-    key = "llm.device" if cfg.get("device") else "model.device"
-    return mcfg, resolve_device(mcfg.get("device"), key=key)
+    key = "llm.device" if cfg.device else "model.device"
+    return mcfg, resolve_device(mcfg.device, key=key)
 
 
 class HFChatLLM:
@@ -105,9 +108,8 @@ class HFChatLLM:
         self.tokenizer.padding_side = "left"
         self.model_name = str(bundle.name)
         self.cache_id = model_cache_id(bundle)
-        window = cfg.get("context_window") or getattr(self.model.config, "max_position_embeddings", 2048)
-        self._window = int(window)
-        self.batch_size = int(cfg.get("batch_size", 4))
+        self._window = cfg.context_window
+        self.batch_size = cfg.batch_size
         self.meter = UsageMeter()
         self.truncated_calls = 0
         self._lock = threading.Lock()
@@ -117,16 +119,15 @@ class HFChatLLM:
         if isinstance(im_end, int) and im_end != self.tokenizer.unk_token_id:
             eos.add(im_end)
         self.eos_ids = sorted(i for i in eos if i is not None)
-        self.constrained = bool(cfg.get("constrained", True))
+        self.constrained = cfg.constrained
         self._grammar: Any = None  # GrammarConstraint, built on the first structured call
         if self.constrained:
             self.cache_id += " constrained"
         # a model whose generation config asks for its own cache class (static, sliding) keeps generate's
         own_cache = getattr(getattr(self.model, "generation_config", None), "cache_implementation", None)
         self.prefix_cache: PrefixCache | None = None
-        if bool(cfg.get("prefix_cache", True)) and own_cache in (None, "dynamic"):
-            self.prefix_cache = PrefixCache(int(cfg.get("prefix_cache_min_tokens", 256)),
-                                            int(cfg.get("prefix_cache_entries", 2)))
+        if cfg.prefix_cache and own_cache in (None, "dynamic"):
+            self.prefix_cache = PrefixCache(cfg.prefix_cache_min_tokens, cfg.prefix_cache_entries)
         from ctxbench.models.loading import cache_kwarg
 
         self._cache_kwarg = cache_kwarg(self.model)  # generate's keyword for a given cache

@@ -184,32 +184,32 @@ class OpenAIChatLLM:
     def __init__(self, cfg: Any):
         from ctxbench.models.loading import ModelLoadError
 
-        self.name = str(cfg.get("name") or "openai")
-        self.model_name = str(cfg.get("model") or "")
+        self.name = cfg.name
+        self.model_name = str(cfg.model or "")
         if not self.model_name:
             raise ModelLoadError("llm.model is required for llm=openai (e.g. llm.model=gpt-4o-mini)")
-        self.base_url = str(cfg.get("base_url") or "https://api.openai.com/v1").rstrip("/")
+        self.base_url = str(cfg.base_url).rstrip("/")
         parts = urllib.parse.urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ModelLoadError(f"llm.base_url={scrub_text(self.base_url)!r} is not an http(s) URL "
                                  "(e.g. http://127.0.0.1:8080/v1)")
-        self.extra_body = dict(cfg.get("extra_body") or {})
-        self._api_key, self._key_env = self._read_key(cfg.get("api_key_env", "OPENAI_API_KEY"), ModelLoadError)
-        self.timeout_s = float(cfg.get("timeout_s", 60))
-        self.max_retries = int(cfg.get("max_retries", 5))
-        self.backoff_s = float(cfg.get("backoff_s", 1.0))
-        self.backoff_max_s = float(cfg.get("backoff_max_s", 30.0))
-        self.max_consecutive_failures = int(cfg.get("max_consecutive_failures", 8))
-        self.concurrency = max(1, int(cfg.get("concurrency", 4)))
-        self.response_format = str(cfg.get("response_format") or "json_schema")
+        self.extra_body = dict(cfg.extra_body or {})
+        self._api_key, self._key_env = self._read_key(cfg.api_key_env, ModelLoadError)
+        self.timeout_s = float(cfg.timeout_s)
+        self.max_retries = cfg.max_retries
+        self.backoff_s = float(cfg.backoff_s)
+        self.backoff_max_s = float(cfg.backoff_max_s)
+        self.max_consecutive_failures = cfg.max_consecutive_failures
+        self.concurrency = cfg.concurrency
+        self.response_format = cfg.response_format
         if self.response_format not in RESPONSE_FORMATS:
             raise ModelLoadError(f"llm.response_format={self.response_format!r}: expected one of "
                                  f"{', '.join(RESPONSE_FORMATS)}")
-        self.check_model_listed = bool(cfg.get("check_model_listed", True))
-        self.preflight_timeout_s = float(cfg.get("preflight_timeout_s", 5))
+        self.check_model_listed = cfg.check_model_listed
+        self.preflight_timeout_s = float(cfg.preflight_timeout_s)
         self.cache_id = self._cache_id()
-        self._window = int(cfg.get("context_window") or 128000)
-        self._counter = TokenCounter(cfg.get("tokenizer"), self.model_name)
+        self._window = cfg.context_window
+        self._counter = TokenCounter(cfg.tokenizer, self.model_name)
         self.meter = UsageMeter()
         self.truncated_calls = 0  # prompts cut to fit context_window
         self._lock = threading.Lock()

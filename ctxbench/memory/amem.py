@@ -68,11 +68,11 @@ class AMem(MemorySystem):
 
     def __init__(self, cfg: Any, **deps: Any) -> None:
         super().__init__(cfg, **deps)
-        self.k_neighbors = int(cfg.get("k_neighbors", 5))
-        expand = cfg.get("expand")
-        self.expand = None if expand is None else int(expand)  # None: the question's k
-        self.k_by_category = category_k(cfg.get("k_by_category"))
-        self.query_keywords = bool(cfg.get("query_keywords", True))
+        self.k = cfg.k
+        self.k_neighbors = cfg.k_neighbors
+        self.expand = cfg.expand  # None: the question's k
+        self.k_by_category = category_k(cfg.k_by_category)
+        self.query_keywords = cfg.query_keywords
 
     def steps(self, history: History) -> list[tuple[int, int]]:
         self._sessions = self.limit(history)
@@ -85,8 +85,8 @@ class AMem(MemorySystem):
 
     def add_note(self, content: str, time: str, extra: dict | None = None) -> int:
         attrs = self.call(P.note_messages(time, content),
-                          P.note_schema(int(self.cfg.get("max_keywords", 5)), int(self.cfg.get("max_tags", 4))),
-                          kind="note", max_new_tokens=int(self.cfg.get("note_max_tokens", 256)))
+                          P.note_schema(self.cfg.max_keywords, self.cfg.max_tags),
+                          kind="note", max_new_tokens=self.cfg.note_max_tokens)
         meta = {"keywords": [], "context": "", "tags": [], "links": [], **(extra or {})}
         if attrs:
             meta.update(attrs)
@@ -96,9 +96,8 @@ class AMem(MemorySystem):
             idmap = {str(j): rid for j, (rid, _) in enumerate(hits)}
             shown = [(str(j), show(self.store.get(rid))) for j, (rid, _) in enumerate(hits)]
             d = self.call(P.evolve_messages(f"[{time}] {content} (context: {meta['context']})", shown),
-                          P.evolve_schema(list(idmap), int(self.cfg.get("max_evolved", 2)),
-                                          int(self.cfg.get("max_tags", 4))),
-                          kind="evolve", max_new_tokens=int(self.cfg.get("evolve_max_tokens", 384)))
+                          P.evolve_schema(list(idmap), self.cfg.max_evolved, self.cfg.max_tags),
+                          kind="evolve", max_new_tokens=self.cfg.evolve_max_tokens)
             if d:  # the schema's enums: only ids that were shown
                 for key in dict.fromkeys(d["links"]):
                     if idmap[key] not in meta["links"]:
@@ -131,8 +130,8 @@ class AMem(MemorySystem):
         ``generate_query_llm``), or the question when ``query_keywords`` is off or no keywords came."""
         if not self.query_keywords:
             return question.question
-        got = self.call(P.query_messages(question.question), P.query_schema(int(self.cfg.get("query_max_keywords", 8))),
-                        kind="query", phase="answer", max_new_tokens=int(self.cfg.get("query_max_tokens", 256)))
+        got = self.call(P.query_messages(question.question), P.query_schema(self.cfg.query_max_keywords),
+                        kind="query", phase="answer", max_new_tokens=self.cfg.query_max_tokens)
         words = [w.strip() for w in (got or {}).get("keywords", []) if w.strip()]
         return ", ".join(dict.fromkeys(words)) if words else question.question
 

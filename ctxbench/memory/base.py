@@ -76,8 +76,7 @@ class MemorySystem(System):
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.store = RecordStore(self.workdir / f"{self.name}.sqlite")
         self.counts: Counter = Counter()
-        self.call = StructuredCaller(llm, retries=int(cfg.get("json_retries", 1)), counts=self.counts)
-        self.k = int(cfg.get("k", 10))
+        self.call = StructuredCaller(llm, retries=cfg.json_retries, counts=self.counts)
         self.hid: str | None = None
         self.index: VectorIndex | None = None
         self.ingest_seconds = 0.0
@@ -87,16 +86,16 @@ class MemorySystem(System):
     def reset(self) -> None:
         """Drop in-memory state; the next :meth:`ingest` loads or builds the history's store."""
         self.hid = None
-        self.index = VectorIndex(self.embedder.dim, self.cfg.get("index", "flat")) if self.embedder else None
+        self.index = VectorIndex(self.embedder.dim, self.cfg.index) if self.embedder else None
         self.counts.clear()
         self.ingest_seconds = 0.0
         self.construction = {}
 
     def limit(self, history: History) -> list[Session]:
         """The sessions to ingest: the first ``max_sessions``, then the first ``max_turns`` turns."""
-        n = self.cfg.get("max_sessions")
+        n = self.cfg.max_sessions
         sessions = history.sessions[: int(n)] if n else list(history.sessions)
-        left = self.cfg.get("max_turns")
+        left = self.cfg.max_turns
         if not left:
             return sessions
         out, left = [], int(left)
@@ -110,7 +109,7 @@ class MemorySystem(System):
     def ingest(self, history: History) -> None:
         self.reset()
         self.hid = history.id
-        if self.cfg.get("rebuild", False):
+        if self.cfg.rebuild:
             self.store.clear(history.id)
         self.load()
         steps = self.steps(history)
@@ -124,7 +123,7 @@ class MemorySystem(System):
         try:
             from tqdm import tqdm
             it = tqdm(range(done, len(steps)), desc=f"{self.name} ingest {history.id}", initial=done,
-                      total=len(steps), disable=len(steps) - done < 2 or not self.cfg.get("progress", True))
+                      total=len(steps), disable=len(steps) - done < 2 or not self.cfg.progress)
         except ImportError:  # pragma: no cover
             it = range(done, len(steps))
         for i in it:

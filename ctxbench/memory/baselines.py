@@ -65,7 +65,7 @@ class FullContext(_LLMBaseline):
 
     def __init__(self, cfg: Any, *, llm: Any, embedder: Any = None, workdir: Any = None):
         super().__init__(cfg, llm=llm, embedder=embedder, workdir=workdir)
-        self.reserve = int(cfg.get("reserve", 96))
+        self.reserve = cfg.reserve
         self._turns: list[tuple[int, str, int]] = []  # (session index, rendered line, tokens)
         self._headers: list[tuple[str, int]] = []  # (session date, tokens of its header)
         self._doc_tokens = 0

@@ -52,9 +52,10 @@ class Mem0(MemorySystem):
 
     def __init__(self, cfg: Any, **deps: Any) -> None:
         super().__init__(cfg, **deps)
-        self.m = int(cfg.get("m", 10))
-        self.s = int(cfg.get("s", 10))
-        self.stores = str(cfg.get("stores", "per_speaker"))
+        self.k = cfg.k
+        self.m = cfg.m
+        self.s = cfg.s
+        self.stores = cfg.stores
         if self.stores not in STORES:
             raise ConfigError(f"memory.stores={self.stores!r} is not a store layout; use one of {' | '.join(STORES)}")
         self.summary = ""
@@ -68,7 +69,7 @@ class Mem0(MemorySystem):
         out: list[tuple] = []
         for si, s in enumerate(self._sessions):
             out += [("pair", si, ti) for ti in range(0, len(s.turns), 2)]
-            if self.cfg.get("summary", True):
+            if self.cfg.summary:
                 out.append(("summary", si))
         return out
 
@@ -87,7 +88,7 @@ class Mem0(MemorySystem):
         if step[0] == "summary":
             s = self._sessions[step[1]]
             r = self.llm.chat(P.summary_messages(self.summary, s.date, render_turns(s.turns)),
-                              max_new_tokens=int(self.cfg.get("summary_max_tokens", 128)), phase="construction")
+                              max_new_tokens=self.cfg.summary_max_tokens, phase="construction")
             if not r.failed and r.text.strip():
                 self.summary = r.text.strip()
             return
@@ -110,9 +111,9 @@ class Mem0(MemorySystem):
     def extract(self, recent: str, date: str, new: str, owner: str | None = None) -> list[str]:
         """Candidate facts of the new pair: anyone's (shared store) or ``owner``'s (their store)."""
         names = getattr(self, "_speakers", []) if owner is None else [owner]
-        schema = P.facts_schema(names, int(self.cfg.get("max_facts", 4)))
+        schema = P.facts_schema(names, self.cfg.max_facts)
         out = self.call(P.extract_messages(self.summary, recent, date, new, owner), schema, kind="extract",
-                        max_new_tokens=int(self.cfg.get("extract_max_tokens", 256)))
+                        max_new_tokens=self.cfg.extract_max_tokens)
         if out is None:
             return []
         facts = []
@@ -136,7 +137,7 @@ class Mem0(MemorySystem):
         idmap = {str(j): rid for j, (rid, _) in enumerate(hits)}
         shown = [(str(j), self.store.get(rid).text) for j, (rid, _) in enumerate(hits)]
         d = self.call(P.update_messages(shown, fact), P.decision_schema(list(idmap)), kind="update",
-                      max_new_tokens=int(self.cfg.get("update_max_tokens", 96)))
+                      max_new_tokens=self.cfg.update_max_tokens)
         if d is None:
             return
         self.apply_decision(d, fact, date, meta, idmap, emb)

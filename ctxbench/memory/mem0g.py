@@ -35,8 +35,6 @@ from ctxbench.memory.stores.graph import Edge, Node, open_graph
 _STOP = set("a an the and or of to in on at for with from by is are was were be been do does did what "
             "when where who whom which how why that this these those it its his her their my your our "
             "now ever has have had will would can could should about as into".split())
-NODE_THRESHOLD = 0.9  # mem0 _add_entities: _search_source_node(..., threshold=0.9)
-SEARCH_THRESHOLD = 0.7  # mem0 MemoryGraph.threshold, used by _search_graph_db (add and search)
 
 
 def norm_name(s: str) -> str:
@@ -53,13 +51,13 @@ class Mem0g(Mem0):
 
     def __init__(self, cfg: Any, **deps: Any) -> None:
         super().__init__(cfg, **deps)
-        self.graph = open_graph(cfg.get("graph") or {}, self.workdir)
-        self.node_threshold = float(cfg.get("node_threshold", NODE_THRESHOLD))
-        self.search_threshold = float(cfg.get("search_threshold", SEARCH_THRESHOLD))
-        self.include_invalid = bool(cfg.get("include_invalid", True))
-        self.max_conflict_edges = int(cfg.get("max_conflict_edges", 100))
-        self.use_facts = bool(cfg.get("use_facts", True))
-        self.k_graph = int(cfg.get("k_graph", self.k))
+        self.graph = open_graph(cfg.graph, self.workdir)
+        self.node_threshold = float(cfg.node_threshold)
+        self.search_threshold = float(cfg.search_threshold)
+        self.include_invalid = cfg.include_invalid
+        self.max_conflict_edges = cfg.max_conflict_edges
+        self.use_facts = cfg.use_facts
+        self.k_graph = cfg.k_graph
 
     def apply(self, step: tuple, i: int) -> None:
         if step[0] == "summary" or self.use_facts:
@@ -73,8 +71,8 @@ class Mem0g(Mem0):
     # ---- construction ----------------------------------------------------------------------------
     def extract_entities(self, text: str, date: str) -> dict[str, str]:
         """Entity name → type (mem0 ``_retrieve_nodes_from_data``: its ``entity_type_map``)."""
-        ents = self.call(P.entity_messages(date, text), P.entities_schema(int(self.cfg.get("max_entities", 6))),
-                         kind="entities", max_new_tokens=int(self.cfg.get("entity_max_tokens", 256)))
+        ents = self.call(P.entity_messages(date, text), P.entities_schema(self.cfg.max_entities),
+                         kind="entities", max_new_tokens=self.cfg.entity_max_tokens)
         types: dict[str, str] = {}
         for e in (ents or {}).get("entities", []):
             n = norm_name(e["entity"])
@@ -88,8 +86,8 @@ class Mem0g(Mem0):
             return
         names = list(types)
         rels = self.call(P.relation_messages(date, text, names),
-                         P.relations_schema(names, int(self.cfg.get("max_relations", 4))), kind="relations",
-                         max_new_tokens=int(self.cfg.get("relation_max_tokens", 256)))
+                         P.relations_schema(names, self.cfg.max_relations), kind="relations",
+                         max_new_tokens=self.cfg.relation_max_tokens)
         if not rels:
             return
         triplets = []
@@ -162,7 +160,7 @@ class Mem0g(Mem0):
         shown = [(str(j), e.text()) for j, e in enumerate(old)]
         out = self.call(P.conflict_messages(shown, [f"{a} {r} {b}" for a, r, b in triplets]),
                         P.outdated_schema(list(idmap)), kind="conflicts",
-                        max_new_tokens=int(self.cfg.get("conflict_max_tokens", 64)))
+                        max_new_tokens=self.cfg.conflict_max_tokens)
         if not out:
             return
         for key in dict.fromkeys(out["outdated"]):  # the schema's enum: only ids that were shown
@@ -229,7 +227,7 @@ class Mem0g(Mem0):
         return items + g_items, toks + g_toks
 
     def ingest(self, history) -> None:
-        if self.cfg.get("rebuild", False):
+        if self.cfg.rebuild:
             self.graph.clear(history.id)
         super().ingest(history)
 

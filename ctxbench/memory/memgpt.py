@@ -69,28 +69,28 @@ class MemGPT(MemorySystem):
 
     def __init__(self, cfg: Any, **deps: Any) -> None:
         super().__init__(cfg, **deps)
-        self.fifo_tokens = int(cfg.get("fifo_tokens", 700))
-        self.evict_frac = float(cfg.get("evict_frac", 0.5))
+        self.fifo_tokens = cfg.fifo_tokens
+        self.evict_frac = float(cfg.evict_frac)
         if not 0.0 < self.evict_frac <= 1.0:
             raise ConfigError(f"memory.evict_frac={self.evict_frac}: need 0 < evict_frac <= 1")
         if self.fifo_tokens < 1:
             raise ConfigError(f"memory.fifo_tokens={self.fifo_tokens}: need >= 1")
-        self.warn_frac = float(cfg.get("warn_frac", 0.7))
+        self.warn_frac = float(cfg.warn_frac)
         if not 0.0 < self.warn_frac <= 1.0:
             raise ConfigError(f"memory.warn_frac={self.warn_frac}: need 0 < warn_frac <= 1")
-        self.pressure_steps = int(cfg.get("pressure_steps", 3))
+        self.pressure_steps = cfg.pressure_steps
         if self.pressure_steps < 0:
             raise ConfigError(f"memory.pressure_steps={self.pressure_steps}: need >= 0 (0 = no warning step)")
-        self.archive_evicted = bool(cfg.get("archive_evicted", False))
-        self.max_steps = int(cfg.get("max_steps", 4))
+        self.archive_evicted = cfg.archive_evicted
+        self.max_steps = cfg.max_steps
         if self.max_steps < 1:
             raise ConfigError(f"memory.max_steps={self.max_steps}: need >= 1")
-        self.archival_k = int(cfg.get("archival_k", 5))
-        self.recall_k = int(cfg.get("recall_k", 5))
-        self.working_max_tokens = int(cfg.get("working_max_tokens", 150))
-        self.result_max_tokens = int(cfg.get("result_max_tokens", 200))
-        self.step_max_tokens = int(cfg.get("step_max_tokens", 128))
-        self.summary_words = int(cfg.get("summary_words", 80))
+        self.archival_k = cfg.archival_k
+        self.recall_k = cfg.recall_k
+        self.working_max_tokens = cfg.working_max_tokens
+        self.result_max_tokens = cfg.result_max_tokens
+        self.step_max_tokens = cfg.step_max_tokens
+        self.summary_words = cfg.summary_words
         room = self.window_fifo()
         if self.fifo_tokens > room:
             log.info("memory=memgpt: fifo_tokens=%d capped at %d (llm.context_window=%d less the main context's "
@@ -114,7 +114,7 @@ class MemGPT(MemorySystem):
         and one step's call and results (the paper flushes when the whole prompt reaches the window)."""
         fixed = max(sum(self.llm.count_tokens(m["content"]) for m in msgs) for msgs in (
             P.agent_messages("", "", "", "", self.max_steps), P.pressure_messages("", "", "", self.pressure_steps)))
-        summary = int(self.cfg.get("summary_max_tokens", 128))
+        summary = self.cfg.summary_max_tokens
         step = self.step_max_tokens + 2 * (self.result_max_tokens + 40) + 32
         return self.llm.context_window - fixed - self.working_max_tokens - summary - step
 
@@ -214,7 +214,7 @@ class MemGPT(MemorySystem):
         if not evicted:
             return
         r = self.llm.chat(P.summary_messages(self.summary, self.render(evicted), self.summary_words),
-                          max_new_tokens=int(self.cfg.get("summary_max_tokens", 128)), temperature=0.0,
+                          max_new_tokens=self.cfg.summary_max_tokens, temperature=0.0,
                           phase="construction")
         if r.text.strip() and not r.failed:
             self.summary = r.text.strip()
@@ -292,7 +292,7 @@ class MemGPT(MemorySystem):
             self.counts["failed_edits"] += 1
             return f"Edit failed: the working context would exceed {self.working_max_tokens} tokens."
         self.working = new
-        if persist and self.cfg.get("persist_core_edits", True):
+        if persist and self.cfg.persist_core_edits:
             self.save_state()
         return "OK. Working context:\n" + self.working
 
@@ -316,7 +316,7 @@ class MemGPT(MemorySystem):
     @property
     def answer_writes_state(self) -> bool:  # type: ignore[override]
         """Working-context edits made while answering persist into the next answer (``persist_core_edits``)."""
-        return bool(self.cfg.get("persist_core_edits", True))
+        return self.cfg.persist_core_edits
 
     def answer(self, question: Question) -> Prediction:
         t0, a0 = self.answer_start()
@@ -360,7 +360,7 @@ class MemGPT(MemorySystem):
             r = self.llm.chat(self.answer_messages(context, question), max_new_tokens=self.answer_max_tokens(),
                               temperature=0.0, phase="answer")
             reply = r.text
-        if not self.cfg.get("persist_core_edits", True):
+        if not self.cfg.persist_core_edits:
             self.working = working0  # edits last for this question only
         self.store.commit()  # working-context edits persist
         shown = context if fallback else "\n".join(seen)

@@ -68,15 +68,16 @@ class MemoryBank(MemorySystem):
 
     def __init__(self, cfg: Any, **deps: Any) -> None:
         super().__init__(cfg, **deps)
-        self.forgetting = str(cfg.get("forgetting", "sample"))
+        self.k = cfg.k
+        self.forgetting = cfg.forgetting
         if self.forgetting not in FORGETTING:
             raise ConfigError(f"config key 'memory.forgetting' must be one of {' | '.join(FORGETTING)}, "
                               f"got {self.forgetting!r}")
-        self.seed = int(cfg.get("seed", 0))
-        self.forget_threshold = float(cfg.get("forget_threshold", 0.01))
-        self.recall_k = int(cfg.get("recall_k", 3))
-        self.recall_threshold = float(cfg.get("recall_threshold", 0.6))
-        self.portrait_on = bool(cfg.get("portrait", True))
+        self.seed = cfg.seed
+        self.forget_threshold = float(cfg.forget_threshold)
+        self.recall_k = cfg.recall_k
+        self.recall_threshold = float(cfg.recall_threshold)
+        self.portrait_on = cfg.portrait
         self.portrait, self.global_summary, self.now = "", "", ""
 
     # ---- steps -------------------------------------------------------------------------------
@@ -107,7 +108,7 @@ class MemoryBank(MemorySystem):
             events = [r.text for r in self.store.records(self.hid, "event")]
             if events:
                 r = self.llm.chat(P.global_messages(events), phase="construction",
-                                  max_new_tokens=int(self.cfg.get("summary_max_tokens", 128)))
+                                  max_new_tokens=self.cfg.summary_max_tokens)
                 self.global_summary = r.text.strip()
             return
         sessions = [self._sessions[j] for j in step[1]]
@@ -117,12 +118,12 @@ class MemoryBank(MemorySystem):
         date = when.strftime("%d %B %Y")
         transcript = "\n".join(render(s) for s in sessions)
         r = self.llm.chat(P.event_messages(date, transcript), phase="construction",
-                          max_new_tokens=int(self.cfg.get("summary_max_tokens", 128)))
+                          max_new_tokens=self.cfg.summary_max_tokens)
         if r.text.strip():
             self.add_record("event", f"[{date}] {r.text.strip()}", {"day": date}, when.isoformat())
         if self.portrait_on:
             r = self.llm.chat(P.portrait_messages(self.portrait, date, transcript), phase="construction",
-                              max_new_tokens=int(self.cfg.get("portrait_max_tokens", 128)))
+                              max_new_tokens=self.cfg.portrait_max_tokens)
             if r.text.strip():
                 self.portrait = r.text.strip()
 

@@ -35,10 +35,11 @@ class RAG(MemorySystem):
 
     def __init__(self, cfg: Any, **deps: Any) -> None:
         super().__init__(cfg, **deps)
-        self.granularity = cfg.get("granularity", "turns")
+        self.k = cfg.k
+        self.granularity = cfg.granularity
         if self.granularity not in ("turns", "session_summary"):
             raise ConfigError(f"memory.granularity={self.granularity!r}: choose 'turns' or 'session_summary'")
-        self.size, self.overlap = int(cfg.get("chunk_size", 2)), int(cfg.get("overlap", 0))
+        self.size, self.overlap = cfg.chunk_size, cfg.overlap
 
     def steps(self, history: History) -> list[Session]:
         if not history.sessions:  # a document: treat paragraphs as turns of one session
@@ -58,7 +59,7 @@ class RAG(MemorySystem):
         else:
             transcript = "\n".join(f"{t.speaker}: {t.text}" for t in session.turns)
             r = self.llm.chat(P.summary_messages(session.date, transcript),
-                              max_new_tokens=int(self.cfg.get("summary_max_tokens", 128)), phase="construction")
+                              max_new_tokens=self.cfg.summary_max_tokens, phase="construction")
             text = f"[{session.date}] {r.text.strip()}"
             self.add_record("summary", text, {"session": session.id}, session.date)
 

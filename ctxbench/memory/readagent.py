@@ -53,14 +53,14 @@ class ReadAgent(MemorySystem):
 
     def __init__(self, cfg: Any, **deps: Any) -> None:
         super().__init__(cfg, **deps)
-        self.max_page = int(cfg.get("max_page_tokens", 400))
-        self.min_page = int(cfg.get("min_page_tokens", 200))
+        self.max_page = cfg.max_page_tokens
+        self.min_page = cfg.min_page_tokens
         if not 0 < self.min_page <= self.max_page:
             raise ConfigError(f"memory.min_page_tokens={self.min_page}, memory.max_page_tokens={self.max_page}: "
                               "need 0 < min <= max")
-        self.tail = int(cfg.get("tail_tokens", self.min_page))
-        self.preceding = cfg.get("preceding_tokens", 100)
-        self.max_lookups = int(cfg.get("max_lookups", 2))
+        self.tail = cfg.tail_tokens
+        self.preceding = cfg.preceding_tokens
+        self.max_lookups = cfg.max_lookups
         if self.max_lookups < 0:
             raise ConfigError(f"memory.max_lookups={self.max_lookups}: need >= 0")
         self.cursor = 0
@@ -80,7 +80,7 @@ class ReadAgent(MemorySystem):
 
     def steps(self, history: History) -> list[int]:
         """One slot per paragraph (an upper bound on pages); slots after the last page do nothing."""
-        self._paras = paragraphs_of(history, self.cfg.get("max_sessions"))
+        self._paras = paragraphs_of(history, self.cfg.max_sessions)
         self._tok = [self.llm.count_tokens(p) for p, _ in self._paras]
         return list(range(len(self._paras)))
 
@@ -93,7 +93,7 @@ class ReadAgent(MemorySystem):
         n = len(self.store.records(self.hid, "page"))
         date = self._paras[start][1]
         self.add_record("page", text, {"page": n, "start": start, "end": end, "date": date}, date, index=False)
-        r = self.llm.chat(P.gist_messages(text), max_new_tokens=int(self.cfg.get("gist_max_tokens", 96)),
+        r = self.llm.chat(P.gist_messages(text), max_new_tokens=self.cfg.gist_max_tokens,
                           temperature=0.0, phase="construction")
         gist = r.text.strip()
         if not gist or r.failed:
@@ -125,7 +125,7 @@ class ReadAgent(MemorySystem):
             preceding = "\n".join(prev)
         following = self._paras[j][0] if j < N else ""
         got = self.call(P.pagination_messages(preceding, "\n".join(passage), following), P.break_schema(labels),
-                        kind="break", max_new_tokens=int(self.cfg.get("break_max_tokens", 24)))
+                        kind="break", max_new_tokens=self.cfg.break_max_tokens)
         self.counts["pagination_calls"] += 1
         return j if got is None else int(got["break"])
 
@@ -175,7 +175,7 @@ class ReadAgent(MemorySystem):
         pages = self.pages()
         if self.max_lookups == 0 or not pages:
             return []
-        mt = int(self.cfg.get("lookup_max_tokens", 48))
+        mt = self.cfg.lookup_max_tokens
         qtext = question_text(question)
         room = self._room(P.lookup_messages("", qtext, self.max_lookups), mt)
         gists, dropped = self.memory_text(pages, set(), room)

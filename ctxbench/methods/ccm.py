@@ -73,20 +73,20 @@ class Memory:
 
 
 class CCM(TrainableMethod):
-    """One class for both modes; ``method.mode`` (or the registry name) picks concat / merge."""
+    """One class for both modes; ``method.mode`` picks concat / merge."""
 
     def __init__(self, cfg: Any, bundle: Any):
         super().__init__(cfg, bundle)
-        mode = str(cfg.get("mode") or str(cfg.get("name", "")).replace("ccm_", ""))
+        mode = cfg.mode
         if mode not in MODES:
             raise ConfigError(f"method.mode must be one of {MODES}, got {mode!r}")
         self.mode = mode
-        self.recurrent = bool(cfg.get("recurrent", True))  # false: each step compressed on its own (MetaICL/LaMP)
-        self.loss_on = str(cfg.get("loss_on", "steps"))
+        self.recurrent = cfg.recurrent  # false: each step compressed on its own (MetaICL/LaMP)
+        self.loss_on = cfg.loss_on
         if self.loss_on not in ("steps", "output"):
             raise ConfigError(f"method.loss_on={self.loss_on!r}: use steps (every step's continuation and the "
                               "target) or output (the target only, as the paper trains MetaICL / LaMP / DailyDialog)")
-        self.n_tok = int(cfg.get("n_tok", 8))
+        self.n_tok = cfg.n_tok
         if self.n_tok < 1:
             raise ConfigError(f"method.n_tok must be >= 1, got {self.n_tok}")
         self.model = bundle.model
@@ -97,7 +97,7 @@ class CCM(TrainableMethod):
         lc = lora_config(cfg)
         self.lora_layers = install_gated_lora(self.model, self.gate, lc["targets"], lc["r"], lc["alpha"], lc["dropout"])
         emb = self.model.get_input_embeddings().weight
-        gen = torch.Generator().manual_seed(int(cfg.get("seed", 0)))
+        gen = torch.Generator().manual_seed(cfg.seed)
         # COMP embeddings start near the vocabulary mean, each a little different.
         init = emb.detach().float().mean(0, keepdim=True) + emb.detach().float().std() * 0.1 * torch.randn(
             self.n_tok, emb.shape[1], generator=gen)
@@ -164,7 +164,7 @@ class CCM(TrainableMethod):
         recurrent compression). Every target token is scored when there is a prompt; without one the
         first target token has nothing of its own before it and is not (``tokens`` says how many were)."""
         self.eval()
-        size = int(self.cfg.get("step_tokens", 64))
+        size = self.cfg.step_tokens
         steps = [list(c[i:i + size]) for c in context for i in range(0, len(c), size) if len(c[i:i + size])]
         ids, tgt = list(prompt) + list(target), list(target)
         labels = [-100] * max(len(prompt) - 1, 0) + (tgt if prompt else tgt[1:]) + [-100]
@@ -207,7 +207,7 @@ class CCM(TrainableMethod):
     # ---- training data ---------------------------------------------------------------------------
     def layout(self, steps: list[list[int]], target: list[int] | None = None,
                target_labels: list[int] | None = None, loss_steps_from: int | None = None) -> Layout:
-        lsf = int(self.cfg.get("loss_steps_from", 2)) if loss_steps_from is None else loss_steps_from
+        lsf = self.cfg.loss_steps_from if loss_steps_from is None else loss_steps_from
         if self.loss_on == "output":  # no loss on the steps' own text: only the target's labels
             lsf = max(lsf, len(steps) + 1)
         return build_layout(steps, self.n_tok, self._placeholder, target, target_labels, lsf)
@@ -298,8 +298,8 @@ class CCM(TrainableMethod):
 
     def history_steps(self, history: History) -> list[list[int]]:
         """Token lists of the history's steps: sessions (with date; long ones split), or chunks."""
-        size = int(self.cfg.get("step_tokens", 64))
-        cap = int(self.cfg.get("max_session_tokens") or 0)
+        size = self.cfg.step_tokens
+        cap = int(self.cfg.max_session_tokens or 0)
         if history.sessions:
             steps = []
             for s in history.sessions:
@@ -319,7 +319,7 @@ class CCM(TrainableMethod):
         self.eval()
         steps = self.history_steps(history)
         memory = Memory()
-        for toks in tqdm(steps, desc=f"ccm_{self.mode} ingest", disable=not self.cfg.get("progress", False)):
+        for toks in tqdm(steps, desc=f"ccm_{self.mode} ingest", disable=not self.cfg.progress):
             memory, _ = self.compress_step(memory, toks)
         self.memory = memory
         self._speakers = list(history.speakers)

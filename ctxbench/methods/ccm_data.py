@@ -62,12 +62,12 @@ def examples_from_samples(method: Any, samples: list[Sample]) -> list[Layout]:
     """All training layouts for ``samples`` (see module docstring)."""
 
     cfg = method.cfg
-    size = int(cfg.get("step_tokens", 64))
-    k = int(cfg.get("train_steps", 4))
-    cap = int(cfg.get("max_session_tokens") or 0)
-    use_sessions = bool(cfg.get("session_examples", True))
-    use_qa = bool(cfg.get("qa_examples", True))
-    limit = cfg.get("max_examples")
+    size = cfg.step_tokens
+    k = cfg.train_steps
+    cap = int(cfg.max_session_tokens or 0)
+    use_sessions = cfg.session_examples
+    use_qa = cfg.qa_examples
+    limit = cfg.max_examples
     out: list[Layout] = []
     for sample in samples:
         h = sample.history
@@ -82,7 +82,7 @@ def examples_from_samples(method: Any, samples: list[Sample]) -> list[Layout]:
             if use_qa and chunks:  # PwC-style: the whole document as steps, then question → answer
                 for q in sample.questions:
                     ids_, labels = method.qa_target(q, q.answer)
-                    out.append(method.layout(chunks[-int(cfg.get("max_qa_steps", 16)):], ids_, labels,
+                    out.append(method.layout(chunks[-cfg.max_qa_steps:], ids_, labels,
                                              loss_steps_from=len(chunks) + 2))
             continue
         sessions = [s for s in h.sessions if s.turns]
@@ -140,25 +140,25 @@ def _load_hub(cfg: Any, default_id: str, split: str):
     from omegaconf.errors import MissingMandatoryValue
 
     try:
-        hub_id = cfg.get("hub_id") or default_id
+        hub_id = cfg.hub_id or default_id
     except MissingMandatoryValue:
         hub_id = ""
     if os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise DataError(hub_id or cfg.get("name"), "needs the Hugging Face hub, but HF_DATASETS_OFFLINE / "
+        raise DataError(hub_id or cfg.name, "needs the Hugging Face hub, but HF_DATASETS_OFFLINE / "
                         "HF_HUB_OFFLINE is set; use dataset=locomo or dataset=text offline")
     if not hub_id:
-        raise DataError(cfg.get("name"), "set dataset.hub_id to the hub dataset to read", field="hub_id")
+        raise DataError(cfg.name, "set dataset.hub_id to the hub dataset to read", field="hub_id")
     import datasets
 
     try:
-        return datasets.load_dataset(hub_id, cfg.get("subset"), split=split)
+        return datasets.load_dataset(hub_id, cfg.subset, split=split)
     except Exception as e:  # noqa: BLE001 - report the hub failure with the dataset named
         first = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
         raise DataError(hub_id, f"could not be loaded from the hub ({type(e).__name__}: {first})") from None
 
 
 def _rows(ds: Any, cfg: Any) -> list[dict]:
-    n = int(cfg.get("limit") or 1000)
+    n = int(cfg.limit or 1000)
     return [ds[i] for i in range(min(n, len(ds)))]
 
 
@@ -166,10 +166,10 @@ def _rows(ds: Any, cfg: Any) -> list[dict]:
 def load_dailydialog(cfg: Any) -> list[Sample]:
     """DailyDialog: every turn but the last two is a step; the second-to-last is read raw and the
     last is the output (as the reference's DialogueDataset)."""
-    ds = _load_hub(cfg, "li2017dailydialog/daily_dialog", cfg.get("split", "train"))
+    ds = _load_hub(cfg, "li2017dailydialog/daily_dialog", cfg.split)
     out = []
     for i, row in enumerate(_rows(ds, cfg)):
-        turns = [str(t).strip() for t in row[cfg.get("field", "dialog")]]
+        turns = [str(t).strip() for t in row[cfg.field]]
         if len(turns) < 3:
             continue
         speakers = ["A", "B"]
@@ -195,7 +195,7 @@ def _json_file(path: Path, what: str) -> Any:
 
 def _hub_file(cfg: Any, filename: str) -> Path:
     """One file of a hub dataset repo (``huggingface_hub``; refused offline, naming the repo and file)."""
-    hub_id = cfg.get("hub_id")
+    hub_id = cfg.hub_id
     if os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1":
         raise DataError(f"{hub_id}:{filename}", "needs the Hugging Face hub, but HF_HUB_OFFLINE / HF_DATASETS_OFFLINE "
                         "is set; pass dataset.path=<a folder holding the file>")
@@ -210,15 +210,15 @@ def _hub_file(cfg: Any, filename: str) -> Path:
 
 def metaicl_file(cfg: Any, split: str) -> Path:
     """``{task}_{k}_{seed}_{split}.jsonl`` (MetaICL's own file names) from ``dataset.path`` or the hub."""
-    name = str(cfg.get("file_pattern", "{task}/{task}_{k}_{seed}_{split}.jsonl")).format(
-        task=cfg.get("task"), k=cfg.get("k", 16), seed=cfg.get("sampling_seed", 100), split=split)
-    if cfg.get("path"):
+    name = cfg.file_pattern.format(
+        task=cfg.task, k=cfg.k, seed=cfg.sampling_seed, split=split)
+    if cfg.path:
         root = Path(str(cfg.path))
         for cand in (root / name, root / Path(name).name):
             if cand.exists():
                 return cand
         raise DataError(str(root / name), f"not found (dataset.path holds MetaICL's files; {split} split of task "
-                        f"{cfg.get('task')!r}, k={cfg.get('k', 16)}, sampling_seed={cfg.get('sampling_seed', 100)})")
+                        f"{cfg.task!r}, k={cfg.k}, sampling_seed={cfg.sampling_seed})")
     return _hub_file(cfg, name)
 
 
@@ -228,24 +228,24 @@ def load_metaicl(cfg: Any) -> list[Sample]:
     ``{task, input, output, options}`` in ``{task}_{k}_{seed}_{train,test}.jsonl``. The k train rows
     are the demonstrations (one step each, the same for every test row, as MetaICL evaluates); each test
     row is a question whose options ``task=choice`` ranks. A task without options is scored open-ended."""
-    if not cfg.get("task"):
-        raise DataError(cfg.get("name"), "set dataset.task to a MetaICL task (e.g. superglue-cb)", field="task")
+    if not cfg.task:
+        raise DataError(cfg.name, "set dataset.task to a MetaICL task (e.g. superglue-cb)", field="task")
     demos = _json_file(metaicl_file(cfg, "train"), "MetaICL demonstrations")
-    tests = _json_file(metaicl_file(cfg, str(cfg.get("split", "test"))), "MetaICL test rows")
-    limit = int(cfg.get("limit") or 0)
+    tests = _json_file(metaicl_file(cfg, cfg.split), "MetaICL test rows")
+    limit = int(cfg.limit or 0)
     sessions = [Session(id=f"session_{j + 1}", turns=[Turn("Input", f"{d['input']}\nOutput: {d['output']}")])
                 for j, d in enumerate(demos)]
     out = []
     for i, row in enumerate(tests[:limit] if limit else tests):
         for key in ("input", "output"):
             if key not in row:
-                raise DataError(str(metaicl_file(cfg, str(cfg.get("split", "test")))), f"row {i} has no {key!r}",
+                raise DataError(str(metaicl_file(cfg, cfg.split)), f"row {i} has no {key!r}",
                                 field=key)
-        q = Question(id=f"{cfg.get('task')}-{i}", question=f"Input: {row['input']}\nOutput:", answer=str(row["output"]),
+        q = Question(id=f"{cfg.task}-{i}", question=f"Input: {row['input']}\nOutput:", answer=str(row["output"]),
                      options=[str(o) for o in row["options"]] if row.get("options") else None,
-                     category=str(row.get("task") or cfg.get("task")), category_name=str(row.get("task") or cfg.get("task")),
+                     category=str(row.get("task") or cfg.task), category_name=str(row.get("task") or cfg.task),
                      meta={"ccm_steps": "all", "ccm_target": "continuation"})
-        out.append(Sample(History(id=f"icl-{cfg.get('task')}-{i}", sessions=sessions), [q]))
+        out.append(Sample(History(id=f"icl-{cfg.task}-{i}", sessions=sessions), [q]))
     return out
 
 
@@ -258,11 +258,11 @@ def load_lamp(cfg: Any) -> list[Sample]:
     ``{split}_outputs.json``: {golds: [{id, output}]}) in ``dataset.path``, as the reference reads them;
     profile items as steps (at most ``max_profile``), the input as the question, the gold output as
     the answer. ``dataset.hub_id`` reads a hub copy with rows {input, profile, output} instead."""
-    split = str(cfg.get("split", "dev"))
-    if not cfg.get("path"):
-        if not cfg.get("hub_id"):
-            idx = int(cfg.get("task_index", 2))
-            raise DataError(cfg.get("name"), "set dataset.path to a folder with LaMP's "
+    split = cfg.split
+    if not cfg.path:
+        if not cfg.hub_id:
+            idx = cfg.task_index
+            raise DataError(cfg.name, "set dataset.path to a folder with LaMP's "
                             f"{split}_questions.json and {split}_outputs.json (download them from "
                             f"{LAMP_URL.format(index=idx, split=split, kind='questions')} and ..._outputs.json), "
                             "or dataset.hub_id to a hub copy", field="path")
@@ -275,16 +275,16 @@ def load_lamp(cfg: Any) -> list[Sample]:
         missing = [str(r["id"]) for r in rows if r["output"] is None]
         if missing:
             raise DataError(str(root / f"{split}_outputs.json"), f"has no gold output for ids {missing[:5]}")
-        limit = int(cfg.get("limit") or 0)
+        limit = int(cfg.limit or 0)
         rows = rows[:limit] if limit else rows
     out = []
     for i, row in enumerate(rows):
-        prof = row[cfg.get("profile_field", "profile")][: int(cfg.get("max_profile", 16))]
+        prof = row[cfg.profile_field][: cfg.max_profile]
         sessions = [Session(id=f"session_{j + 1}", turns=[Turn("Profile", " ".join(f"{k}: {v}" for k, v in p.items()
                                                                                    if k != "id"))])
                     for j, p in enumerate(prof)]
-        q = Question(id=str(row.get("id", i)), question=str(row[cfg.get("input_field", "input")]),
-                     answer=str(row[cfg.get("output_field", "output")]), meta={"ccm_steps": "all",
+        q = Question(id=str(row.get("id", i)), question=str(row[cfg.input_field]),
+                     answer=str(row[cfg.output_field]), meta={"ccm_steps": "all",
                                                                               "ccm_target": "continuation"})
         out.append(Sample(History(id=f"lamp-{row.get('id', i)}", sessions=sessions), [q]))
     return out

@@ -18,6 +18,7 @@ from typing import Any, Iterable
 import torch
 from torch import nn
 
+from ctxbench.config.compose import option_config
 from ctxbench.core.errors import ConfigError
 
 
@@ -84,7 +85,6 @@ def install_gated_lora(model: nn.Module, gate: CompGate, targets: Iterable[str],
 
 
 def lora_config(cfg: Any) -> dict[str, Any]:
-    """r / alpha / dropout / target_modules from ``method.lora`` with the reference defaults."""
-    lc = cfg.get("lora") or {}
-    return {"r": int(lc.get("r", 8)), "alpha": float(lc.get("alpha", 16)), "dropout": float(lc.get("dropout", 0.0)),
-            "targets": list(lc.get("target_modules", ["q_proj", "k_proj", "v_proj", "o_proj"]))}
+    """r / alpha / dropout / target_modules from ``method.lora`` (null: the schema's, the reference defaults)."""
+    lc = cfg.lora if cfg.lora is not None else option_config("method", {"name": cfg.name}).lora
+    return {"r": lc.r, "alpha": float(lc.alpha), "dropout": float(lc.dropout), "targets": list(lc.target_modules)}

@@ -59,12 +59,12 @@ class ICAE(TrainableMethod):
         self.mode = str(mode or cfg["mode"])  # every conf/method/icae*.yaml sets it
         if self.mode not in self.MODES:
             raise ConfigError(f"method.mode={self.mode!r}: use one of {self.MODES}")
-        self.lambda_ae = float(cfg.get("lambda_ae", 0.5))
+        self.lambda_ae = float(cfg.lambda_ae)
         if not 0.0 <= self.lambda_ae <= 1.0:
             raise ConfigError(f"method.lambda_ae={self.lambda_ae} must be in [0, 1]")
         for p in bundle.model.parameters():
             p.requires_grad_(False)
-        self.model = add_lora(bundle.model, cfg.get("lora"))
+        self.model = add_lora(bundle.model, cfg.lora)
         self.base = self.model.get_base_model()  # LoRA layers live inside it; disable_adapter toggles them
         inner = getattr(self.base, self.base.base_model_prefix, None) or self.base.get_decoder()
         self.inner = inner  # the transformer body (no LM head): hidden states only
@@ -72,14 +72,14 @@ class ICAE(TrainableMethod):
         self.mem_size = self.layout.mem_size
         emb = self.base.get_input_embeddings().weight
         # mem_size memory tokens + [AE], [LM], [FT]; initialised at the scale of the token embeddings
-        g = torch.Generator().manual_seed(int(cfg.get("seed", 0)))
+        g = torch.Generator().manual_seed(cfg.seed)
         init = torch.randn(self.mem_size + 3, emb.shape[1], generator=g) * emb.detach().float().std()
         self.memory_embed = torch.nn.Parameter(init.to(emb.device))  # fp32 master weights, any base dtype
-        self.slot_norm = str(cfg.get("slot_norm", "embed"))
+        self.slot_norm = cfg.slot_norm
         if self.slot_norm not in ("none", "embed"):
             raise ConfigError(f"method.slot_norm={self.slot_norm!r}: use none or embed")
         self._embed_norm = float(emb.detach().float().norm(dim=-1).mean())  # a constant, not trained
-        self._rng = random.Random(int(cfg.get("seed", 0)))
+        self._rng = random.Random(cfg.seed)
         fp32_trainables(self)  # peft keeps LoRA in fp32 already; this is the guarantee
         self._slots: torch.Tensor | None = None
         self._ingest: dict[str, Any] = {}
@@ -144,8 +144,8 @@ class ICAE(TrainableMethod):
 
     def collate(self, examples: list[D.Example]) -> dict[str, torch.Tensor]:
         return D.collate(examples, self.layout, self.mode, int(self.tokenizer.pad_token_id),
-                         objective_sampling=bool(self.cfg.get("objective_sampling", False)),
-                         lm_ratio=float(self.cfg.get("lm_ratio", 0.5)), rng=self._rng)
+                         objective_sampling=self.cfg.objective_sampling,
+                         lm_ratio=float(self.cfg.lm_ratio), rng=self._rng)
 
     def gradient_checkpointing_enable(self) -> None:
         super().gradient_checkpointing_enable()
@@ -170,7 +170,7 @@ class ICAE(TrainableMethod):
             if bool((kind == k).any()):
                 parts[name] = tok_loss[kind == k].mean()
                 stats[f"{name}_loss"] = float(parts[name].detach())
-        if self.mode == "finetune" or self.cfg.get("objective_sampling", False):
+        if self.mode == "finetune" or self.cfg.objective_sampling:
             loss = tok_loss.mean()  # token mean over whatever objectives the batch holds (the reference's sampling)
         else:  # λ·L_AE + (1−λ)·L_LM in every batch: an objective the batch lacks adds 0, λ still weights the other
             zero = tok_loss.sum() * 0.0
@@ -187,7 +187,7 @@ class ICAE(TrainableMethod):
             segs = segs[-int(max_segments):]
         if not segs:
             return torch.zeros(0, self.memory_embed.shape[1], device=self.device, dtype=base_dtype(self.base)), 0
-        bs = int(self.cfg.get("encode_batch_size", 8))
+        bs = self.cfg.encode_batch_size
         out = []
         framed = self.layout.frame_segments(segs)
         for i in range(0, len(segs), bs):
@@ -279,7 +279,7 @@ class ICAE(TrainableMethod):
         t0 = time.perf_counter()
         self.eval()
         ids = self.layout.encode(history.render())
-        self._slots, kept = self.compress(ids, self.cfg.get("max_segments"))
+        self._slots, kept = self.compress(ids, self.cfg.max_segments)
         n_seg = self._slots.shape[0] // self.mem_size
         self._ingest = {"context_tokens_total": len(ids), "context_tokens_compressed": kept,
                         "dropped_tokens": len(ids) - kept, "segments": n_seg,

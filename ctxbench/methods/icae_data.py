@@ -49,21 +49,21 @@ class Layout:
         self.tok = tokenizer
         self.mem_size = int(cfg.mem_size)
         self.seg_len = self.mem_size * int(cfg.compression_rate)
-        self.use_lm_token = bool(cfg.get("use_lm_token", True))
-        self.leave_lm = int(cfg.get("leave_tokens_for_lm", 8))
-        add_bos = cfg.get("add_bos", "auto")
+        self.use_lm_token = cfg.use_lm_token
+        self.leave_lm = cfg.leave_tokens_for_lm
+        add_bos = cfg.add_bos
         if add_bos == "auto":  # follow the tokenizer: Llama-2/Mistral add <s>, SmolLM2 does not
             probe = tokenizer("a")["input_ids"]
             add_bos = bool(probe) and tokenizer.bos_token_id is not None and probe[0] == tokenizer.bos_token_id
         self.bos = [tokenizer.bos_token_id] if add_bos else []
-        self.segment_layout = str(cfg.get("segment_layout", "ctxbench"))
+        self.segment_layout = cfg.segment_layout
         if self.segment_layout not in ("ctxbench", "reference"):
             raise ValueError(f"method.segment_layout={self.segment_layout!r}: use ctxbench or reference")
         # reference: the start token once, before the first segment (the text is tokenized whole, then split),
         # and none in front of a decoder row; ctxbench: before every segment and every decoder row
         self.row_bos = list(self.bos) if self.segment_layout == "ctxbench" else []
         self.eos = tokenizer.eos_token_id
-        self.chat_left, self.chat_right = self._chat_frame(bool(cfg.get("chat_template", True)))
+        self.chat_left, self.chat_right = self._chat_frame(cfg.chat_template)
 
     def _chat_frame(self, use_template: bool) -> tuple[list[int], list[int]]:
         """Token ids before and after the user content of a chat turn (slots+[FT]+prompt go inside)."""

@@ -55,13 +55,13 @@ class H2OPress(Press):
 @register("method", "streamingllm", aliases=("streaming_llm", "sink"))
 class StreamingLLM(FixedKVMethod):
     def make_press(self) -> Press:
-        return SinkPress(int(self.cfg.get("n_sink", 4)))
+        return SinkPress(self.cfg.n_sink)
 
 
 @register("method", "h2o")
 class H2O(FixedKVMethod):
     def make_press(self) -> Press:
-        n_recent = self.cfg.get("n_recent")
+        n_recent = self.cfg.n_recent
         if n_recent is None:  # the H2O paper's default split: half heavy hitters, half recent
             n_recent = (self.mem_size or 0) // 2
         return H2OPress(int(n_recent))

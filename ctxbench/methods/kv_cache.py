@@ -355,10 +355,10 @@ class FixedKVMethod(TrainingFreeMethod):
 
     def __init__(self, cfg: Any, bundle: Any):
         super().__init__(cfg, bundle)
-        self.segment_len = int(cfg.get("segment_len", 64))
+        self.segment_len = cfg.segment_len
         if self.segment_len < 1:
             raise ConfigError(f"method.segment_len={self.segment_len}: must be ≥ 1")
-        mem = cfg.get("mem_size")
+        mem = cfg.mem_size
         self.mem_size = None if mem in (None, "null", 0) else int(mem)
         self.model = bundle.model  # registered, so trainable base weights (LoRA, norms) are saved
         self._state: KVState | None = None
@@ -379,16 +379,15 @@ class FixedKVMethod(TrainingFreeMethod):
     def lm(self) -> Any:
         return self.model
 
-    default_positions: str | None = None  # every YAML sets method.positions (streamingllm: cache)
-
     def positions(self) -> str:
-        pos = self.cfg.get("positions", self.default_positions)
+        pos = self.cfg.positions
         if pos is None:
-            raise ConfigError(f"method.positions is required for method={self.cfg.get('name')}: absolute | cache")
+            raise ConfigError(f"method.positions is required for method={self.cfg.name}: absolute | cache")
         return str(pos)
 
     def rope_factor(self) -> float:
-        return float(self.cfg.get("rope_scaling_factor", 1.0) or 1.0)
+        """Linear positional interpolation: none here (LoCoCo's ``rope_scaling_factor`` overrides it)."""
+        return 1.0
 
     def runner(self, mem_size: int | None | str = "cfg") -> PressRunner:
         return PressRunner(self.lm, self.mem_size if mem_size == "cfg" else mem_size, self.make_press(),
@@ -430,9 +429,8 @@ class FixedKVMethod(TrainingFreeMethod):
         return qa_frame(self.tokenizer, self.answer_prompt, question, speakers)
 
     def ingest_runner(self) -> PressRunner:
-        """The runner ingestion uses: M slots, or ``ingest_size`` for a question-aware press."""
-        size = self.cfg.get("ingest_size")
-        return self.runner(int(size)) if size not in (None, "null") else self.runner()
+        """The runner ingestion uses: M slots (a question-aware press may hold more: :class:`QuestionAwareKVMethod`)."""
+        return self.runner()
 
     @torch.no_grad()
     def ingest(self, history: History) -> None:
@@ -489,3 +487,12 @@ class FixedKVMethod(TrainingFreeMethod):
                              "ingest_peak_rss_bytes": self._ingest_peak_rss, "history_tokens": self._ingest_tokens,
                              "mem_size": self.mem_size, "segment_len": self.segment_len})
         return Prediction(text=raw, usage=usage)
+
+
+class QuestionAwareKVMethod(FixedKVMethod):
+    """A press that chooses again when the question arrives (SnapKV, PyramidKV): ingestion may hold
+    ``method.ingest_size`` slots until the question cuts them to M."""
+
+    def ingest_runner(self) -> PressRunner:
+        size = self.cfg.ingest_size
+        return self.runner(int(size)) if size not in (None, "null") else self.runner()

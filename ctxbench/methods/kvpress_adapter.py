@@ -97,13 +97,13 @@ def press_class(kvpress: Any, name: str) -> type:
 def make_press(cfg: Any) -> Any:
     """The configured press, built from ``method.press``, ``method.compression_ratio`` and ``method.press_kwargs``."""
     kvpress = import_kvpress()
-    name = str(cfg.get("press") or "")
+    name = str(cfg.press or "")
     cls = press_class(kvpress, name)
     from omegaconf import DictConfig, OmegaConf
 
-    extra = cfg.get("press_kwargs") or {}
+    extra = cfg.press_kwargs or {}
     kwargs = dict(OmegaConf.to_container(extra, resolve=True) if isinstance(extra, DictConfig) else extra)
-    ratio = cfg.get("compression_ratio")
+    ratio = cfg.compression_ratio
     if ratio is not None and "compression_ratio" in {f.name for f in dataclasses.fields(cls) if f.init}:
         kwargs.setdefault("compression_ratio", float(ratio))
     try:
@@ -133,7 +133,7 @@ class KVPressMethod(TrainingFreeMethod):
         self.press = make_press(cfg)
         attn = getattr(self.model.config, "_attn_implementation", None)
         if "ObservedAttention" in type(self.press).__name__ and attn != "eager":
-            raise ConfigError(f"method.press={cfg.get('press')!r} reads the attention weights, which only eager "
+            raise ConfigError(f"method.press={cfg.press!r} reads the attention weights, which only eager "
                               f"attention returns: set model.attn_implementation=eager (it is {attn!r})")
         self._cache: Any = None
         self._prefix = ""
@@ -162,7 +162,7 @@ class KVPressMethod(TrainingFreeMethod):
             self.model.model(input_ids=torch.tensor([ids], device=self.device), cache=cache, use_cache=True)
         self._ingest_peak_rss = peak_rss_bytes()
         if len(set(cache_slots(cache))) > 1:  # a press not in PER_LAYER_PRESSES that still budgets per layer
-            raise ConfigError(f"method.press={self.cfg.get('press')!r} left layers with different cache lengths "
+            raise ConfigError(f"method.press={self.cfg.press!r} left layers with different cache lengths "
                               f"{sorted(set(cache_slots(cache)))}; method=kvpress needs one length for all layers")
         self._cache, self._n_text = cache, len(ids)
         self._ingest_seconds = time.perf_counter() - t0

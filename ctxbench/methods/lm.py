@@ -25,7 +25,7 @@ from ctxbench.methods.base import MethodOutput, TrainableMethod, chunk_tokens, f
 
 def add_lora(model: Any, lora_cfg: Any) -> Any:
     """Wrap a model with a peft LoRA adapter (base weights frozen); no-op when disabled."""
-    if not lora_cfg or not lora_cfg.get("enabled", True):
+    if not lora_cfg or not lora_cfg.enabled:
         return model
     return lora.add_lora(model, lora_cfg)
 
@@ -36,8 +36,8 @@ class CausalLM(TrainableMethod):
         super().__init__(cfg, bundle)
         for p in bundle.model.parameters():
             p.requires_grad_(False)
-        self.model = add_lora(bundle.model, cfg.get("lora"))
-        if not (cfg.get("lora") and cfg.lora.get("enabled", True)):
+        self.model = add_lora(bundle.model, cfg.lora)
+        if not (cfg.lora and cfg.lora.enabled):
             for p in self.model.parameters():  # full fine-tuning
                 p.requires_grad_(True)
         fp32_trainables(self)  # LoRA (peft keeps it fp32), or every weight for full fine-tuning: fp32 master weights
@@ -68,7 +68,7 @@ class CausalLM(TrainableMethod):
 
     def window(self) -> int:
         """Tokens the model reads at once: ``max_context``, or the model's ``max_position_embeddings``."""
-        return int(self.cfg.get("max_context") or getattr(self.bundle.model.config, "max_position_embeddings", 2048))
+        return int(self.cfg.max_context or getattr(self.bundle.model.config, "max_position_embeddings", 2048))
 
     # -- the eval-task protocol (core/task_protocol.py) ---------------------------------------------
     @torch.no_grad()

@@ -143,7 +143,6 @@ class LayerCompressors(nn.Module, Press):
 
 @register("method", "lococo")
 class LoCoCo(FixedKVMethod):
-    default_positions = "absolute"  # the reference's: compressed slots are mixes of rotated keys
 
     def __init__(self, cfg: Any, bundle: Any):
         super().__init__(cfg, bundle)
@@ -154,19 +153,19 @@ class LoCoCo(FixedKVMethod):
         conf = bundle.model.config
         n_heads = conf.num_attention_heads
         head_dim = getattr(conf, "head_dim", None) or conf.hidden_size // n_heads
-        torch.manual_seed(int(cfg.get("seed", 0)))
+        torch.manual_seed(cfg.seed)
         self.compressors = LayerCompressors(
             conf.num_hidden_layers, head_dim=head_dim, mem_size=self.mem_size,
-            hh_keep_rate=float(cfg.get("hh_keep_rate", 0.5)), kernel_size=int(cfg.get("kernel_size", 21)),
-            n_convlayer=int(cfg.get("n_convlayer", 1)), expand=int(cfg.get("expand", 1)),
-            hidden_act=cfg.get("hidden_act", "relu"), normalizer_init=float(cfg.get("normalizer_init", 0.5)),
-            local_len=int(cfg.get("local_len", 32)), accumulate_scores=bool(cfg.get("accumulate_scores", False)),
-            conv_init_std=cfg.get("conv_init_std", 1.0), clamp_lambda=bool(cfg.get("clamp_lambda", True)),
+            hh_keep_rate=float(cfg.hh_keep_rate), kernel_size=cfg.kernel_size,
+            n_convlayer=cfg.n_convlayer, expand=cfg.expand,
+            hidden_act=cfg.hidden_act, normalizer_init=float(cfg.normalizer_init),
+            local_len=cfg.local_len, accumulate_scores=cfg.accumulate_scores,
+            conv_init_std=cfg.conv_init_std, clamp_lambda=cfg.clamp_lambda,
         ).to(device=next(bundle.model.parameters()).device)  # fp32 master weights, any base dtype
-        lora = cfg.get("lora")
-        if lora and lora.get("enabled", False):
+        lora = cfg.lora
+        if lora and lora.enabled:
             self.model = add_lora(bundle.model, lora)
-        if cfg.get("train_embed_norm", False):  # the reference also tunes embeddings and norms
+        if cfg.train_embed_norm:  # the reference also tunes embeddings and norms
             tuned = [p for n, p in self.model.named_parameters() if "embed" in n or "norm" in n]
             self._base_weights = [(p, p.detach().clone()) for p in tuned]  # plain_lm's base model
             for p in tuned:
@@ -177,17 +176,17 @@ class LoCoCo(FixedKVMethod):
         return self.compressors
 
     def rope_factor(self) -> float:
-        f = self.cfg.get("rope_scaling_factor", 1.0)
+        f = self.cfg.rope_scaling_factor
         if f == "auto":  # the reference's --rope_change: training length / trained window, never below 1
             window = getattr(self.lm.config, "max_position_embeddings", 0) or 1
             # a window longer than the training length needs no interpolation: < 1 would stretch positions
-            return max(1.0, self.segment_len * int(self.cfg.get("n_segments", 8)) / window)
+            return max(1.0, self.segment_len * self.cfg.n_segments / window)
         return float(f or 1.0)
 
     # -- calibration -----------------------------------------------------------------------------
     def train_examples(self, samples: list[Sample]) -> list[list[int]]:
         """Windows of ``segment_len × n_segments`` tokens (the reference's block_size × clean_period)."""
-        n_seg = int(self.cfg.get("n_segments", 8))
+        n_seg = self.cfg.n_segments
         size = self.segment_len * n_seg
         out: list[list[int]] = []
         longest = 0
@@ -244,7 +243,7 @@ class LoCoCo(FixedKVMethod):
         with ``clamp_lambda`` the mixing uses it clamped to [0, 1])."""
         lam = [float(c.normalizer.detach()) for c in self.compressors.per_layer]
         return {"normalizer_min": min(lam), "normalizer_mean": sum(lam) / len(lam), "normalizer_max": max(lam),
-                "clamp_lambda": bool(self.cfg.get("clamp_lambda", True))}
+                "clamp_lambda": self.cfg.clamp_lambda}
 
     def optimizer_param_groups(self, lr: float, weight_decay: float = 0.0) -> list[dict[str, Any]]:
         """Parameter groups with the reference's learning-rate scales (memory_lr_scale etc.)."""
@@ -253,9 +252,9 @@ class LoCoCo(FixedKVMethod):
             if not p.requires_grad:
                 continue
             (comp if n.startswith("compressors.") else lora if "lora_" in n else other).append(p)
-        groups = [{"params": comp, "lr": lr * float(self.cfg.get("memory_lr_scale", 1.0)), "weight_decay": weight_decay},
-                  {"params": other, "lr": lr * float(self.cfg.get("norm_lr_scale", 1.0)), "weight_decay": weight_decay},
-                  {"params": lora, "lr": lr * float(self.cfg.get("lora_lr_scale", 1.0)), "weight_decay": weight_decay}]
+        groups = [{"params": comp, "lr": lr * float(self.cfg.memory_lr_scale), "weight_decay": weight_decay},
+                  {"params": other, "lr": lr * float(self.cfg.norm_lr_scale), "weight_decay": weight_decay},
+                  {"params": lora, "lr": lr * float(self.cfg.lora_lr_scale), "weight_decay": weight_decay}]
         return [g for g in groups if g["params"]]
 
     def load_trainable(self, state: dict[str, torch.Tensor]) -> None:

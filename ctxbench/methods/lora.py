@@ -27,7 +27,7 @@ def add_lora(model: Any, lora_cfg: Any) -> Any:
     from peft import LoraConfig, get_peft_model
 
     conf = LoraConfig(r=int(lora_cfg.r), lora_alpha=int(lora_cfg.alpha),
-                      lora_dropout=float(lora_cfg.get("dropout", 0.0)),
+                      lora_dropout=float(lora_cfg.dropout),
                       target_modules=list(lora_cfg.target_modules), bias="none", task_type="CAUSAL_LM")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.registry import register
-from ctxbench.methods.kv_cache import FixedKVMethod
+from ctxbench.methods.kv_cache import QuestionAwareKVMethod
 from ctxbench.methods.press import Press
 from ctxbench.methods.snapkv import snapkv_press
 
@@ -36,9 +36,9 @@ def pyramid_budget(layer_idx: int, n_layers: int, mem_size: int, window: int, be
 
 
 @register("method", "pyramidkv")
-class PyramidKV(FixedKVMethod):
+class PyramidKV(QuestionAwareKVMethod):
     def make_press(self) -> Press:
-        window, beta = int(self.cfg.get("window", 16)), float(self.cfg.get("beta", 20))
+        window, beta = self.cfg.window, float(self.cfg.beta)
         if beta < 1:
             raise ConfigError(f"method.beta={beta}: must be ≥ 1 (the top layer keeps (M − window) / beta)")
 

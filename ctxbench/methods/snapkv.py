@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.registry import register
-from ctxbench.methods.kv_cache import FixedKVMethod
+from ctxbench.methods.kv_cache import QuestionAwareKVMethod
 from ctxbench.methods.press import LayerKV, Press, SegmentInfo, gather_slots, top_with_recent
 
 
@@ -64,12 +64,12 @@ class SnapKVPress(Press):
 
 
 def snapkv_press(cfg: Any, layer_budget: Callable[[int, int, int], int] | None = None) -> SnapKVPress:
-    return SnapKVPress(int(cfg.get("window", 16)), int(cfg.get("kernel", 7)), layer_budget)
+    return SnapKVPress(cfg.window, cfg.kernel, layer_budget)
 
 
 @register("method", "snapkv")
-class SnapKV(FixedKVMethod):
+class SnapKV(QuestionAwareKVMethod):
     def make_press(self) -> Press:
-        if self.mem_size is not None and int(self.cfg.get("window", 16)) >= self.mem_size:
-            raise ConfigError(f"method.window={self.cfg.get('window')} must be below method.mem_size={self.mem_size}")
+        if self.mem_size is not None and self.cfg.window >= self.mem_size:
+            raise ConfigError(f"method.window={self.cfg.window} must be below method.mem_size={self.mem_size}")
         return snapkv_press(self.cfg)

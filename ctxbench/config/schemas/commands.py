@@ -166,6 +166,7 @@ class BenchConfigRetrieval:
     ivf_nlist: int | None = setting(None, 'null = sqrt(n) lists (capped so each list gets >= 39 training points)', ge(1, note='null = sqrt(n)'))
     ivf_nprobe: int = setting(8, 'IVF lists searched per query', POSITIVE)
     faiss_threads: int | None = setting(None, 'null = faiss default (OMP_NUM_THREADS)', ge(1, note="null = faiss's default"))
+    seed: int = setting(0, 'seed of the random vectors and queries', SEED)
 
 
 @dataclass

@@ -139,6 +139,8 @@ class MemgptMemory:
     answer_max_tokens: int | None = setting(None, "cap of the best-effort answer (the qa_prompt); null = the qa_prompt's (locomo: 32)", POSITIVE)
     index: str = setting('flat', 'faiss index for archival storage: flat (exact) | hnsw', choices=('flat', 'hnsw'))
     max_sessions: int | None = setting(None, 'ingest only the first N sessions (CPU smoke runs); null = all', ge(1, note='null = all'))
+    max_turns: int | None = setting(None, '... and at most N turns in all (CPU smoke runs); null = all', ge(1, note='null = all'))
+    json_retries: int = setting(1, 'a truncated reply is retried with 2x the tokens, an invalid one with the error shown', COUNT)
     rebuild: bool = setting(False, "true = drop this history's stored memory and rebuild (default: resume)")
     progress: bool = setting(True, 'tqdm progress bars')
 
@@ -210,6 +212,7 @@ class ReadagentMemory:
     lookup_max_tokens: int = setting(48, 'generation cap of the lookup call (answer phase)', POSITIVE)
     answer_max_tokens: int | None = setting(None, "answer cap; null = the qa_prompt's max_new_tokens (locomo: 32)", POSITIVE)
     max_sessions: int | None = setting(None, 'paginate only the first N sessions (CPU smoke runs); null = all', ge(1, note='null = all'))
+    json_retries: int = setting(1, 'a truncated reply is retried with 2x the tokens, an invalid one with the error shown', COUNT)
     rebuild: bool = setting(False, "true = drop this history's pages and gists and rebuild (default: resume)")
     progress: bool = setting(True, 'tqdm progress bars')
 

@@ -228,6 +228,7 @@ class LococoPaperMethod:
     n_convlayer: int = setting(1, '--n_convlayer 1', POSITIVE)
     expand: int = setting(1, 'hidden width multiplier when n_convlayer > 1', POSITIVE)
     hidden_act: str = setting('relu', 'activation after each conv (reference --hidden_act)', choices=('relu', 'gelu', 'silu', 'none'))
+    conv_init_std: float | None = setting(1.0, "conv weights ~ N(0, std²) as the reference; null = PyTorch's fan-in default", gt(0, note="null = PyTorch's fan-in default"))
     normalizer_init: float = setting(0.5, '--normalizer_init 0.5', SHARE)
     clamp_lambda: bool = setting(False, 'the reference leaves λ unclamped')
     positions: str = setting('absolute', "tokens keep their text positions (as H2O's code) | cache", choices=('absolute', 'cache'))

@@ -38,20 +38,20 @@ class MiniLMEmbedder:
 
     def __init__(self, cfg: Any = None) -> None:
         cfg = cfg or {}
-        path = cfg.get("path") or packaged_minilm_path()
+        path = cfg.path or packaged_minilm_path()
         if not Path(path).exists():
             raise FileNotFoundError(f"embedder.path: no model folder at {path}")
         from sentence_transformers import SentenceTransformer
 
         from ctxbench.models.loading import resolve_device  # auto = the device the eval's model gets
 
-        self.model = SentenceTransformer(str(path), device=str(resolve_device(cfg.get("device"), "embedder.device")))
-        self.batch_size = int(cfg.get("batch_size", 64))
+        self.model = SentenceTransformer(str(path), device=str(resolve_device(cfg.device, "embedder.device")))
+        self.batch_size = cfg.batch_size
         dim_fn = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(dim_fn())
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._cache_size = int(cfg.get("cache_size", 20000))
-        self.name = cfg.get("name", "minilm")
+        self._cache_size = cfg.cache_size
+        self.name = cfg.name
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxbench.config.compose import option_config
 from ctxbench.core.errors import ConfigError, MissingDependency
 
 
@@ -229,11 +230,12 @@ class Neo4jGraph(_CypherGraph):
 
 
 def open_graph(cfg: Any, workdir: Path) -> _CypherGraph:
-    """Build the backend named by ``cfg.backend`` (``ladybug`` or ``neo4j``)."""
-    backend = (cfg or {}).get("backend", "ladybug")
+    """Build the backend named by ``cfg.backend`` (``ladybug`` or ``neo4j``); ``cfg`` is ``memory.graph``,
+    filled from mem0g's schema (null or a partial mapping: the rest at their defaults)."""
+    cfg = option_config("memory", {"name": "mem0g", "graph": cfg or {}}).graph
+    backend = cfg.backend
     if backend == "ladybug":
-        return LadybugGraph(Path(workdir) / (cfg.get("path") or "graph.lbdb"))
+        return LadybugGraph(Path(workdir) / (cfg.path or "graph.lbdb"))
     if backend == "neo4j":
-        return Neo4jGraph(cfg.get("uri", "bolt://localhost:7687"), cfg.get("user", "neo4j"),
-                          cfg.get("password", ""), cfg.get("database"))
+        return Neo4jGraph(cfg.uri, cfg.user, cfg.password, cfg.database)
     raise ConfigError(f"memory.graph.backend={backend!r}: unknown backend; choose 'ladybug' or 'neo4j'")
