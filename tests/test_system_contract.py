@@ -112,6 +112,36 @@ def test_memory_system_contract(name, conv26, tmp_path):
         assert r["usage"]["answer_calls"] >= 1 and r["f1"] is not None
     calls = llm.meter.get("construction").calls + llm.meter.get("answer").calls
     assert res["health"]["llm_calls"] == calls  # the one accounting path agrees with the backend meter
+    assert set(llm.meter.phases) <= {"construction", "answer"}  # construction and answer tokens kept apart
+    if not cfg.get("needs_embedder"):
+        return
+    # a system that builds a store: usage filled from it, and a fresh system on the same store resumes
+    u = recs[0]["usage"]
+    assert u["context_tokens"] > 0 and u["memory_items"] > 0
+    assert u["construction_calls"] == llm.meter.get("construction").calls
+    assert (u["construction_calls"] > 0) == (name not in ("rag", "memgpt"))  # memgpt summarises only on overflow
+    llm2 = ScriptedChatModel()
+    again = registry.build("memory", cfg, llm=llm2, embedder=BowEmbedder(), workdir=tmp_path / "store")
+    again.ingest(conv26[0].history)
+    again.close()
+    assert llm2.meter.get("construction").calls == 0 and calls > 0
+
+
+@pytest.mark.parametrize("name", [n for n in registry.names("memory")
+                                  if load_conf_file(ROOT / "conf" / "memory" / f"{n}.yaml").get("needs_embedder")])
+def test_memory_system_on_the_dialsim_fixture(name, tmp_path):
+    """The DialSim fixture (multiple-choice questions, "March 3, 2021" dates) through the evaluator."""
+    samples = registry.build("dataset", load_conf_file(ROOT / "conf" / "dataset" / "dialsim_sample.yaml"))
+    cfg = load_conf_file(ROOT / "conf" / "memory" / f"{name}.yaml")
+    cfg.progress = False
+    llm = ScriptedChatModel()
+    system = registry.build("memory", cfg, llm=llm, embedder=BowEmbedder(), workdir=tmp_path)
+    recs = run_system(system, samples, tmp_path, llm=llm, progress=False)
+    assert len(recs) == sum(len(s.questions) for s in samples) > 0  # one history per question session
+    assert all(r["usage"]["memory_items"] > 0 for r in recs)
+    if name == "memorybank":  # three dated sessions on three days: one event summary per day
+        assert len(system.store.records(samples[-1].history.id, "event")) == 3
+    system.close()
 
 
 # ---- every method through the evaluator -----------------------------------------------------------
