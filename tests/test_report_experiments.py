@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
+from ctxbench.config.schema import check_types
 from ctxbench.report.tables import PAPERS_DIR, load_table, read_yaml, table_kind, table_names
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -42,6 +43,7 @@ def test_experiment_composes_at_each_scale(name, scale):
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
         overrides = [f"experiment={name}"] + ([f"scale/{group}={scale}"] if group else [])
         cfg = compose(config_name=host, overrides=overrides)
+    check_types(cfg, host)  # no experiment or scale file sets a value of the wrong type
     if group is None:  # a one-off experiment (icae_overfit): no table reads it
         assert cfg.experiment.name == name and cfg.experiment.table is None and host == "train", name
         return
