@@ -255,27 +255,35 @@ def interrupted(tmp_path_factory):
     return full, cut
 
 
-def _damaged_copy(cut: Path, to: Path) -> Path:
+def _damaged_copy(cut: Path, to: Path, part: str = "state") -> Path:
+    """A copy of the stopped run whose newest checkpoint is damaged: a wrongly typed state.json behind a
+    matching manifest (``state``), or weights overwritten with zeros of the same size (``weights``)."""
     import shutil
 
     shutil.copytree(cut, to)
     latest = to / "checkpoints" / "step_0000004"
+    if part == "weights":
+        w = latest / ck.WEIGHTS
+        w.write_bytes(b"\0" * w.stat().st_size)  # same size, other bytes: the manifest catches it
+        return to
     (latest / "state.json").write_text('{"step": "four", "micro": 4, "rng": {}}')  # was: a bare ValueError
     reseal(latest)
     return to
 
 
-def test_resume_auto_falls_back_to_the_intact_checkpoint_and_matches_an_uninterrupted_run(cli, interrupted, tmp_path):
+@pytest.mark.parametrize("part,says", [("state", ("state.json", "field step")), ("weights", (ck.WEIGHTS,))])
+def test_resume_auto_falls_back_to_the_intact_checkpoint_and_matches_an_uninterrupted_run(cli, interrupted, tmp_path,
+                                                                                          part, says):
     from safetensors.torch import load_file
 
     full, cut = interrupted
-    run = _damaged_copy(cut, tmp_path / "run")
+    run = _damaged_copy(cut, tmp_path / "run", part)
     r = cli(*TRAIN, "trainer.resume=auto", f"hydra.run.dir={run}")
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout + r.stderr
     said = [ln for ln in out.splitlines() if "skipping a damaged checkpoint" in ln]
     assert len(said) == 1
-    one_line(said[0], "step_0000004", "state.json", "field step", "resuming from step_0000002")
+    one_line(said[0], "step_0000004", *says, "resuming from step_0000002")
     assert "step_0000002 at step 2" in out and "Traceback" not in out
     a, b = _losses(full), _losses(run)
     assert sorted(b) == list(range(1, 7))
