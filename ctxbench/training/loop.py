@@ -298,8 +298,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     params = [p for p in method.parameters() if p.requires_grad]
     n_train = sum(p.numel() for p in params)
     n_total = sum(p.numel() for p in method.parameters())
-    groups = (method.optimizer_param_groups(float(t.lr), float(t.weight_decay))  # per-group lr scales
-              if hasattr(method, "optimizer_param_groups") else params)
+    groups = method.optimizer_param_groups(float(t.lr), float(t.weight_decay))  # TrainableMethod's default: params
     optimizer = torch.optim.AdamW(groups, lr=float(t.lr), weight_decay=float(t.weight_decay), betas=tuple(t.betas))
     total = int(t.max_steps)
     warmup = int(t.warmup_steps) if t.warmup_steps is not None else int(round(float(t.warmup_ratio) * total))
