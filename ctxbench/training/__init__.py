@@ -1,1 +1,1 @@
-"""The training pipeline: the loop, the checkpoint protocol, sharded state, messages."""
+"""The training pipeline: the loop (TrainRecipe), the checkpoint protocol, the accelerator, data order, optimizer, metrics log, run folder, messages."""
