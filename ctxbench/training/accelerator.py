@@ -1,4 +1,4 @@
-"""The Accelerator a run trains under: precision, DDP / DeepSpeed / FSDP plugins, the tracker.
+"""The Accelerator a run trains under: precision, DDP / DeepSpeed / FSDP plugins, the tracker (wandb).
 
 Also the two places where building the model must know how the run is sharded: a method built on a
 ZeRO-3-partitioned base (:func:`gathered`) and FSDP's wrap classes (:func:`fsdp_wrap_classes`).
@@ -13,13 +13,24 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ctxbench.core.errors import ConfigError
-from ctxbench.training.metrics_log import tracker_of
+from ctxbench.core.errors import ConfigError, MissingDependency
 
 
 def distributed_kind(acc: Any) -> str:
     """``DEEPSPEED`` / ``FSDP`` / ``MULTI_CPU`` / ``NO`` ...: how the run is distributed."""
     return str(acc.distributed_type).rsplit(".", 1)[-1]
+
+
+def tracker_of(cfg: DictConfig) -> str | None:
+    """The accelerate tracker ``logger=`` asks for: "wandb", or None (``logger=none``: no tracker at all)."""
+    logger = cfg.get("logger")
+    if logger is None or logger.get("name") != "wandb":
+        return None
+    from accelerate.utils import is_wandb_available
+
+    if not is_wandb_available():  # accelerate would drop the tracker without a word
+        raise MissingDependency("logger=wandb needs the wandb package: pip install wandb (or use logger=none)")
+    return "wandb"
 
 
 def make_accelerator(cfg: DictConfig, project_dir: Path | None = None):

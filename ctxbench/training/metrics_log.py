@@ -10,20 +10,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ctxbench.core.errors import ConfigError, MissingDependency
+from ctxbench.core.errors import ConfigError
 from ctxbench.runs.results import atomic_write_text
-
-
-def tracker_of(cfg: DictConfig) -> str | None:
-    """The accelerate tracker ``logger=`` asks for: "wandb", or None (``logger=none``: no tracker at all)."""
-    logger = cfg.get("logger")
-    if logger is None or logger.get("name") != "wandb":
-        return None
-    from accelerate.utils import is_wandb_available
-
-    if not is_wandb_available():  # accelerate would drop the tracker without a word
-        raise MissingDependency("logger=wandb needs the wandb package: pip install wandb (or use logger=none)")
-    return "wandb"
 
 
 class MetricsLog:
