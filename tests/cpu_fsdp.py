@@ -3,8 +3,8 @@
 accelerate 1.15 sets ``DistributedType.FSDP`` only when the run is MULTI_GPU / NPU / XPU / HPU /
 MLU / SDAA / MUSA / NEURON (``AcceleratorState.__init__``, accelerate/state.py); a CPU run
 (MULTI_CPU) given an FSDP plugin silently stays DDP, and no environment setting changes that
-(``ctxbench.training.loop.make_accelerator`` refuses it with a message instead). Torch's FSDP itself runs
-on CPU with gloo (FSDP2 ``fully_shard`` on a CPU device mesh), so this shim changes that one gate
+(``ctxbench.training.accelerator.make_accelerator`` refuses it with a message instead). Torch's FSDP
+itself runs on CPU with gloo (FSDP2 ``fully_shard`` on a CPU device mesh), so this shim changes that one gate
 and nothing else: the state then says FSDP and everything after it is accelerate's and torch's
 real code (``fsdp2_prepare_model``, FSDP gradient clipping, ``save_state`` / ``load_state`` with
 torch.distributed.checkpoint shards). Used by tests/test_distributed.py through ``accelerate launch``.

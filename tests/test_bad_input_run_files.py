@@ -333,7 +333,7 @@ def test_a_sweep_with_only_broken_runs_names_why(tmp_path, capsys):
 # ---- train metrics.jsonl -----------------------------------------------------------------------------
 
 def metrics_log(run: Path, data: bytes, resume_step: int = 3):
-    from ctxbench.training.loop import MetricsLog
+    from ctxbench.training.metrics_log import MetricsLog
 
     (run / "metrics.jsonl").write_bytes(data)
     cfg = OmegaConf.create({"logger": {"name": "none"}})

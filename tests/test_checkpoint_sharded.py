@@ -14,7 +14,6 @@ import torch
 from omegaconf import OmegaConf
 
 from ctxbench.training import checkpoint as ck
-from ctxbench.training import sharded_state as sharded
 from ctxbench.config.schemas import load_conf_file
 
 SHARD = "accelerate/pytorch_model/zero_pp_rank_{}_mp_rank_00_optim_states.pt"
@@ -42,7 +41,7 @@ def sharded_checkpoint(root: Path, step: int, acc: Acc) -> Path:
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_bytes(pickle.dumps({"rank": rank, "exp_avg": [0.1 * rank] * 4}))
     ck.write_files(tmp, step, trainable={"w": torch.ones(4)}, method_config={"name": "lm"},
-                   state={"micro": step, "rng": {"0": {}}, "layout": sharded.layout(acc)})
+                   state={"micro": step, "rng": {"0": {}}, "layout": ck.layout(acc)})
     return ck.publish_checkpoint(root, step)
 
 
@@ -71,7 +70,7 @@ def test_a_swapped_in_shard_is_never_unpickled(tmp_path):
     newer = sharded_checkpoint(tmp_path, 5, acc)
     (newer / SHARD.format(1)).write_bytes(pickle.dumps(Evil()))
     warnings = []
-    found, _ = ck.resume_newest(tmp_path, lambda c: sharded.load(acc, c), warn=warnings.append)
+    found, _ = ck.resume_newest(tmp_path, lambda c: ck.load_sharded(acc, c), warn=warnings.append)
     assert found.name == "step_0000003"
     assert not (tmp_path / "pwned").exists()
     assert acc.loaded == [{"rank": 1, "exp_avg": [0.1] * 4}]
@@ -83,7 +82,7 @@ def test_a_swapped_in_shard_is_never_unpickled(tmp_path):
 def test_missing_shard_folder_is_a_checkpoint_error(tmp_path):
     c = ck.save_checkpoint(tmp_path, 2, trainable={"w": torch.ones(2)}, method_config={"name": "lm"})
     with pytest.raises(ck.CheckpointError, match=r"folder accelerate/ is missing"):
-        sharded.load(Acc(), c)
+        ck.load_sharded(Acc(), c)
 
 
 @pytest.mark.parametrize("saved,now,says", [
@@ -97,17 +96,17 @@ def test_missing_shard_folder_is_a_checkpoint_error(tmp_path):
 ])
 def test_layout_mismatch_is_one_line(tmp_path, saved, now, says):
     acc_saved = Acc(*saved)
-    if sharded.is_sharded(acc_saved):
+    if ck.is_sharded(acc_saved):
         c = sharded_checkpoint(tmp_path, 3, acc_saved)
     else:
         c = ck.save_checkpoint(tmp_path, 3, trainable={"w": torch.ones(2)}, method_config={"name": "lm"},
-                               state={"micro": 3, "rng": {}, "layout": sharded.layout(acc_saved)})
+                               state={"micro": 3, "rng": {}, "layout": ck.layout(acc_saved)})
     state = json.loads((c / ck.STATE_JSON).read_text())
     with pytest.raises(ck.CheckpointError) as e:
-        sharded.check_layout(c, state, Acc(*now))
+        ck.check_layout(c, state, Acc(*now))
     msg = str(e.value)
     assert says in msg and f"checkpoint={c}" in msg and "\n" not in msg
-    sharded.check_layout(c, state, acc_saved)  # the same layout resumes
+    ck.check_layout(c, state, acc_saved)  # the same layout resumes
 
 
 def test_full_trainable_without_shards_is_the_method_state():
@@ -123,13 +122,13 @@ def test_full_trainable_without_shards_is_the_method_state():
         def unwrap_model(self, model):
             return model
 
-    got = sharded.full_trainable(One("NO", 1), Method())
+    got = ck.full_trainable(One("NO", 1), Method())
     assert list(got) == ["a"] and torch.equal(got["a"], torch.arange(3.0))
 
 
 def test_fsdp_plugin_from_the_launcher_config():
     from ctxbench.core.paths import conf_dir
-    from ctxbench.training.loop import fsdp_plugin
+    from ctxbench.training.accelerator import fsdp_plugin
 
     conf = load_conf_file(conf_dir() / "launcher" / "fsdp.yaml").fsdp
     p2 = fsdp_plugin(conf)

@@ -140,7 +140,7 @@ def test_choices_agree_with_the_code():
     from ctxbench.methods.icae import ICAE
     from ctxbench.methods.lococo import ACTIVATIONS
     from ctxbench.models.loading import DTYPES
-    from ctxbench.training.loop import SCHEDULERS
+    from ctxbench.training.optim import SCHEDULERS
 
     assert set(cb.choices_of("trainer.scheduler")) == set(SCHEDULERS)
     assert set(cb.choices_of("model.dtype")) == set(DTYPES) == set(cb.choices_of("llm.dtype"))

@@ -80,7 +80,7 @@ def lrs(name: str, warmup: int, total: int, lr: float = 1e-3) -> list[float]:
     """The lr of optimizer step 0..total-1 (and of the step after the last) under train.make_scheduler."""
     import torch
 
-    from ctxbench.training.loop import make_scheduler
+    from ctxbench.training.optim import make_scheduler
 
     opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=lr)
     sched = make_scheduler(name, opt, warmup, total)
@@ -107,7 +107,7 @@ def test_get_scheduler_matches_the_old_schedule_past_the_warmup(name, warmup, to
 def test_scheduler_state_survives_a_checkpoint(tmp_path):
     import torch
 
-    from ctxbench.training.loop import make_scheduler
+    from ctxbench.training.optim import make_scheduler
 
     def fresh():
         opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=1e-3)
@@ -158,7 +158,8 @@ def offline_runs(run):
 
 def test_wandb_is_the_accelerator_tracker_and_resumes_its_run(tmp_path, monkeypatch, accelerator_state):
     pytest.importorskip("wandb")
-    from ctxbench.training.loop import MetricsLog, make_accelerator
+    from ctxbench.training.accelerator import make_accelerator
+    from ctxbench.training.metrics_log import MetricsLog
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     cfg = logger_cfg("wandb")
@@ -182,7 +183,8 @@ def test_wandb_is_the_accelerator_tracker_and_resumes_its_run(tmp_path, monkeypa
 
 
 def test_logger_none_or_wandb_disabled_starts_no_run(tmp_path, monkeypatch, accelerator_state):
-    from ctxbench.training.loop import MetricsLog, make_accelerator
+    from ctxbench.training.accelerator import make_accelerator
+    from ctxbench.training.metrics_log import MetricsLog
 
     (tmp_path / "none").mkdir(), (tmp_path / "off").mkdir()
     acc = make_accelerator(logger_cfg("none"), project_dir=tmp_path / "none")

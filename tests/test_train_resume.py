@@ -110,7 +110,7 @@ def test_a_finished_run_with_a_damaged_final_checkpoint_is_redone_from_the_intac
 
 def test_a_damaged_wandb_id_is_one_line(tmp_path):
     from ctxbench.core.errors import ConfigError
-    from ctxbench.training.loop import wandb_run_id
+    from ctxbench.training.metrics_log import wandb_run_id
 
     first = wandb_run_id(tmp_path)
     assert wandb_run_id(tmp_path) == first and len(first) == 12
@@ -144,7 +144,7 @@ def test_torn_last_metrics_line_is_tolerated_on_resume(cli, tmp_path):
 
 
 def _log(run_dir, lines: list[str], resume_step: int):
-    from ctxbench.training.loop import MetricsLog
+    from ctxbench.training.metrics_log import MetricsLog
 
     (run_dir / "metrics.jsonl").write_text("".join(ln + "\n" for ln in lines))
     cfg = OmegaConf.create({"logger": {"name": "none"}})

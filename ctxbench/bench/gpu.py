@@ -145,8 +145,7 @@ def measure(cfg: Any, model_name: str, method_key: str, attn: str, device: Any) 
     params = [p for p in method.parameters() if p.requires_grad]
     t = train_cfg.trainer
     lr = float(t.lr)  # the train config's (a method override may set trainer.lr)
-    groups = method.optimizer_param_groups(lr, float(t.weight_decay)) if hasattr(method, "optimizer_param_groups") \
-        else params
+    groups = method.optimizer_param_groups(lr, float(t.weight_decay))
     opt = torch.optim.AdamW(groups, lr=lr, betas=tuple(t.betas))
     max_norm = float(t.max_grad_norm or 0.0)
     counter = TokenCounter(bundle.model)

@@ -11,9 +11,10 @@ adds (LoRA, memory embeddings, a compressor). It exposes:
 - ``trainable_state_dict() / load_trainable(state)``: only what is trained, saved as safetensors
   by the loop (see :mod:`ctxbench.training.checkpoint`); ``export_config()`` the JSON needed to rebuild;
 - as an evaluated system: ``ingest(history)`` and ``answer(question) -> Prediction``;
-- optionally ``optimizer_param_groups(lr, weight_decay)``: AdamW groups with their own learning
-  rates (LoCoCo's compressor/norm scales); otherwise one group of every trainable parameter;
-- ``gradient_checkpointing_enable()``: activation checkpointing for training (``trainer.gradient_checkpointing``).
+- training hooks with defaults here, called by the loop on every method: ``optimizer_param_groups(lr,
+  weight_decay)``, what AdamW optimizes (default: one group of every trainable parameter; LoCoCo gives
+  its compressor/norm groups their own learning rates), and ``gradient_checkpointing_enable()``,
+  activation checkpointing for training (``trainer.gradient_checkpointing``).
 
 Precision: whatever the base model's dtype, every trainable parameter is float32 (fp32 master
 weights, :func:`fp32_trainables`); the frozen base keeps its own dtype (bf16 for the 7B configs).
@@ -59,6 +60,11 @@ class TrainableMethod(torch.nn.Module, System):
         self.tokenizer = bundle.tokenizer
 
     # -- training ---------------------------------------------------------------------------
+    def optimizer_param_groups(self, lr: float, weight_decay: float = 0.0) -> list[Any]:
+        """What AdamW optimizes: its parameters, or parameter groups (dicts with their own ``lr``,
+        ``weight_decay``). Default: every trainable parameter, in one group at ``lr``."""
+        return [p for p in self.parameters() if p.requires_grad]
+
     def gradient_checkpointing_enable(self) -> None:
         """Checkpoint the base model's decoder layers (non-reentrant); methods with state that the
         recompute must see again extend this."""

@@ -1,1 +1,2 @@
-"""The training pipeline: the loop, the checkpoint protocol, sharded state, messages."""
+"""The training pipeline: the loop (TrainRecipe), the checkpoint protocol, the accelerator, the data
+order, the optimizer, the metrics log, run-folder checks, the closing message."""

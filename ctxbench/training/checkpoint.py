@@ -1,4 +1,4 @@
-"""Checkpoints: only what was trained, written atomically, verified on load.
+"""The checkpoint protocol: only what was trained, every rank's shards, written atomically, verified on load.
 
 A checkpoint is a folder ``checkpoints/step_<N>/`` holding
 
@@ -9,25 +9,43 @@ A checkpoint is a folder ``checkpoints/step_<N>/`` holding
   optimizer state is replicated, so rank 0's is everyone's);
 - ``accelerate/`` — instead of ``optimizer.pt`` under DeepSpeed / FSDP: every rank's shards of the
   optimizer (and ZeRO-3 / FSDP parameter) state, written by ``accelerator.save_state`` on every rank
-  (:mod:`ctxbench.training.sharded_state`, with its trust boundary); ``trainable.safetensors`` then holds the
-  trainable weights gathered whole;
-- ``state.json`` — step, data position, RNG states of every rank, the layout (format, distributed
-  type, process count) a resume must match;
+  (see "Sharded state" below); ``trainable.safetensors`` then holds the trainable weights gathered whole;
+- ``state.json`` — step, data position (``micro``), RNG states of every rank, the model and method
+  names, the layout (format, distributed type, process count) a resume must match;
 - ``MANIFEST.json`` — size and sha256 of every file (the shards of every rank included), written last.
 
-It is written to ``step_<N>.tmp`` (every rank writes its shards there; rank 0 writes its files, then
-the MANIFEST once all ranks are done) and renamed into place, so a crash mid-write leaves no folder
-that looks complete; a folder whose files do not match its manifest is refused with a message.
+Rank order (:func:`save_training_checkpoint`, a collective): every rank's RNG states are gathered;
+rank 0 makes ``step_<N>.tmp``; every rank writes its shards there (sharded runs) and the trainable
+weights are gathered whole; rank 0 writes its files, then the MANIFEST once all ranks are done, and
+renames the folder into place, so a crash mid-write leaves no folder that looks complete; a folder
+whose files do not match its manifest is refused with a message. :func:`restore_training_checkpoint`
+reads one back on every rank: weights, optimizer, scheduler, this rank's RNGs, the data position.
+
 Every error reading a checkpoint is a one-line :class:`CheckpointError` naming the file (and the
 field of ``state.json``). ``trainer.resume=auto`` resumes from the newest checkpoint that verifies
 and loads (:func:`resume_newest`), saying which damaged newer ones it skipped; a checkpoint named
 explicitly (``trainer.resume=DIR``, ``checkpoint=DIR``) is never swapped for another.
+
+Sharded state (DeepSpeed ZeRO, FSDP): the optimizer state, and under ZeRO-3 / FSDP the parameters
+too, are split between the ranks: no single process holds them, so rank 0 cannot write
+``optimizer.pt`` for everyone. Every rank then writes its own shards with ``accelerator.save_state``
+into ``<step_N.tmp>/accelerate/`` (DeepSpeed: the engine's ``save_checkpoint``, frozen base weights
+excluded; FSDP: ``torch.distributed.checkpoint`` files of ``state_dict_type=SHARDED_STATE_DICT``),
+before rank 0 writes the MANIFEST over all of them; ``accelerator.load_state`` reads them back on resume.
+
+Trust boundary: DeepSpeed reads its files with ``torch.load(weights_only=False)`` and torch's
+distributed checkpoint reads its ``.metadata`` with ``pickle``; neither can be made safe from
+here. The checkpoint's MANIFEST (size + sha256 of every shard) is verified before they load, so a
+damaged or swapped-in file is refused, but a MANIFEST rewritten by someone who can write the run
+folder is not: resume only sharded checkpoints of run folders you trust. The exported
+``trainable.safetensors`` (what ``checkpoint=DIR`` and ``eval`` read) stays safe to load from anywhere.
 
 ``eval method=X checkpoint=DIR`` takes the method and model config from the checkpoint
 (:func:`apply_checkpoint_config`), so a forgotten ``method.mem_size=4`` cannot build the wrong shapes.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -43,11 +61,14 @@ from ctxbench.core.errors import CtxbenchError
 from ctxbench.data.errors import first_line
 from ctxbench.core.dotted import flatten, set_dotted
 from ctxbench.core.plain import json_kind as _kind
+from ctxbench.training.accelerator import distributed_kind
 
 MANIFEST = "MANIFEST.json"
 WEIGHTS = "trainable.safetensors"
 METHOD_JSON, MODEL_JSON, STATE_JSON = "method.json", "model.json", "state.json"
 STEP_DIR = re.compile(r"step_(\d+)")  # a checkpoint folder's name (``step_0000020``)
+ACCELERATE_DIR = "accelerate"  # inside a checkpoint folder: accelerate's save_state of every rank
+SHARDED_TYPES = ("DEEPSPEED", "FSDP")
 
 
 class CheckpointError(CtxbenchError, RuntimeError):
@@ -61,8 +82,6 @@ def _sha256(path: Path) -> str:
             h.update(block)
     return h.hexdigest()
 
-
-from ctxbench.runs.results import atomic_write_text  # noqa: E402,F401 - re-exported for the loop
 
 
 def rng_state() -> dict[str, Any]:
@@ -89,6 +108,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
     if state.get("cuda") and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]])
 
+
+# ---- writing one checkpoint folder (rank 0) ---------------------------------------------------------
 
 def save_checkpoint(ckpt_root: Path, step: int, *, trainable: dict[str, torch.Tensor],
                     method_config: dict[str, Any], model_config: dict[str, Any] | None = None,
@@ -155,6 +176,169 @@ def write_manifest(folder: Path) -> None:
             with open(p, "rb") as f:
                 os.fsync(f.fileno())
 
+
+
+# ---- a training run's checkpoint, every rank (a collective) ------------------------------------
+
+def save_training_checkpoint(acc: Any, model: Any, ckpt_root: Path, step: int, *, micro: int,
+                             model_config: dict[str, Any], model_name: str, method_name: str,
+                             optimizer: Any, scheduler: Any, keep: int = 0) -> None:
+    """A checkpoint of every rank's state at ``step``: all ranks write into step_N.tmp, rank 0 publishes it.
+
+    Every rank calls it, in the same order: the RNG states of every rank are gathered; rank 0 makes
+    the folder; sharded runs write every rank's shards and gather the whole trainable weights (DDP /
+    one process: rank 0 holds them whole); rank 0 writes its files and publishes (MANIFEST, rename,
+    prune to ``keep``); everyone waits for that.
+    """
+    rngs = acc.gather_for_metrics([json.dumps(rng_state())], use_gather_object=True) \
+        if acc.num_processes > 1 else [json.dumps(rng_state())]
+    is_main, split = acc.is_main_process, is_sharded(acc)
+    tmp = begin_checkpoint(ckpt_root, step) if is_main else tmp_folder(ckpt_root, step)
+    acc.wait_for_everyone()
+    if split:  # every rank's shards; then the whole trainable weights gathered (a collective too)
+        save_sharded(acc, tmp)
+        trainable = full_trainable(acc, model)
+    else:  # DDP / one process: the weights are whole on rank 0
+        trainable = acc.unwrap_model(model).trainable_state_dict() if is_main else {}
+    acc.wait_for_everyone()
+    if is_main:
+        write_files(tmp, step, trainable=trainable, method_config=acc.unwrap_model(model).export_config(),
+                    model_config=model_config, optimizer=None if split else optimizer, scheduler=scheduler,
+                    state={"micro": micro, "rng": {str(i): json.loads(r) for i, r in enumerate(rngs)},
+                           "model": model_name, "method": method_name, "layout": layout(acc)})
+        publish_checkpoint(ckpt_root, step, keep=keep)
+    acc.wait_for_everyone()
+
+
+def restore_training_checkpoint(acc: Any, model: Any, ckpt: Path, optimizer: Any, scheduler: Any) -> dict[str, Any]:
+    """Everything of one checkpoint onto this rank: weights, optimizer, scheduler, its RNGs; returns
+    ``state.json`` (step, data position). Call it after :func:`verify` (:func:`resume_newest` does)."""
+    state = check_state(ckpt, read_json(ckpt, STATE_JSON))
+    check_layout(ckpt, state, acc)
+    if is_sharded(acc):  # every rank its own shards (weights + optimizer) through accelerate
+        load_sharded(acc, ckpt)
+        state = load_training_state(ckpt, None, scheduler)
+    else:
+        state = load_training_state(ckpt, optimizer, scheduler)
+        load_trained(acc.unwrap_model(model), ckpt)
+    restore_rng(ckpt, state, acc.process_index)
+    return state
+
+
+# ---- sharded state (DeepSpeed ZeRO, FSDP): every rank's shards through accelerate ---------------
+
+def is_sharded(acc: Any) -> bool:
+    """Whether this run's optimizer (and maybe parameter) state is split between ranks."""
+    return distributed_kind(acc) in SHARDED_TYPES
+
+
+def layout(acc: Any) -> dict[str, Any]:
+    """What state.json records about how the state was saved (checked on resume)."""
+    return {"format": "accelerate" if is_sharded(acc) else "torch", "distributed_type": distributed_kind(acc),
+            "processes": int(acc.num_processes)}
+
+
+def _engine_kwargs(acc: Any, save: bool) -> dict[str, Any]:
+    """DeepSpeed: leave the frozen base weights out (they are rebuilt from the model config)."""
+    if distributed_kind(acc) != "DEEPSPEED":
+        return {}
+    return {"exclude_frozen_parameters": True} if save else {"load_module_strict": False}
+
+
+def save_sharded(acc: Any, tmp: Path) -> None:
+    """Every rank: its shards into ``tmp/accelerate`` (a collective: all ranks call it)."""
+    acc.save_state(str(Path(tmp) / ACCELERATE_DIR), **_engine_kwargs(acc, save=True))
+
+
+def load_sharded(acc: Any, ckpt: Path) -> None:
+    """Every rank: its shards from ``ckpt/accelerate`` (verify the MANIFEST first: see the trust boundary)."""
+    folder = Path(ckpt) / ACCELERATE_DIR
+    if not folder.is_dir():
+        raise CheckpointError(f"checkpoint {ckpt}: folder {ACCELERATE_DIR}/ is missing (the sharded state of "
+                              f"launcher with {distributed_kind(acc)})")
+    try:
+        acc.load_state(str(folder), **_engine_kwargs(acc, save=False))
+    except Exception as e:  # DeepSpeed / torch.distributed.checkpoint raise their own types
+        raise CheckpointError(f"checkpoint {ckpt}: cannot load {ACCELERATE_DIR}/: "
+                              f"{type(e).__name__}: {first_line(e, repr(e))[:300]}") from None
+
+
+def check_layout(ckpt: Path, state: dict[str, Any], acc: Any) -> None:
+    """A one-line CheckpointError when the checkpoint's state was saved in another layout than this run's."""
+    kind = distributed_kind(acc)
+    saved = state.get("layout") or {"format": "torch", "distributed_type": "?", "processes": "?"}
+    sharded_ckpt = (Path(ckpt) / ACCELERATE_DIR).is_dir()
+    hint = f"or start a new run from its trained weights with checkpoint={ckpt}"
+    if sharded_ckpt and not is_sharded(acc):
+        raise CheckpointError(f"checkpoint {ckpt} holds the sharded state of {saved.get('processes')} processes "
+                              f"under {saved.get('distributed_type')}; this run is {kind}: resume it with "
+                              f"that launcher, {hint}")
+    if is_sharded(acc) and not sharded_ckpt:
+        raise CheckpointError(f"checkpoint {ckpt} was saved without sharded state (optimizer.pt of "
+                              f"{saved.get('distributed_type')}); this run is {kind}: resume it with that "
+                              f"launcher, {hint}")
+    if sharded_ckpt and (saved.get("distributed_type") != kind or saved.get("processes") != acc.num_processes):
+        raise CheckpointError(f"checkpoint {ckpt} holds the sharded state of {saved.get('processes')} processes "
+                              f"under {saved.get('distributed_type')}; this run is {acc.num_processes} under "
+                              f"{kind}: resume with the same launcher and --num_processes, {hint}")
+
+
+def full_trainable(acc: Any, model: Any) -> dict[str, torch.Tensor]:
+    """The method's whole trainable weights (its ``trainable_state_dict()``) on every rank.
+
+    A collective under ZeRO-3 and FSDP (every rank must call it, in the same order): their
+    parameters are shards on each rank (ZeRO-3: empty placeholders; FSDP2: DTensors; FSDP1:
+    slices of a flat parameter), gathered here for the trainable ones only — never the base model.
+    """
+    method = acc.unwrap_model(model)
+    with _gathered(acc, model, method):
+        state = method.trainable_state_dict()
+    state = {k: _full(v).detach().cpu().clone() for k, v in state.items()}
+    if distributed_kind(acc) == "DEEPSPEED":
+        state.update(_fp32_masters(method, state))
+    return state
+
+
+def _fp32_masters(method: Any, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """DeepSpeed's fp32 copies of the trained weights (under bf16 / fp16 the module holds a rounded
+    copy; the optimizer the fp32 one), where it has them. A collective: every rank, same order."""
+    from deepspeed.utils import safe_get_full_fp32_param
+
+    out = {}
+    for name, p in method.named_parameters():
+        if name in state and p.requires_grad:
+            hp = safe_get_full_fp32_param(p)
+            if hp is not None:
+                out[name] = hp.detach().cpu().reshape(state[name].shape).clone()
+    return out
+
+
+def _full(t: torch.Tensor) -> torch.Tensor:
+    from torch.distributed.tensor import DTensor
+
+    return t.full_tensor() if isinstance(t, DTensor) else t
+
+
+def _gathered(acc: Any, model: Any, method: Any):
+    """A context in which the trainable parameters are whole (a no-op where they already are)."""
+    if distributed_kind(acc) == "DEEPSPEED" and _zero_stage(acc) == 3:
+        import deepspeed
+
+        trainable = [p for p in method.parameters() if p.requires_grad]
+        return deepspeed.zero.GatheredParameters(trainable, modifier_rank=None)
+    if distributed_kind(acc) == "FSDP" and getattr(acc.state.fsdp_plugin, "fsdp_version", 1) == 1:
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+        return FSDP.summon_full_params(model, writeback=False, rank0_only=False)
+    return contextlib.nullcontext()
+
+
+def _zero_stage(acc: Any) -> int:
+    plugin = acc.state.deepspeed_plugin
+    return int(plugin.zero_stage) if plugin is not None else 0
+
+
+# ---- finding, verifying and reading checkpoints ---------------------------------------------------
 
 def step_of(ckpt: Path) -> int:
     """The step in a ``step_<N>`` folder name."""
