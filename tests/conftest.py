@@ -1,6 +1,8 @@
 """Shared test setup: offline, no wandb, a per-session model cache, paths to the shared real data."""
 from __future__ import annotations
 
+import logging
+import logging.config
 import os
 import subprocess
 import sys
@@ -18,6 +20,18 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # workers share the cores: one 
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def _forget_handlers_without_closing() -> None:
+    """In place of logging.config's ``_clearExistingHandlers``: Hydra configures logging with dictConfig on
+    every in-process run, which closes every handler logging knows, pytest's capture handlers among them
+    and absl's (whose close() closes the stream it was made over, pytest's captured stderr). Forget them;
+    close nothing."""
+    logging._handlers.clear()
+    del logging._handlerList[:]
+
+
+logging.config._clearExistingHandlers = _forget_handlers_without_closing
 
 from ctxbench.config.schemas import register  # noqa: E402
 
@@ -93,10 +107,13 @@ def _run_in_process(args: list[str], cwd: Path, env: dict) -> subprocess.Complet
 
 def _reset_process_state(root, handlers: list, level: int) -> None:
     """What one CLI call leaves in the process: Hydra's logging handlers and singletons, accelerate's state."""
+    import logging
+
     for h in root.handlers[:]:
         if h not in handlers:
             root.removeHandler(h)
-            h.close()
+            if isinstance(h, logging.FileHandler):  # the run's log file; a stream handler's stream is not ours
+                h.close()
     root.handlers[:] = handlers
     root.setLevel(level)
     from hydra.core.global_hydra import GlobalHydra

@@ -36,6 +36,7 @@ def test_a_lora_wrap_prints_no_library_deprecation(recwarn):
 
     bundle = load_model(option_config("model", {"name": "tiny"}))
     warnings.simplefilter("always")
-    wrapped = add_lora(bundle.model, OmegaConf.create({"r": 2, "alpha": 4, "target_modules": ["q_proj"]}))
+    wrapped = add_lora(bundle.model, OmegaConf.merge(option_config("method", {"name": "lm"}).lora,
+                                                {"r": 2, "alpha": 4, "target_modules": ["q_proj"]}))
     assert any(p.requires_grad for p in wrapped.parameters())
     assert not [w for w in recwarn if "is_gradient_checkpointing" in str(w.message)]

@@ -9,6 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from omegaconf import OmegaConf
 
+from ctxbench.config.compose import option_config
+
 from ctxbench.evaluation.evaluator import evaluate_samples
 from ctxbench.memory.baselines import FullContext
 from ctxbench.metrics.health import run_health
@@ -29,7 +31,7 @@ def read(path):
 
 def test_failed_answers_are_not_scored_and_are_answered_again(tmp_path):
     llm = ScriptedLLM("Paris", fail_on={1, 2})
-    res = evaluate_samples(FullContext(OmegaConf.create({}), llm=llm), samples(), tmp_path, llm=llm)
+    res = evaluate_samples(FullContext(option_config("memory", {"name": "full_context"}), llm=llm), samples(), tmp_path, llm=llm)
     recs = read(tmp_path / "predictions.jsonl")
     assert [r.get("failed", False) for r in recs] == [False, True, True, False]
     assert "scripted failure" in recs[1]["error"]
@@ -38,7 +40,7 @@ def test_failed_answers_are_not_scored_and_are_answered_again(tmp_path):
     assert res["health"]["status"] == "failed"  # 2 of 4 > 0.1
 
     llm2 = ScriptedLLM("Paris")
-    res2 = evaluate_samples(FullContext(OmegaConf.create({}), llm=llm2), samples(), tmp_path, llm=llm2)
+    res2 = evaluate_samples(FullContext(option_config("memory", {"name": "full_context"}), llm=llm2), samples(), tmp_path, llm=llm2)
     assert len(llm2.calls) == 2  # only the two failed questions are asked again
     recs = read(tmp_path / "predictions.jsonl")
     assert [r["id"] for r in recs] == ["q0", "q1", "q2", "q3"] and not any(r.get("failed") for r in recs)

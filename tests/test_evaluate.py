@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from ctxbench.config.compose import option_config
+
 from ctxbench.qa import get_prompt
 from ctxbench.evaluation.evaluator import evaluate_samples, run_system
 from ctxbench.memory.baselines import FullContext, NoContext
@@ -87,7 +89,7 @@ def test_full_context_cuts_oldest_turns_to_fit():
 
     h = history("h1", n_sessions=3, turns=4)  # 12 turns of 6 whitespace tokens
     llm = ScriptedLLM("ok", context_window=170)
-    sys_ = FullContext(OmegaConf.create({"reserve": 10, "max_new_tokens": 8}), llm=llm)
+    sys_ = FullContext(option_config("memory", {"name": "full_context", "reserve": 10, "max_new_tokens": 8}), llm=llm)
     sys_.use_prompt(get_prompt("locomo"))  # one user message: its tokens are the whole prompt's
     sys_.ingest(h)
     q = samples()[0].questions[0]
@@ -114,12 +116,12 @@ def test_full_context_cuts_oldest_turns_to_fit():
 def test_full_context_keeps_everything_when_it_fits_and_no_context_sees_nothing():
     h = history("h1")
     llm = ScriptedLLM("ok", context_window=4096)
-    fc = FullContext(OmegaConf.create({}), llm=llm)
+    fc = FullContext(option_config("memory", {"name": "full_context"}), llm=llm)
     fc.use_prompt(get_prompt("locomo"))
     fc.ingest(h)
     p = fc.answer(samples()[0].questions[0])
     assert p.usage.extra["truncated_turns"] == 0 and llm.prompts[-1].count("said,") == 6
-    nc = NoContext(OmegaConf.create({}), llm=llm)
+    nc = NoContext(option_config("memory", {"name": "no_context"}), llm=llm)
     nc.use_prompt(get_prompt("locomo"))
     nc.ingest(h)
     nc.answer(samples()[0].questions[0])
@@ -129,7 +131,7 @@ def test_full_context_keeps_everything_when_it_fits_and_no_context_sees_nothing(
 def test_full_context_document_keeps_the_end():
     doc = History(id="d", text=" ".join(f"w{i}" for i in range(500)))
     llm = ScriptedLLM("ok", context_window=200)
-    fc = FullContext(OmegaConf.create({"reserve": 20}), llm=llm)
+    fc = FullContext(option_config("memory", {"name": "full_context", "reserve": 20}), llm=llm)
     fc.ingest(doc)
     p = fc.answer(Question(id="q", question="What?", answer="x", category="pwc"))
     assert "w499" in llm.prompts[-1] and "w0 " not in llm.prompts[-1]
@@ -142,7 +144,7 @@ class Counting(FullContext):
     """FullContext that counts ingests and answers, and can crash after ``crash_after`` answers."""
 
     def __init__(self, llm, crash_after=None):
-        super().__init__(OmegaConf.create({}), llm=llm)
+        super().__init__(option_config("memory", {"name": "full_context"}), llm=llm)
         self.ingested, self.answered, self.crash_after = [], 0, crash_after
 
     def ingest(self, history):
