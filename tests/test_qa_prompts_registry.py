@@ -20,6 +20,7 @@ from ctxbench.core import registry
 from ctxbench.core.errors import ConfigError
 from ctxbench.evaluation.evaluator import build_system, evaluate_samples, run_system
 from ctxbench.qa import PROMPTS, AnswerPrompt, get_prompt
+from ctxbench.qa import compare as cmp
 from ctxbench.qa.prompts import amem, brief, mem0
 from ctxbench.runs.guard import RunFolderError, check_config
 from ctxbench.core.types import History, Question, Sample, Session, Turn
@@ -321,24 +322,15 @@ def test_resume_with_another_qa_prompt_is_refused(tmp_path):
         check_config(tmp_path, eval_cfg("memory=no_context", "qa_prompt=locomo"))
 
 
-# ---- scripts/compare_qa_prompts.py ---------------------------------------------------------------
-
-def load_compare():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("compare_qa_prompts", ROOT / "scripts" / "compare_qa_prompts.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+# ---- python -m ctxbench.qa.compare ---------------------------------------------------------------
 
 
 def test_compare_script_refuses_to_choose_on_held_out_conversations(tmp_path, capsys):
-    cmp = load_compare()
     assert set(cmp.SPLITS["dev"]) == {"conv-26", "conv-30"}
     assert not set(cmp.SPLITS["dev"]) & set(cmp.SPLITS["heldout"]) and len(cmp.SPLITS["heldout"]) == 8
     assert cmp.main(["--split", "heldout", "--choose", "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == (
-        "compare_qa_prompts: error: --choose reads the dev split only (conv-26, conv-30); --split heldout "
+        "ctxbench.qa.compare: error: --choose reads the dev split only (conv-26, conv-30); --split heldout "
         "is for reporting the chosen prompt, never for choosing it")
     assert not list(tmp_path.iterdir())  # nothing ran
 
@@ -364,7 +356,6 @@ def test_compare_script_end_to_end_with_a_scripted_llm(tmp_path, monkeypatch):
         return real_build(kind, c, **deps)
     monkeypatch.setattr(registry, "build", build)
     monkeypatch.setattr("ctxbench.evaluation.systems.preflight", lambda llm: None)
-    cmp = load_compare()
     out = tmp_path / "cmp"
     assert cmp.main(["--prompts", "locomo,brief", "--sessions", "1", "--limit", "2", "--choose", "--out", str(out),
                      "--", f"dataset.path={data}", "metrics=[f1]"]) == 0
@@ -390,7 +381,6 @@ def test_compare_script_end_to_end_with_a_scripted_llm(tmp_path, monkeypatch):
 
 def test_compare_script_chooses_on_categories_1_to_4_not_on_adversarial():
     """A prompt that wins overall only through adversarial refusals is not chosen."""
-    cmp = load_compare()
 
     def row(prompt, answerable_f1, adversarial_f1):
         cats = {c: {"n": 10, "f1": answerable_f1, "f1_stderr": 0.02} for c in cmp.ANSWERABLE}

@@ -7,7 +7,7 @@ from ctxbench.qa.prompts import amem, brief, locomo, mem0
 
 # Chosen by measurement on the dev split only (LoCoMo conv-26 + conv-30, sessions 1-5, 94 questions, SmolLM2-135M
 # via llama.cpp): mean F1 on categories 1-4 over rag/full_context/no_context is brief 0.111, locomo 0.100,
-# amem 0.085, mem0 0.067 (scripts/compare_qa_prompts.py --sessions 5 --choose). Paper experiments set their own.
+# amem 0.085, mem0 0.067 (python -m ctxbench.qa.compare --sessions 5 --choose). Paper experiments set their own.
 DEFAULT = "brief"
 PROMPTS: dict[str, AnswerPrompt] = {p.name: p for p in (locomo.PROMPT, mem0.PROMPT, mem0.GRAPH_PROMPT,
                                                         amem.PROMPT, brief.PROMPT)}

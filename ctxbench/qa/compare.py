@@ -1,9 +1,10 @@
-"""Answer prompts side by side: each system × each ``qa_prompt`` on a LoCoMo split, F1 per category ± SE.
+"""``python -m ctxbench.qa.compare``: answer prompts side by side: each system × each ``qa_prompt`` on a
+LoCoMo split, F1 per category ± SE.
 
-    python scripts/compare_qa_prompts.py                                  # dev split, rag/full_context/no_context
-    python scripts/compare_qa_prompts.py --sessions 5 --choose            # + the prompt with the best F1 on categories 1-4 (dev only)
-    python scripts/compare_qa_prompts.py --split heldout --prompts locomo,brief   # report on the other conversations
-    python scripts/compare_qa_prompts.py --out outputs/qa_prompts -- llm=openai llm.model=...   # eval overrides
+    python -m ctxbench.qa.compare                                  # dev split, rag/full_context/no_context
+    python -m ctxbench.qa.compare --sessions 5 --choose            # + the prompt with the best F1 on categories 1-4 (dev only)
+    python -m ctxbench.qa.compare --split heldout --prompts locomo,brief   # report on the other conversations
+    python -m ctxbench.qa.compare --out outputs/qa_prompts -- llm=openai llm.model=...   # eval overrides
 
 The dev split is LoCoMo conv-26 and conv-30; the held-out split is the other eight conversations.
 Choosing a default (``--choose``) reads the dev split only: it is refused with ``--split heldout``,
@@ -21,9 +22,6 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 LOCOMO_IDS = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47", "conv-48",
               "conv-49", "conv-50")  # the official locomo10.json
@@ -45,7 +43,8 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     if "--" in argv:
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1:]
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m ctxbench.qa.compare", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--systems", default=",".join(SYSTEMS), help="memory systems, comma-separated")
     ap.add_argument("--prompts", default=",".join(PROMPTS), help="qa_prompt names, comma-separated")
     ap.add_argument("--split", choices=sorted(SPLITS), default="dev")
@@ -185,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = compare(args, extra)
     except CompareError as e:
-        print(f"compare_qa_prompts: error: {e}", file=sys.stderr)
+        print(f"ctxbench.qa.compare: error: {e}", file=sys.stderr)
         return 2
     print(markdown(report))
     return 0
