@@ -1,6 +1,6 @@
-"""scripts/lococo_ppl_table.py end to end on the tiny model: one subprocess per method, a table, a plot.
+"""python -m ctxbench.methods.lococo_ppl_table end to end on the tiny model: one subprocess per method, a table, a plot.
 
-Shows the script's contract on the real text: fixed-cache methods hold the same KV bytes at every
+Shows the side CLI's contract on the real text: fixed-cache methods hold the same KV bytes at every
 length while the full cache grows, the drop-only LoCoCo row really runs with λ = 0, and a second run
 into the same folder reuses the per-method results instead of measuring again.
 """
@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run(out: Path, text: Path, *extra: str) -> subprocess.CompletedProcess:
-    argv = [sys.executable, str(REPO / "scripts" / "lococo_ppl_table.py"), "--model", "tiny", "--text", str(text),
+    argv = [sys.executable, "-m", "ctxbench.methods.lococo_ppl_table", "--model", "tiny", "--text", str(text),
             "--start-char", "1000", "--lengths", "128", "256", "--table-length", "256", "--segment-len", "32",
             "--mem-size", "64", "--out", str(out), "--jobs", "2", *extra]
     return subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=300)

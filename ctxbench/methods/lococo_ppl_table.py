@@ -1,15 +1,15 @@
-"""Perplexity and memory of fixed-cache methods on long text: full cache, StreamingLLM, H2O, LoCoCo,
-SnapKV, PyramidKV.
+"""``python -m ctxbench.methods.lococo_ppl_table``: perplexity and memory of fixed-cache methods on long
+text: full cache, StreamingLLM, H2O, LoCoCo, SnapKV, PyramidKV.
 
 A thin alias of the one evaluator: each method is one ``python -m ctxbench eval task=perplexity
 task.score=stream`` run (its own process, so peak-RSS numbers do not inherit another method's heap;
 its own run folder under ``--out/runs/``, which resumes and is bound to its config), over the first
 ``max(lengths)`` tokens of a held-out text, segment by segment (B = segment_len) with M = mem_size
 cache slots; perplexity, KV bytes held and peak resident memory after the first 1k, 2k, ... tokens
-(the prefix a shorter text would be) come from each run's results.json; this script only picks the
+(the prefix a shorter text would be) come from each run's results.json; this module only picks the
 held-out slice, checks checkpoints and puts the rows in one table and a plot.
 
-    python scripts/lococo_ppl_table.py --checkpoint outputs/lococo/calib_smollm2_B64_M128 \
+    python -m ctxbench.methods.lococo_ppl_table --checkpoint outputs/lococo/calib_smollm2_B64_M128 \
         --out outputs/lococo/ppl_table
 
 The reference rows (λ unclamped, no local window, as VITA-Group/LoCoCo) read a second calibration,
@@ -26,9 +26,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 # label → (method config, the calibration it reads: None | "checkpoint" | "ref_checkpoint", method overrides)
 REFERENCE = {"clamp_lambda": False, "local_len": 0}  # VITA-Group/LoCoCo: λ free, no local window
@@ -49,10 +46,11 @@ METHODS = {
 }
 
 
-def parse() -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m ctxbench.methods.lococo_ppl_table", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2_135m", help="a conf/model/<name>.yaml")
-    ap.add_argument("--text", default=str(REPO.parent / "shared" / "data" / "tinyshakespeare.txt"))
+    ap.add_argument("--text", default="../shared/data/tinyshakespeare.txt")
     ap.add_argument("--tail-chars", type=int, default=40000,
                     help="evaluate on the last N characters (calibration used the file's start)")
     ap.add_argument("--start-char", type=int, default=None,
@@ -68,7 +66,7 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--out", default=f"outputs/lococo/ppl_{time.strftime('%Y%m%d_%H%M%S')}")
     ap.add_argument("--fresh", action="store_true", help="re-measure methods already in --out/runs/")
     ap.add_argument("--jobs", type=int, default=1, help="methods measured in parallel (one process each)")
-    return ap.parse_args()
+    return ap.parse_args(argv)
 
 
 def check_checkpoint(label: str, args: argparse.Namespace) -> str | None:
@@ -140,7 +138,7 @@ def row_of(results: dict) -> dict:
 
 def subprocess_run(label: str, args: argparse.Namespace, text: Path, run_dir: Path) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    proc = subprocess.run(eval_command(label, args, text, run_dir), capture_output=True, text=True, cwd=REPO, env=env)
+    proc = subprocess.run(eval_command(label, args, text, run_dir), capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"{label} failed:\n{proc.stderr[-3000:]}")
     return json.loads((run_dir / "results.json").read_text())
@@ -200,8 +198,8 @@ def plot(results: dict, args: argparse.Namespace, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def main() -> None:
-    args = parse()
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
     unknown = [m for m in args.methods if m not in METHODS]
     if unknown:
         raise SystemExit(f"unknown --methods {unknown}; choose from {list(METHODS)}")
