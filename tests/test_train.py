@@ -137,9 +137,12 @@ KEY = "sk-test-DoNotLeak-0123456789abcdef"
 def logger_cfg(name: str):
     from omegaconf import OmegaConf
 
+    from ctxbench.config.compose import option_config
+
     return OmegaConf.create({"logger": {"name": name, "project": "ctxbench-test", "entity": None, "mode": "offline",
                                         "tags": ["plumbing"]},
-                             "trainer": {"grad_accum": 1, "precision": "fp32"}, "launcher": {"cpu": True},
+                             "trainer": {"grad_accum": 1, "precision": "fp32"},
+                             "launcher": option_config("launcher", {"name": "single", "cpu": True}),
                              "llm": {"api_key": KEY}})
 
 

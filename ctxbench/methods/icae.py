@@ -131,16 +131,14 @@ class ICAE(TrainableMethod):
     def train_examples(self, samples: list[Sample]) -> list[D.Example]:
         c = self.cfg
         if self.mode == "finetune":
-            ex = D.finetune_examples(samples, self.layout, int(c.get("max_context_tokens", 512)),
-                                     int(c.get("max_prompt_tokens", 128)), int(c.get("max_answer_tokens", 128)),
-                                     c.get("max_examples"), prompt_of=qa_text)
+            ex = D.finetune_examples(samples, self.layout, c.max_context_tokens,
+                                     c.max_prompt_tokens, c.max_answer_tokens, c.max_examples, prompt_of=qa_text)
             if not ex and samples:
                 raise ConfigError("method=icae_finetune needs samples with questions (PwC rows: context, "
                                   "prompt, answer); this dataset has none — use dataset=pwc or locomo_pwc")
             return ex
-        ctx = int(c.get("context_tokens", self.layout.seg_len))
-        return D.pretrain_examples([s.history.render() for s in samples], self.layout, ctx,
-                                   int(c.get("lm_tokens", 0)), c.get("max_examples"))
+        return D.pretrain_examples([s.history.render() for s in samples], self.layout, c.context_tokens,
+                                   c.lm_tokens, c.max_examples)
 
     def collate(self, examples: list[D.Example]) -> dict[str, torch.Tensor]:
         return D.collate(examples, self.layout, self.mode, int(self.tokenizer.pad_token_id),

@@ -39,7 +39,7 @@ def make_accelerator(cfg: DictConfig, project_dir: Path | None = None):
 
     t, launcher = cfg.trainer, cfg.launcher
     precision = launcher.get("mixed_precision") or {"bf16": "bf16", "fp16": "fp16"}.get(t.precision, "no")
-    handlers = [DistributedDataParallelKwargs(find_unused_parameters=bool(launcher.get("find_unused_parameters", True)))]
+    handlers = [DistributedDataParallelKwargs(find_unused_parameters=bool(launcher.find_unused_parameters))]
     if not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         handlers.append(InitProcessGroupKwargs(backend="gloo"))
     kwargs: dict[str, Any] = {}
@@ -56,7 +56,7 @@ def make_accelerator(cfg: DictConfig, project_dir: Path | None = None):
     if launcher.get("fsdp"):
         kwargs["fsdp_plugin"] = fsdp_plugin(launcher.fsdp)
     acc = Accelerator(gradient_accumulation_steps=int(t.grad_accum), mixed_precision=precision,
-                      cpu=bool(launcher.get("cpu", False)), kwargs_handlers=handlers, log_with=tracker_of(cfg),
+                      cpu=bool(launcher.cpu), kwargs_handlers=handlers, log_with=tracker_of(cfg),
                       project_dir=str(project_dir) if project_dir is not None else None, **kwargs)
     if launcher.get("fsdp") and distributed_kind(acc) != "FSDP":
         # accelerate (1.15, state.py) turns FSDP on only from MULTI_GPU/NPU/XPU/HPU/MLU/...: never from

@@ -95,8 +95,8 @@ def start_tracker(acc: Any, cfg: DictConfig, run_dir: Path) -> None:
     from ctxbench.core.secrets import redact
 
     run_id = wandb_run_id(run_dir)
-    mode = os.environ.get("WANDB_MODE") or cfg.logger.get("mode", "offline")
-    init = {"entity": cfg.logger.get("entity"), "id": run_id, "resume": "allow", "dir": str(run_dir), "mode": mode,
-            "tags": list(cfg.logger.get("tags", []))}
-    acc.init_trackers(str(cfg.logger.get("project", "ctxbench")),
+    mode = os.environ.get("WANDB_MODE") or cfg.logger.mode
+    init = {"entity": cfg.logger.entity, "id": run_id, "resume": "allow", "dir": str(run_dir), "mode": mode,
+            "tags": list(cfg.logger.tags)}
+    acc.init_trackers(str(cfg.logger.project),
                       config=redact(OmegaConf.to_container(cfg, resolve=True)), init_kwargs={"wandb": init})

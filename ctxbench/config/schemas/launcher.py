@@ -138,6 +138,7 @@ class SingleLauncher:
     name: str = setting('single', 'the registered name this config builds (ctxbench ls lists them)')
     mixed_precision: str | None = setting(None, 'null = follow trainer.precision', choices=('no', 'fp16', 'bf16', 'fp8'))
     deepspeed: str | dict | None = setting(None, 'DeepSpeed config (inline mapping or a JSON file; null = no DeepSpeed)')
+    find_unused_parameters: bool = setting(True, 'DDP: tolerate parameters that get no gradient in a step (when `accelerate launch` starts several processes)')
     cpu: bool = setting(False, 'force accelerate onto the CPU')
 
 
