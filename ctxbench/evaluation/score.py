@@ -15,7 +15,15 @@ from ctxbench.llm.base import preflight
 from ctxbench.metrics.base import Metric, build_metrics
 from ctxbench.runs.results import run_dir
 
-DEFAULT_METRICS = ["f1", "f1_set", "bleu1", "rouge1", "rouge2", "rougeL"]  # evaluate_samples' (conf/eval.yaml's)
+
+def _eval_default_metrics() -> list[str]:
+    from ctxbench.config.schemas import command_schema
+    from ctxbench.config.setting import defaults
+
+    return list(defaults(command_schema("eval"))["metrics"])
+
+
+DEFAULT_METRICS = _eval_default_metrics()  # evaluate_samples' when given none: the eval schema's
 PREDICTIONS_HINT = ("predictions= takes the predictions.jsonl that `python -m ctxbench eval` writes in its run folder "
                     "(outputs/eval/<run>/predictions.jsonl, or that folder)")
 

@@ -158,7 +158,7 @@ def _load_hub(cfg: Any, default_id: str, split: str):
 
 
 def _rows(ds: Any, cfg: Any) -> list[dict]:
-    n = int(cfg.limit or 1000)
+    n = int(cfg.limit or len(ds))  # 0 or null = all, as the schema says
     return [ds[i] for i in range(min(n, len(ds)))]
 
 
