@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ctxbench.core.errors import CtxbenchError
+
 LOCOMO_IDS = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47", "conv-48",
               "conv-49", "conv-50")  # the official locomo10.json
 DEV = ("conv-26", "conv-30")
@@ -33,7 +35,7 @@ CATEGORIES = ("multi-hop", "temporal", "open-domain", "single-hop", "adversarial
 ANSWERABLE = CATEGORIES[:4]  # LoCoMo categories 1-4: the criterion; adversarial's "not mentioned" rule would dominate
 
 
-class CompareError(Exception):
+class CompareError(CtxbenchError):
     """A request the comparison refuses (one line)."""
 
 
