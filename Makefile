@@ -8,6 +8,8 @@ TORCH_INDEX ?=
 PYTEST_ARGS ?=
 # the default suite on up to 4 cores (pytest-xdist); a module's tests stay on one worker and share its fixtures
 PYTEST_JOBS ?= -n auto --maxprocesses 4 --dist loadscope
+# the sweep is one module of independent cases: spread them one by one
+PYTEST_SWEEP_JOBS ?= -n auto --maxprocesses 4 --dist load
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export WANDB_MODE ?= disabled
@@ -41,7 +43,7 @@ test-distributed:
 
 # the bad-input sweep: every malformed input and corrupted run file of tests/bad_input/cases.py through the CLI
 test-sweep:
-	$(BIN)/python -m pytest -q -m sweep $(PYTEST_JOBS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m sweep $(PYTEST_SWEEP_JOBS) $(PYTEST_ARGS)
 
 # the main job on the embedded defaults: LoRA training of the packaged SmolLM2 on the shipped sample (CPU)
 demo:
