@@ -34,6 +34,14 @@ def _fail(msg: str) -> "None":
     raise SystemExit(2)
 
 
+def split_at_dashes(argv: list[str]) -> tuple[list[str], list[str]]:
+    """A side CLI's own flags, and what follows ``--`` (Hydra overrides it passes on to the commands it runs)."""
+    if "--" not in argv:
+        return list(argv), []
+    i = argv.index("--")
+    return argv[:i], argv[i + 1:]
+
+
 def check_group_choices(argv: list[str]) -> None:
     """Catch ``group=option`` typos before Hydra, with a "did you mean" and the list."""
     from ctxbench.core.registry import suggest

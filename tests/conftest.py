@@ -71,7 +71,6 @@ def run_cli(*args: str, cwd: Path = REPO, timeout: int = 600, env: dict | None =
 def _run_in_process(args: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
     import contextlib
     import io
-    import logging
     import traceback
 
     from ctxbench import __main__ as entry
@@ -107,8 +106,6 @@ def _run_in_process(args: list[str], cwd: Path, env: dict) -> subprocess.Complet
 
 def _reset_process_state(root, handlers: list, level: int) -> None:
     """What one CLI call leaves in the process: Hydra's logging handlers and singletons, accelerate's state."""
-    import logging
-
     for h in root.handlers[:]:
         if h not in handlers:
             root.removeHandler(h)

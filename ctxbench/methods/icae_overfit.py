@@ -20,14 +20,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from ctxbench.__main__ import split_at_dashes
+
 
 def commands(argv: list[str] | None = None) -> tuple[Path, list[list[str]]]:
     """The output folder and the three CLI command lines (train, the trained-on eval, the held-out eval)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra: list[str] = []
-    if "--" in argv:
-        i = argv.index("--")
-        argv, extra = argv[:i], argv[i + 1:]
+    argv, extra = split_at_dashes(argv)
     ap = argparse.ArgumentParser(prog="python -m ctxbench.methods.icae_overfit", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--text", default="../shared/data/tinyshakespeare.txt", help="a .txt corpus")

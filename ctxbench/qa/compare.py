@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ctxbench.__main__ import main as ctxbench_main
+from ctxbench.__main__ import split_at_dashes
 from ctxbench.core.errors import CtxbenchError
 
 LOCOMO_IDS = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47", "conv-48",
@@ -41,10 +43,7 @@ class CompareError(CtxbenchError):
 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra: list[str] = []
-    if "--" in argv:
-        i = argv.index("--")
-        argv, extra = argv[:i], argv[i + 1:]
+    argv, extra = split_at_dashes(argv)
     ap = argparse.ArgumentParser(prog="python -m ctxbench.qa.compare", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--systems", default=",".join(SYSTEMS), help="memory systems, comma-separated")
@@ -84,8 +83,6 @@ def cell_overrides(system: str, prompt: str, split: str, args: argparse.Namespac
 
 def run_cell(overrides: list[str], run: Path) -> dict[str, Any]:
     """One eval run (in this process, through the CLI entry point); its results.json."""
-    from ctxbench.__main__ import main as ctxbench_main
-
     try:
         ctxbench_main(["eval", *overrides])
     except SystemExit as e:  # the CLI reports a user error in one line and exits non-zero
