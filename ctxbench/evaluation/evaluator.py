@@ -38,7 +38,7 @@ from ctxbench.evaluation.finalize import RESULTS_JSON, finalize, summary_line
 from ctxbench.evaluation.resume import SHARD_GLOB
 from ctxbench.evaluation.resume import answered as _answered  # noqa: F401  (tests/test_bad_input_run_files.py)
 from ctxbench.evaluation.run import run_system
-from ctxbench.evaluation.score import DEFAULT_METRICS, load_prediction_file, metrics_of, score_main  # noqa: F401
+from ctxbench.evaluation.score import default_metrics, load_prediction_file, metrics_of, score_main  # noqa: F401
 from ctxbench.evaluation.shard import merge_records, process_state, run_sharded
 from ctxbench.evaluation.systems import (HistorySystems, build_history_systems, build_system,  # noqa: F401
                                          history_dir, qa_prompt_record, resolve_concurrency)
@@ -165,7 +165,7 @@ def evaluate_samples(system: Any, samples: list[Sample], out_dir: str | Path, *,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     records = run_system(system, samples, out, llm=llm, limit=limit, progress=progress)
-    ms = build_metrics(metrics or DEFAULT_METRICS, llm=llm)
+    ms = build_metrics(metrics or default_metrics(), llm=llm)
     extra = extra or {"system": type(system).__name__}
     return finalize(out, records, ms, cfg if cfg is not None else {}, "eval", with_cost=True,
                     extra={"qa_prompt": qa_prompt_record(system), **extra}, progress=progress)

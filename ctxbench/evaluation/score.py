@@ -16,14 +16,14 @@ from ctxbench.metrics.base import Metric, build_metrics
 from ctxbench.runs.results import run_dir
 
 
-def _eval_default_metrics() -> list[str]:
+def default_metrics() -> list[str]:
+    """evaluate_samples' metrics when given none: the eval schema's (built when asked, not at import)."""
     from ctxbench.config.schemas import command_schema
     from ctxbench.config.setting import defaults
 
     return list(defaults(command_schema("eval"))["metrics"])
 
 
-DEFAULT_METRICS = _eval_default_metrics()  # evaluate_samples' when given none: the eval schema's
 PREDICTIONS_HINT = ("predictions= takes the predictions.jsonl that `python -m ctxbench eval` writes in its run folder "
                     "(outputs/eval/<run>/predictions.jsonl, or that folder)")
 
