@@ -263,3 +263,52 @@ def test_configs_compose(repo):
     assert (paper.mem_size, paper.compression_rate, paper.lora.r) == (128, 4, 128)
     assert list(paper.lora.target_modules) == ["q_proj", "v_proj"] and paper.slot_norm == "none"
     assert paper_ft.name == "icae_finetune" and paper_ft.mode == "finetune" and paper_ft.lora == paper.lora
+
+
+SAMPLED = dict(objective_sampling=True, lm_ratio=0.5, context_tokens=16, lm_tokens=16, leave_tokens_for_lm=2)
+
+
+def sampled_examples(m):
+    text = "It was the best of times, it was the worst of times, it was the age of wisdom. " * 6
+    ex = m.train_examples([Sample(History(id="t", text=text), [])])
+    assert len(ex) >= 4 and all(len(e.continuation) > 2 for e in ex)
+    return ex
+
+
+def test_held_out_batches_draw_apart_from_the_training_draws():
+    """Collating held-out batches (eval mode, as the loop's evaluate) takes no training draw, and a
+    held-out batch draws the same objectives at every evaluation."""
+    a, b = make(**SAMPLED), make(**SAMPLED)
+    ex = sampled_examples(a)
+    train = [a.collate(ex * 3)["dec_kind"].tolist() for _ in range(4)]
+    held, seen = [], []
+    for _ in range(4):
+        b.eval()
+        held.append(b.collate(ex * 3)["dec_kind"].tolist())
+        b.train()
+        seen.append(b.collate(ex * 3)["dec_kind"].tolist())
+    assert seen == train
+    assert all(h == held[0] for h in held) and set(held[0]) == {0, 1}
+
+
+def test_ranks_draw_their_own_objectives_and_the_draws_round_trip():
+    import json
+
+    from ctxbench.training import checkpoint as ck
+
+    m = make(**SAMPLED)
+    ex = sampled_examples(m) * 4
+    kinds = {}
+    for rank in (0, 1):
+        m.seed_rank(rank)
+        kinds[rank] = m.collate(ex)["dec_kind"].tolist()
+    assert kinds[0] != kinds[1]  # DDP ranks no longer draw the same objectives
+    m.seed_rank(1)
+    assert m.collate(ex)["dec_kind"].tolist() == kinds[1]
+    saved = json.loads(json.dumps(m.rng_state()))  # through state.json
+    want = m.collate(ex)["dec_kind"].tolist()
+    m.seed_rank(0)
+    ck.restore_method_rng("ckpt", {"rng": {"1": {"method": saved}}}, 1, m)
+    assert m.collate(ex)["dec_kind"].tolist() == want
+    with pytest.raises(ck.CheckpointError, match=r"state\.json: field rng\.1\.method cannot be restored"):
+        ck.restore_method_rng("ckpt", {"rng": {"1": {"method": {"objective": [3, ["x"], None]}}}}, 1, m)

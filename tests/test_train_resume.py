@@ -189,3 +189,39 @@ def test_an_explicit_resume_is_verified_before_the_model_loads(cli, finished, tm
     assert r.stderr.strip().splitlines()[-1] == (f"ctxbench: error: checkpoint {ckpt} has no {ck.MANIFEST}: "
                                                  "it was not written completely")
     assert not (cache / "models").exists()  # refused before the model was built
+
+
+ICAE = ["train", "method=icae", "model=tiny", "dataset=text_sample", "trainer.progress=false", "method.mem_size=4",
+        "method.compression_rate=4", "method.context_tokens=32", "method.lm_tokens=16",
+        "method.objective_sampling=true", "method.lm_ratio=0.5", "method.lora.dropout=0.1", "trainer.batch_size=1",
+        "trainer.max_steps=6", "trainer.save_every=3", "trainer.eval_every=2"]
+
+
+def drawn(run):
+    """Per step: the loss and which objectives the step drew (its ae_loss / lm_loss, present when drawn)."""
+    return {x["step"]: (x["loss"], x.get("ae_loss"), x.get("lm_loss")) for x in records(run) if "loss" in x}
+
+
+def test_icae_sampled_objectives_resume_exactly(cli, tmp_path):
+    """icae_paper_pretrain's objective sampling: stopped at step 3 and resumed, the run draws the
+    objectives an uninterrupted one draws at steps 4-6 (the draws' position is in the checkpoint)
+    and ends with the same weights."""
+    from safetensors.torch import load_file
+
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    r = cli(*ICAE, f"hydra.run.dir={full}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = cli(*ICAE, "trainer.stop_after=3", f"hydra.run.dir={cut}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    state = json.loads((cut / "checkpoints" / "step_0000003" / ck.STATE_JSON).read_text())
+    assert set(state["rng"]["0"]["method"]) == {"objective"}
+    r = cli(*ICAE, "trainer.resume=auto", f"hydra.run.dir={cut}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    a, b = drawn(full), drawn(cut)
+    assert sorted(b) == list(range(1, 7))
+    assert len({(x[1] is None, x[2] is None) for x in a.values()}) > 1  # the draws differ from step to step
+    for s in range(1, 7):
+        assert b[s] == pytest.approx(a[s], abs=1e-6), s
+    wa, wb = (load_file(str(run / "checkpoints" / "step_0000006" / ck.WEIGHTS)) for run in (full, cut))
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+

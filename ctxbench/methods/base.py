@@ -13,8 +13,11 @@ adds (LoRA, memory embeddings, a compressor). It exposes:
 - as an evaluated system: ``ingest(history)`` and ``answer(question) -> Prediction``;
 - training hooks with defaults here, called by the loop on every method: ``optimizer_param_groups(lr,
   weight_decay)``, what AdamW optimizes (default: one group of every trainable parameter; LoCoCo gives
-  its compressor/norm groups their own learning rates), and ``gradient_checkpointing_enable()``,
-  activation checkpointing for training (``trainer.gradient_checkpointing``).
+  its compressor/norm groups their own learning rates), ``gradient_checkpointing_enable()``,
+  activation checkpointing for training (``trainer.gradient_checkpointing``), and the method's own
+  random draws (default: none): ``seed_rank(rank)`` seeds them for one DDP rank, ``rng_state()`` /
+  ``load_rng_state(state)`` carry them (JSON) through each rank's checkpoint, so a resume continues
+  them (ICAE's sampled AE/LM objective).
 
 Precision: whatever the base model's dtype, every trainable parameter is float32 (fp32 master
 weights, :func:`fp32_trainables`); the frozen base keeps its own dtype (bf16 for the 7B configs).
@@ -71,6 +74,16 @@ class TrainableMethod(torch.nn.Module, System):
         from ctxbench.models.loading import enable_activation_checkpointing
 
         enable_activation_checkpointing(self.bundle.model)
+
+    def seed_rank(self, rank: int) -> None:
+        """Seed the method's own random draws for DDP rank ``rank`` (called once, before any restore)."""
+
+    def rng_state(self) -> dict[str, Any]:
+        """The method's own random draws' position (JSON), saved per rank in a checkpoint; {} = none."""
+        return {}
+
+    def load_rng_state(self, state: dict[str, Any]) -> None:
+        """Continue the draws :meth:`rng_state` saved (TypeError / ValueError / KeyError when damaged)."""
 
     def loss(self, batch: dict[str, Any]) -> MethodOutput:
         return self(batch)

@@ -17,7 +17,6 @@ As a system, ``ingest`` compresses the history and ``answer`` decodes greedily f
 from __future__ import annotations
 
 import contextlib
-import random
 import time
 from typing import Any, Iterator, Sequence
 
@@ -79,7 +78,7 @@ class ICAE(TrainableMethod):
         if self.slot_norm not in ("none", "embed"):
             raise ConfigError(f"method.slot_norm={self.slot_norm!r}: use none or embed")
         self._embed_norm = float(emb.detach().float().norm(dim=-1).mean())  # a constant, not trained
-        self._rng = random.Random(cfg.seed)
+        self._rng = D.objective_rng(cfg.seed)  # the training draws of objective_sampling (rank 0 until seed_rank)
         fp32_trainables(self)  # peft keeps LoRA in fp32 already; this is the guarantee
         self._slots: torch.Tensor | None = None
         self._ingest: dict[str, Any] = {}
@@ -141,9 +140,24 @@ class ICAE(TrainableMethod):
                                    c.lm_tokens, c.max_examples)
 
     def collate(self, examples: list[D.Example]) -> dict[str, torch.Tensor]:
+        """A batch; with ``objective_sampling`` its objectives are drawn from the training stream in
+        training mode, and from the batch's own stream in eval mode (the loop's held-out evaluation),
+        which leaves the training draws as they are."""
+        rng = self._rng if self.training else D.eval_rng(self.cfg.seed, examples)
         return D.collate(examples, self.layout, self.mode, int(self.tokenizer.pad_token_id),
                          objective_sampling=self.cfg.objective_sampling,
-                         lm_ratio=float(self.cfg.lm_ratio), rng=self._rng)
+                         lm_ratio=float(self.cfg.lm_ratio), rng=rng)
+
+    def seed_rank(self, rank: int) -> None:
+        """The training draws of DDP rank ``rank`` (each rank its own stream)."""
+        self._rng = D.objective_rng(self.cfg.seed, rank)
+
+    def rng_state(self) -> dict[str, Any]:
+        """The training draws' position, saved per rank in the checkpoint (a resume continues them)."""
+        return {"objective": D.rng_to_json(self._rng)}
+
+    def load_rng_state(self, state: dict[str, Any]) -> None:
+        self._rng = D.rng_from_json(state["objective"])
 
     def gradient_checkpointing_enable(self) -> None:
         super().gradient_checkpointing_enable()

@@ -11,6 +11,7 @@ for the special embeddings. Layouts follow the reference code (getao/icae, icae_
 """
 from __future__ import annotations
 
+import json
 import math
 import random
 from dataclasses import dataclass, field
@@ -108,6 +109,36 @@ class Layout:
         head = self.ft_prompt(self.n_slots(ctx), prompt)
         tail = answer + [self.eos]
         return head + tail, [-100] * len(head) + tail
+
+
+# -- the objective draws (``objective_sampling``) ---------------------------------------------------
+def objective_rng(seed: int, rank: int = 0) -> random.Random:
+    """The training draws of the AE/LM objective on DDP rank ``rank``: one stream per (seed, rank),
+    so the ranks do not draw the same objectives for their different examples."""
+    return random.Random(f"icae-objective/{int(seed)}/rank{int(rank)}")
+
+
+def eval_rng(seed: int, examples: list[Example]) -> random.Random:
+    """The draws of one held-out batch: a function of the seed and the batch's tokens only, so an
+    evaluation takes nothing from the training draws and draws the same every time it runs."""
+    key = json.dumps([[e.context, e.continuation, e.prompt, e.answer] for e in examples])
+    return random.Random(f"icae-eval/{int(seed)}/{key}")
+
+
+def rng_to_json(rng: random.Random) -> list[Any]:
+    """A ``random.Random``'s state as JSON (the checkpoint's state.json holds it)."""
+    version, internal, gauss = rng.getstate()
+    return [version, list(internal), gauss]
+
+
+def rng_from_json(state: Any) -> random.Random:
+    """The ``random.Random`` of :func:`rng_to_json`'s state (TypeError / ValueError when it is not one)."""
+    version, internal, gauss = state
+    if not isinstance(internal, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in internal):
+        raise ValueError("not a list of integers")
+    rng = random.Random()
+    rng.setstate((version, tuple(internal), gauss))
+    return rng
 
 
 def collate(examples: list[Example], layout: Layout, mode: str, pad_id: int, *,

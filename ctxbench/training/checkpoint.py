@@ -10,8 +10,10 @@ A checkpoint is a folder ``checkpoints/step_<N>/`` holding
 - ``accelerate/`` — instead of ``optimizer.pt`` under DeepSpeed / FSDP: every rank's shards of the
   optimizer (and ZeRO-3 / FSDP parameter) state, written by ``accelerator.save_state`` on every rank
   (see "Sharded state" below); ``trainable.safetensors`` then holds the trainable weights gathered whole;
-- ``state.json`` — step, data position (``micro``), RNG states of every rank, the model and method
-  names, the layout (format, distributed type, process count) a resume must match;
+- ``state.json`` — step, data position (``micro``), RNG states of every rank (python, numpy, torch,
+  cuda, and under ``method`` the method's own draws: ``TrainableMethod.rng_state``, e.g. ICAE's
+  sampled objectives), the model and method names, the layout (format, distributed type, process
+  count) a resume must match;
 - ``MANIFEST.json`` — size and sha256 of every file (the shards of every rank included), written last.
 
 Rank order (:func:`save_training_checkpoint`, a collective): every rank's RNG states are gathered;
@@ -190,8 +192,8 @@ def save_training_checkpoint(acc: Any, model: Any, ckpt_root: Path, step: int, *
     one process: rank 0 holds them whole); rank 0 writes its files and publishes (MANIFEST, rename,
     prune to ``keep``); everyone waits for that.
     """
-    rngs = acc.gather_for_metrics([json.dumps(rng_state())], use_gather_object=True) \
-        if acc.num_processes > 1 else [json.dumps(rng_state())]
+    mine = json.dumps({**rng_state(), "method": acc.unwrap_model(model).rng_state()})
+    rngs = acc.gather_for_metrics([mine], use_gather_object=True) if acc.num_processes > 1 else [mine]
     is_main, split = acc.is_main_process, is_sharded(acc)
     tmp = begin_checkpoint(ckpt_root, step) if is_main else tmp_folder(ckpt_root, step)
     acc.wait_for_everyone()
@@ -222,6 +224,7 @@ def restore_training_checkpoint(acc: Any, model: Any, ckpt: Path, optimizer: Any
         state = load_training_state(ckpt, optimizer, scheduler)
         load_trained(acc.unwrap_model(model), ckpt)
     restore_rng(ckpt, state, acc.process_index)
+    restore_method_rng(ckpt, state, acc.process_index, acc.unwrap_model(model))
     return state
 
 
@@ -510,6 +513,23 @@ def restore_rng(ckpt: Path, state: dict[str, Any], rank: int) -> None:
                               f"({type(e).__name__}: {first_line(e, repr(e))[:200]}) (not written by the trainer)"
                               ) from None
 
+
+
+def restore_method_rng(ckpt: Path, state: dict[str, Any], rank: int, method: Any) -> None:
+    """The method's own draws (``rng.<rank>.method``) onto ``method``: this rank's only, never another
+    rank's (ranks draw apart); a checkpoint without them leaves the method's seeded draws."""
+    own = state["rng"].get(str(rank))
+    if not isinstance(own, dict) or "method" not in own:
+        return
+    try:
+        if not isinstance(own["method"], dict):
+            raise TypeError(f"a JSON {_kind(own['method'])}, expected an object")
+        if own["method"]:
+            method.load_rng_state(own["method"])
+    except (KeyError, IndexError, TypeError, ValueError, RecursionError, OverflowError) as e:
+        raise CheckpointError(f"checkpoint {ckpt}: file {STATE_JSON}: field rng.{rank}.method cannot be restored "
+                              f"({type(e).__name__}: {first_line(e, repr(e))[:200]}) (not written by the trainer)"
+                              ) from None
 
 
 def read_json(ckpt: Path, name: str) -> Any:

@@ -110,6 +110,7 @@ class TrainRecipe:
         self.bundle = load_model(self.cfg.model)
         with gathered([self.bundle.model.get_input_embeddings().weight]):  # ZeRO-3 loads the base partitioned
             self.method = build("method", self.cfg.method, bundle=self.bundle)
+        self.method.seed_rank(self.acc.process_index)  # its own draws (ICAE's objectives): one stream per rank
         if self.t.gradient_checkpointing:  # on the method: it knows what the recompute must see again (ICAE)
             self.method.gradient_checkpointing_enable()
         if init_from is not None:
