@@ -663,7 +663,7 @@ def test_a_damaged_graph_store_names_the_file(tmp_path, kind):
 
     path = tmp_path / "graph.lbdb"
     g = LadybugGraph(path)
-    g.add_node("h", "Paris", np.ones(3))
+    g.add_node("h", "Paris", np.ones(3), step=0)
     if kind == "embedding":
         g._run("MATCH (n:Entity) SET n.emb = '{not json'")
     g.close()

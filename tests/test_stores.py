@@ -54,11 +54,11 @@ def test_records_history_and_progress(tmp_path):
 def test_ladybug_graph_invalidation_kept(tmp_path):
     g = open_graph({"backend": "ladybug"}, tmp_path)
     assert isinstance(g, LadybugGraph)
-    a, b, c = (g.add_node("h", n, np.ones(3)) for n in ("alice", "google", "meta"))
-    e1 = g.add_edge("h", a, "works_at", b, "2023-03-01", np.ones(3))
-    g.add_edge("h", a, "works_at", c, "2023-06-09")
-    g.add_node("other", "alice", np.ones(3))
-    g.invalidate(e1, "2023-06-09")
+    a, b, c = (g.add_node("h", n, np.ones(3), step=0) for n in ("alice", "google", "meta"))
+    e1 = g.add_edge("h", a, "works_at", b, "2023-03-01", np.ones(3), step=0)
+    g.add_edge("h", a, "works_at", c, "2023-06-09", step=0)
+    g.add_node("other", "alice", np.ones(3), step=0)
+    g.invalidate(e1, "2023-06-09", step=0)
     assert [e.dst_name for e in g.edges("h")] == ["meta"]
     old = [e for e in g.edges("h", valid_only=False) if e.id == e1][0]
     assert not old.valid and old.invalidated == "2023-06-09" and old.created == "2023-03-01"

@@ -12,6 +12,10 @@ them) → node resolution for the new triplets (``_add_entities``: an entity joi
 when their cosine ≥ ``node_threshold``, 0.9 in ``_search_source_node`` / ``_search_destination_node``)
 → new edges are added, a restated valid edge is touched (``updated``, ``mentions``).
 
+Resume: each graph write names its ingestion step (:mod:`ctxbench.memory.stores.graph`); before a
+rerun continues after the records' last committed step, the graph writes of the step a crash cut
+short are undone (``roll_back``), so the rerun builds the graph an uninterrupted run builds.
+
 Retrieval combines entity-centred traversal (nodes matching phrases of the question at
 ``search_threshold``, their edges) and triplet matching (question embedding vs triplet embeddings).
 With ``include_invalid`` (the paper setting) invalidated edges compete too and are shown apart
@@ -66,7 +70,7 @@ class Mem0g(Mem0):
             return
         _, si, ti = step
         s = self._sessions[si]
-        self.add_graph(render_turns(s.turns[ti:ti + 2]), s.date)
+        self.add_graph(render_turns(s.turns[ti:ti + 2]), s.date, step=i)
 
     # ---- construction ----------------------------------------------------------------------------
     def extract_entities(self, text: str, date: str) -> dict[str, str]:
@@ -80,7 +84,8 @@ class Mem0g(Mem0):
                 types[n] = norm_relation(e["entity_type"])
         return types
 
-    def add_graph(self, text: str, date: str) -> None:
+    def add_graph(self, text: str, date: str, *, step: int) -> None:
+        """The graph writes of one message pair, made at ingestion step ``step`` (their undo tag)."""
         types = self.extract_entities(text, date)
         if not types:
             return
@@ -99,8 +104,8 @@ class Mem0g(Mem0):
                 triplets.append((src, rel, dst))
         if not triplets:
             return
-        self.detect_conflicts(triplets, names, date)
-        node_of = {n: self.resolve(n, types.get(n, ""), date)
+        self.detect_conflicts(triplets, names, date, step=step)
+        node_of = {n: self.resolve(n, types.get(n, ""), date, step=step)
                    for n in dict.fromkeys([t[0] for t in triplets] + [t[2] for t in triplets])}
         existing = {(e.src, e.relation, e.dst): e for e in self.graph.edges(self.hid, list(set(node_of.values())))}
         embs = self.embed([f"{a} {r} {b}" for a, r, b in triplets])
@@ -108,15 +113,15 @@ class Mem0g(Mem0):
             key = (node_of[a], r, node_of[b])
             if key in existing:
                 if existing[key] is not None:  # restated (mem0: ON MATCH SET r.mentions + 1)
-                    self.graph.touch_edge(existing[key].id, date)
+                    self.graph.touch_edge(existing[key].id, date, step=step)
                     existing[key] = None  # once per pair
                 self.counts["edge_duplicates"] += 1
                 continue
-            self.graph.add_edge(self.hid, key[0], r, key[2], date, e)
+            self.graph.add_edge(self.hid, key[0], r, key[2], date, e, step=step)
             existing[key] = None
             self.counts["edges_added"] += 1
 
-    def resolve(self, name: str, type_: str = "", date: str = "") -> int:
+    def resolve(self, name: str, type_: str = "", date: str = "", *, step: int) -> int:
         """The node for ``name``: the most similar existing one if its cosine ≥ ``node_threshold``
         (touched: ``updated`` = ``date``, one more mention), else a new node of type ``type_``."""
         emb = self.embed([name])[0]
@@ -126,10 +131,10 @@ class Mem0g(Mem0):
             j = int(np.argmax(sims))
             if sims[j] >= self.node_threshold:
                 self.counts["nodes_resolved"] += 1
-                self.graph.touch_node(nodes[j].id, date, type_)
+                self.graph.touch_node(nodes[j].id, date, type_, step=step)
                 return nodes[j].id
         self.counts["nodes_added"] += 1
-        return self.graph.add_node(self.hid, name, emb, type_, date)
+        return self.graph.add_node(self.hid, name, emb, type_, date, step=step)
 
     def neighbourhood(self, names: list[str]) -> list[Edge]:
         """The valid edges around ``names`` that conflict detection sees (mem0 ``_search_graph_db``).
@@ -152,7 +157,8 @@ class Mem0g(Mem0):
         edges.sort(key=lambda e: (-rank[e.id], -e.id))
         return edges[: self.max_conflict_edges]
 
-    def detect_conflicts(self, triplets: list[tuple[str, str, str]], names: list[str], date: str) -> None:
+    def detect_conflicts(self, triplets: list[tuple[str, str, str]], names: list[str], date: str, *,
+                         step: int) -> None:
         old = self.neighbourhood(names)
         if not old:
             return
@@ -164,7 +170,7 @@ class Mem0g(Mem0):
         if not out:
             return
         for key in dict.fromkeys(out["outdated"]):  # the schema's enum: only ids that were shown
-            self.graph.invalidate(idmap[key].id, date)
+            self.graph.invalidate(idmap[key].id, date, step=step)
             self.counts["edges_invalidated"] += 1
 
     # ---- retrieval -------------------------------------------------------------------------------
@@ -227,8 +233,12 @@ class Mem0g(Mem0):
         return items + g_items, toks + g_toks
 
     def ingest(self, history) -> None:
+        """Ingest ``history``: from scratch with ``rebuild``, else after the last committed step, the
+        graph writes of a step a crash cut short undone first (the records rolled back with it)."""
         if self.cfg.rebuild:
             self.graph.clear(history.id)
+        else:
+            self.graph.roll_back(history.id, self.store.progress(history.id))
         super().ingest(history)
 
     def close(self) -> None:

@@ -14,6 +14,13 @@ Backends (``memory.graph.backend``):
   the driver is imported only when this backend is chosen.
 
 Both speak the same Cypher; the graph of each history is kept apart by a ``hid`` property.
+
+Resume (the graph's writes commit statement by statement, the records and the progress counter once
+per ingestion step): every write carries the index of the ingestion step that made it — ``step`` on a
+node or edge it created, ``mstep`` on one it changed, with ``undo`` (JSON) holding what that item was
+before the step's first change. :meth:`_CypherGraph.roll_back` undoes every write of the step the
+records never committed, so replaying that step starts from the graph the previous step left: no
+edge invalidated or mention counted twice, the same ids as an uninterrupted run.
 """
 from __future__ import annotations
 
@@ -96,18 +103,34 @@ class _CypherGraph:
         cur = rows[0][0] if rows and rows[0] and rows[0][0] is not None else 0
         return int(cur) + 1
 
-    def add_node(self, hid: str, name: str, emb: np.ndarray, type_: str = "", created: str = "") -> int:
+    def _undo(self, match: str, fields: tuple[str, ...], item_id: int, step: int) -> str:
+        """``undo`` for a change of the item at ``step``: its ``fields`` before the step's first change
+        (JSON), kept as it is when this step changed it already."""
+        rows = self._run(f"{match} WHERE x.id = $id RETURN x.mstep, x.undo, "
+                         + ", ".join(f"x.{f}" for f in fields), {"id": item_id})
+        if not rows:
+            return ""
+        mstep, undo, *values = rows[0]
+        return undo if mstep == step else json.dumps(dict(zip(fields, values)))
+
+    def add_node(self, hid: str, name: str, emb: np.ndarray, type_: str = "", created: str = "", *,
+                 step: int) -> int:
         nid = self._next_id("node")
         self._run("CREATE (:Entity {id: $id, hid: $hid, name: $name, emb: $emb, type: $t, created: $c, "
-                  "updated: $c, mentions: 1})",
+                  "updated: $c, mentions: 1, step: $step, mstep: -1, undo: ''})",
                   {"id": nid, "hid": hid, "name": name, "emb": json.dumps([float(x) for x in emb]),
-                   "t": type_, "c": created})
+                   "t": type_, "c": created, "step": step})
         return nid
 
-    def touch_node(self, nid: int, at: str, type_: str = "") -> None:
+    NODE_STATE = ("updated", "mentions", "type")  # what a step's change to a node can alter
+    EDGE_STATE = ("updated", "mentions", "valid", "invalidated")
+
+    def touch_node(self, nid: int, at: str, type_: str = "", *, step: int) -> None:
         """An entity extracted again: ``updated`` = ``at``, one more mention; an untyped node takes ``type_``."""
+        undo = self._undo("MATCH (x:Entity)", self.NODE_STATE, nid, step)
         self._run("MATCH (n:Entity) WHERE n.id = $id SET n.updated = $at, n.mentions = n.mentions + 1, "
-                  "n.type = CASE WHEN n.type = '' THEN $t ELSE n.type END", {"id": nid, "at": at, "t": type_})
+                  "n.type = CASE WHEN n.type = '' THEN $t ELSE n.type END, n.mstep = $step, n.undo = $undo",
+                  {"id": nid, "at": at, "t": type_, "step": step, "undo": undo})
 
     def nodes(self, hid: str) -> list[Node]:
         rows = self._run("MATCH (n:Entity) WHERE n.hid = $hid RETURN n.id, n.name, n.emb, n.type, n.created, "
@@ -116,23 +139,61 @@ class _CypherGraph:
                      int(r[6] or 0)) for r in rows]
 
     def add_edge(self, hid: str, src: int, relation: str, dst: int, created: str,
-                 emb: np.ndarray | None = None) -> int:
+                 emb: np.ndarray | None = None, *, step: int) -> int:
         eid = self._next_id("edge")
         self._run("MATCH (a:Entity), (b:Entity) WHERE a.id = $s AND b.id = $d "
                   "CREATE (a)-[:Rel {id: $id, hid: $hid, relation: $rel, valid: true, created: $c, "
-                  "invalidated: '', emb: $emb, updated: '', mentions: 1}]->(b)",
-                  {"s": src, "d": dst, "id": eid, "hid": hid, "rel": relation, "c": created,
+                  "invalidated: '', emb: $emb, updated: '', mentions: 1, step: $step, mstep: -1, undo: ''}]->(b)",
+                  {"s": src, "d": dst, "id": eid, "hid": hid, "rel": relation, "c": created, "step": step,
                    "emb": "" if emb is None else json.dumps([float(x) for x in emb])})
         return eid
 
-    def touch_edge(self, eid: int, at: str) -> None:
+    def touch_edge(self, eid: int, at: str, *, step: int) -> None:
         """A relation stated again while valid: ``updated`` = ``at``, one more mention."""
-        self._run("MATCH ()-[r:Rel]->() WHERE r.id = $id SET r.updated = $at, r.mentions = r.mentions + 1",
-                  {"id": eid, "at": at})
+        undo = self._undo("MATCH ()-[x:Rel]->()", self.EDGE_STATE, eid, step)
+        self._run("MATCH ()-[r:Rel]->() WHERE r.id = $id SET r.updated = $at, r.mentions = r.mentions + 1, "
+                  "r.mstep = $step, r.undo = $undo", {"id": eid, "at": at, "step": step, "undo": undo})
 
-    def invalidate(self, eid: int, at: str) -> None:
-        self._run("MATCH ()-[r:Rel]->() WHERE r.id = $id SET r.valid = false, r.invalidated = $at",
-                  {"id": eid, "at": at})
+    def invalidate(self, eid: int, at: str, *, step: int) -> None:
+        undo = self._undo("MATCH ()-[x:Rel]->()", self.EDGE_STATE, eid, step)
+        self._run("MATCH ()-[r:Rel]->() WHERE r.id = $id SET r.valid = false, r.invalidated = $at, "
+                  "r.mstep = $step, r.undo = $undo", {"id": eid, "at": at, "step": step, "undo": undo})
+
+    def roll_back(self, hid: str, done: int) -> None:
+        """Undo the writes of step ``done`` (0-based: the one after the ``done`` steps the records
+        committed), which a crash left half made: its new edges and nodes deleted, the items it changed
+        restored. Writes of a later step mean the graph is not this progress record's: a StoreError."""
+        from ctxbench.memory.stores.records import REMEDY, StoreError
+
+        later: list[int] = []
+        for match in ("MATCH (x:Entity)", "MATCH ()-[x:Rel]->()"):
+            for row in self._run(f"{match} WHERE x.hid = $hid RETURN max(x.step), max(x.mstep)", {"hid": hid}):
+                later += [int(v) for v in row if v is not None and int(v) > done]
+        if later:
+            raise StoreError(self.where, f"history {hid!r}: the graph holds writes of step {max(later)} (0-based) "
+                                         f"but the progress record says only {done} steps were applied (the "
+                                         f"graph of another run?); {REMEDY}")
+        for match, fields in (("MATCH ()-[x:Rel]->()", self.EDGE_STATE), ("MATCH (x:Entity)", self.NODE_STATE)):
+            for item_id, undo in self._run(f"{match} WHERE x.hid = $hid AND x.mstep = $s AND x.step < $s "
+                                           "RETURN x.id, x.undo", {"hid": hid, "s": done}):
+                old = self._json_undo(undo, item_id)
+                sets = ", ".join(f"x.{f} = ${f}" for f in fields)
+                self._run(f"{match} WHERE x.id = $id SET {sets}, x.mstep = -1, x.undo = ''",
+                          {"id": item_id, **{f: old[f] for f in fields}})
+        self._run("MATCH ()-[r:Rel]->() WHERE r.hid = $hid AND r.step >= $s DELETE r", {"hid": hid, "s": done})
+        self._run("MATCH (n:Entity) WHERE n.hid = $hid AND n.step >= $s DETACH DELETE n", {"hid": hid, "s": done})
+
+    def _json_undo(self, text: Any, item_id: int) -> dict[str, Any]:
+        try:
+            old = json.loads(text)
+            if isinstance(old, dict):
+                return old
+        except (TypeError, ValueError, RecursionError):
+            pass
+        from ctxbench.memory.stores.records import REMEDY, StoreError
+
+        raise StoreError(self.where, f"damaged graph store: the undo record of item {item_id} is not a JSON "
+                                     f"object ({str(text)[:60]!r}); {REMEDY}")
 
     def edges(self, hid: str, node_ids: list[int] | None = None, valid_only: bool = True) -> list[Edge]:
         q = "MATCH (a:Entity)-[r:Rel]->(b:Entity) WHERE r.hid = $hid"
@@ -168,10 +229,10 @@ class LadybugGraph(_CypherGraph):
             self.conn = ladybug.Connection(self.db)
             self.conn.execute("CREATE NODE TABLE IF NOT EXISTS Entity(id INT64, hid STRING, name STRING, "
                               "emb STRING, type STRING, created STRING, updated STRING, mentions INT64, "
-                              "PRIMARY KEY(id))")
+                              "step INT64, mstep INT64, undo STRING, PRIMARY KEY(id))")
             self.conn.execute("CREATE REL TABLE IF NOT EXISTS Rel(FROM Entity TO Entity, id INT64, hid STRING, "
                               "relation STRING, valid BOOLEAN, created STRING, invalidated STRING, emb STRING, "
-                              "updated STRING, mentions INT64)")
+                              "updated STRING, mentions INT64, step INT64, mstep INT64, undo STRING)")
             old = self._missing_columns()
         except RuntimeError as e:  # a damaged file, or one another process has open
             from ctxbench.data.errors import first_line
@@ -187,7 +248,8 @@ class LadybugGraph(_CypherGraph):
             raise StoreError(path, f"graph store written by an older ctxbench (no {', '.join(old)}); delete it "
                                    "or use a new hydra.run.dir")
 
-    COLUMNS = {"Entity": ("type", "created", "updated", "mentions"), "Rel": ("updated", "mentions")}
+    COLUMNS = {"Entity": ("type", "created", "updated", "mentions", "step", "mstep", "undo"),
+               "Rel": ("updated", "mentions", "step", "mstep", "undo")}
 
     def _missing_columns(self) -> list[str]:
         """Columns this version writes that an existing file's tables lack ("Table.column")."""
