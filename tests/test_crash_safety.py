@@ -107,3 +107,23 @@ def test_kill9_during_memory_ingestion_then_rerun(tmp_path):
         assert len(_changes(killed / rel)) == len(_changes(full / rel))
     ra, rb = (json.loads((d / "results.json").read_text()) for d in (full, killed))
     assert ra["overall"] == rb["overall"]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("kill_at", [2, 3])  # after a step's first new edge; after an invalidation + node writes
+def test_kill9_inside_a_mem0g_step_then_rerun_gives_the_clean_graph(tmp_path, kill_at):
+    """Mem0g's graph commits statement by statement, its records once per step: killed inside a step
+    (some of its graph writes on disk), the rerun gives the graph, records and counts of a clean run."""
+    helper = REPO / "tests" / "mem0g_kill.py"
+
+    def ingest(workdir: Path, at: int) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(helper), str(workdir), str(at)], cwd=REPO, capture_output=True,
+                              text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+    clean = ingest(tmp_path / "clean", 0)
+    assert clean.returncode == 0, clean.stderr[-3000:]
+    killed = ingest(tmp_path / "killed", kill_at)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    rerun = ingest(tmp_path / "killed", 0)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert json.loads(rerun.stdout.splitlines()[-1]) == json.loads(clean.stdout.splitlines()[-1])
