@@ -181,6 +181,7 @@ def test_evaluate_writes_results_with_categories_and_cost(tmp_path):
     assert saved["metrics"]["f1"]["version"] and saved["seed"] == 3 and "git" in saved
     md = (tmp_path / "results.md").read_text()
     assert "| single-hop | 4 | 2 |" in md and "**overall**" in md
+    assert "| held per question: text tokens + KV slots + soft slots | " in md
 
 
 def test_resume_after_crash_answers_nothing_twice(tmp_path):

@@ -15,7 +15,7 @@ from ctxbench.config.compose import option_config
 from ctxbench.config.schemas import load_conf_file
 from ctxbench.core.registry import build
 from ctxbench.core.types import History, Question, Session, Turn, Usage
-from ctxbench.llm.fit import MARK
+from ctxbench.llm.fit import MARK, cut_middle, kept_pieces
 from ctxbench.methods.kv_prompt import qa_frame
 from ctxbench.metrics.cost import aggregate_cost
 from ctxbench.models.loading import load_model
@@ -105,3 +105,13 @@ def test_cost_names_the_axis_and_sums_the_kinds():
     assert "KV slots" in h["axis"] and "soft slots" in h["axis"]
     assert (h["text"], h["kv_slots"], h["soft_slots"], h["total"], h["kv_bytes"]) == (10, 42.67, 42.67, 95.33, 2048)
     assert Usage.from_dict({"context_tokens": 7, "held_text": 3}).held == 3  # an old key is dropped, not guessed
+
+
+def test_kept_pieces_are_the_head_and_tail_the_cut_left():
+    text = "a" * 50 + "b" * 50
+    msg = "INTRO " + text + " QUESTION"
+    sent = cut_middle(msg, 40)
+    head, tail = kept_pieces(text, msg, sent)
+    assert set(head) == {"a"} and set(tail) == {"b"}  # the middle of the history went, its ends stayed
+    assert len(head) + len(tail) == len(sent) - len(MARK) - len("INTRO  QUESTION")
+    assert kept_pieces(text, msg, msg) == [text] and kept_pieces("", msg, sent) == []
