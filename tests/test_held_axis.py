@@ -115,3 +115,21 @@ def test_kept_pieces_are_the_head_and_tail_the_cut_left():
     assert set(head) == {"a"} and set(tail) == {"b"}  # the middle of the history went, its ends stayed
     assert len(head) + len(tail) == len(sent) - len(MARK) - len("INTRO  QUESTION")
     assert kept_pieces(text, msg, msg) == [text] and kept_pieces("", msg, sent) == []
+
+
+def test_an_openai_backend_reports_the_messages_it_would_send(monkeypatch):
+    from ctxbench.llm.fit import held_text_tokens
+    from ctxbench.llm.openai_compat import OpenAIChatLLM
+
+    monkeypatch.setenv("CTXBENCH_TEST_KEY", "sk-test-123456789")
+    llm = OpenAIChatLLM(option_config("llm", {"name": "openai", "model": "m", "base_url": "http://127.0.0.1:9",
+                                              "api_key_env": "CTXBENCH_TEST_KEY", "context_window": 300,
+                                              "cache": False}))
+    history = " ".join(f"turn {i} of the history." for i in range(200))
+    msgs = [{"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": f"Conversation:\n{history}\n\nQuestion: what?"}]
+    sent = llm.fitted(msgs, 20)
+    assert sent[0] == msgs[0] and MARK in sent[1]["content"] and llm.truncated_calls == 0  # asking cuts nothing
+    held = held_text_tokens(llm, msgs, history, 20)
+    assert held == sum(llm.count_tokens(p) for p in kept_pieces(history, msgs[1]["content"], sent[1]["content"]))
+    assert 0 < held < llm.count_tokens(history) and held <= 300 - 20
