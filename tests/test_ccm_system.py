@@ -90,7 +90,7 @@ def test_ingest_and_answer_report_memory(mode):
     pred = m.answer(Question(id="q1", question="What is the cat's name?", answer="Tom", category=4,
                              category_name="single-hop"))
     u = pred.usage
-    assert u.memory_items == slots and u.context_tokens == slots
+    assert u.memory_items == slots and u.held_kv_slots == u.held == slots
     assert u.kv_bytes == m.memory.kv_bytes > 0 and u.extra["kv_entries"] == m.memory.kv_entries
     assert u.answer_calls == 1 and u.answer_completion_tokens <= 5 and u.construction_calls == 3
     assert isinstance(pred.text, str)

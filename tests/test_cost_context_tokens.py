@@ -1,4 +1,4 @@
-"""Cost accounting is the same rule in every system: an answer's ``context_tokens`` counts the history
+"""Cost accounting is the same rule in every system: an answer's ``held_text`` counts the history
 or memory text shown to the answering model, and nothing else (not the answer prompt's instructions,
 the question or the speakers' introduction); ``no_context`` shows none. ReadAgent's footprint counts
 its gists beside its pages. Checked through the evaluator (``run_system`` → ``aggregate_cost``) with a
@@ -73,11 +73,11 @@ def check(llm, recs, answers, shown: list[list[str]]):
         for piece in pieces:
             assert piece in text, piece[:60]
         want = sum(llm.count_tokens(p) for p in pieces)
-        assert rec["usage"]["context_tokens"] == want
+        assert rec["usage"]["held_text"] == want and rec["usage"]["held_kv_slots"] == rec["usage"]["held_soft_slots"] == 0
         rest = llm.count_tokens(_without(text, pieces))  # instructions, question, introduction
         assert rest > 0 and rec["usage"]["answer_prompt_tokens"] >= want + rest - len(pieces)  # shown, not counted
-    assert aggregate_cost(recs)["tokens_per_question"]["context"] == pytest.approx(
-        sum(r["usage"]["context_tokens"] for r in recs) / len(recs))
+    held = aggregate_cost(recs)["held_per_question"]
+    assert held["text"] == held["total"] == pytest.approx(sum(r["usage"]["held_text"] for r in recs) / len(recs))
 
 
 def _without(text: str, pieces: list[str]) -> str:
@@ -101,10 +101,10 @@ def test_full_context_counts_the_rendered_history_alone(tmp_path, prompt):
 def test_no_context_counts_nothing(tmp_path, prompt):
     llm = ScriptedLLM(respond)
     recs, answers = evaluate(NoContext(option_config("memory", {"name": "no_context"}), llm=llm), llm, prompt, tmp_path)
-    assert [r["usage"]["context_tokens"] for r in recs] == [0, 0]
+    assert [r["usage"]["held_text"] for r in recs] == [0, 0]
     assert all("I like" not in call_text(c) for c in answers)
     assert all(r["usage"]["answer_prompt_tokens"] > 0 for r in recs)
-    assert aggregate_cost(recs)["tokens_per_question"]["context"] == 0
+    assert aggregate_cost(recs)["held_per_question"]["total"] == 0
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)

@@ -205,7 +205,7 @@ def test_hf_calls_from_several_workers_are_generated_as_one_batch(tmp_path):
     assert many.batcher is None  # served only while the run lasts
     assert max(many.batch_sizes) > 1 and sum(many.batch_sizes) == 8  # the 8 answers, in batches
     assert [r["raw_prediction"] for r in par] == [r["raw_prediction"] for r in seq]  # greedy: the same replies
-    assert all(r["usage"]["context_tokens"] > 0 for r in par)  # the history was shown
+    assert all(r["usage"]["held_text"] > 0 for r in par)  # the history was shown
     assert comparable(par) == comparable(seq)
 
 

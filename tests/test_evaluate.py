@@ -109,7 +109,7 @@ def test_full_context_cuts_oldest_turns_to_fit():
     assert sys_.answer(longer).usage.extra["truncated_turns"] == cut  # one cut per history, not per question
     assert pred.usage.extra["truncated_tokens"] == 6 * cut
     assert pred.usage.answer_calls == 1 and pred.usage.answer_prompt_tokens == llm.count_tokens(prompt)
-    assert pred.usage.context_tokens == llm.count_tokens(sys_._render(cut))
+    assert pred.usage.held_text == llm.count_tokens(sys_._render(cut))
     assert (pred.usage.memory_items, pred.usage.memory_tokens) == (12, 72)  # the whole history is kept
 
 
@@ -176,11 +176,12 @@ def test_evaluate_writes_results_with_categories_and_cost(tmp_path):
     assert cost["n_histories"] == 2 and cost["llm_calls_per_question"]["answer"] == 1.0
     per_q = [r["usage"]["answer_prompt_tokens"] for r in recs]
     assert cost["tokens_per_question"]["answer_prompt"] == pytest.approx(sum(per_q) / 6, abs=0.01)
-    assert cost["tokens_per_question"]["context"] > 0
+    assert cost["held_per_question"]["text"] == cost["held_per_question"]["total"] > 0
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["metrics"]["f1"]["version"] and saved["seed"] == 3 and "git" in saved
     md = (tmp_path / "results.md").read_text()
     assert "| single-hop | 4 | 2 |" in md and "**overall**" in md
+    assert "| held per question: text tokens + KV slots + soft slots | " in md
 
 
 def test_resume_after_crash_answers_nothing_twice(tmp_path):

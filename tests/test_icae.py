@@ -127,11 +127,14 @@ def test_usage_counts_slots_and_compression():
     q = Question(id="q", question="What did B do?", answer="hiking", category=4, category_name="single-hop")
     p = m.answer(q)
     u = p.usage
-    assert u.context_tokens == u.memory_items == 2 * 4  # two most recent segments kept
+    assert u.held_soft_slots == u.memory_items == u.held == 2 * 4  # two most recent segments kept
+    assert u.held_text == u.held_kv_slots == 0
     assert u.extra["dropped_tokens"] == n_ctx - u.extra["context_tokens_compressed"] > 0
     assert u.extra["compression_ratio"] == pytest.approx(u.extra["context_tokens_compressed"] / 8)
     frame = len(m.layout.chat_left) + len(m.layout.chat_right) + 1  # template + [FT]
-    assert u.answer_prompt_tokens == u.extra["decoder_prompt_tokens"] == frame + 8 + len(m.layout.encode(qa_text(q)))
+    # the slots are held, not fed as tokens: the answer prompt counts the decoder prompt's text tokens alone
+    assert u.extra["decoder_prompt_tokens"] == frame + 8 + len(m.layout.encode(qa_text(q)))
+    assert u.answer_prompt_tokens == frame + len(m.layout.encode(qa_text(q)))
     assert u.kv_bytes == 8 * 2 * 2 * 2 * 16 * 4  # slots × layers × (k,v) × kv heads × head dim × fp32
     cu = m.construction_usage()
     assert cu.construction_calls == 2 and cu.construction_prompt_tokens == u.extra["context_tokens_compressed"] + 8

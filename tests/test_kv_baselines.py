@@ -155,7 +155,7 @@ def test_qa_system_streams_history_and_answers(tiny):
     p2 = m.answer(Question(id="q2", question="Where did Ann move?", answer="city"))
     assert p1.text == p2.text  # answering does not change the ingested cache
     u = p1.usage
-    assert u.memory_items == 48 and u.context_tokens == 48
+    assert u.memory_items == 48 and u.held_kv_slots == u.held == 48
     assert u.kv_bytes == 2 * 2 * 2 * 48 * 16 * 4
     assert u.extra["history_tokens"] > 300 and u.answer_calls == 1 and u.answer_completion_tokens <= 5
     assert u.extra["peak_working_slots"] <= 48 + max(32, u.answer_prompt_tokens + 5)

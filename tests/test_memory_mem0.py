@@ -104,7 +104,7 @@ def test_update_events_applied_exactly(tmp_path, stores):
     pred = mem.answer(Question("q1", "What tea does Alice like?", "green tea"))
     assert "Alice likes green tea" in pred.meta["context"]
     assert pred.usage.answer_calls == 1 and pred.usage.construction_calls == llm.meter.get("construction").calls
-    assert pred.usage.context_tokens == llm.count_tokens(pred.meta["context"])
+    assert pred.usage.held_text == llm.count_tokens(pred.meta["context"])
     assert pred.usage.memory_items == 1
 
 

@@ -98,7 +98,7 @@ def test_top_k_per_speaker_and_the_source_answer_prompt(tmp_path):
         speaker_1_memories=json.dumps([f"{S2}: Alice likes green tea"], indent=4),
         speaker_2_memories=json.dumps([f"{S1}: Bob has a dog named Rex"], indent=4))
     assert answer == [{"role": "system", "content": want}]
-    assert pred.usage.context_tokens == llm.count_tokens(pred.meta["context"])
+    assert pred.usage.held_text == llm.count_tokens(pred.meta["context"])
 
 
 def test_shared_store_is_searched_once_with_top_k(tmp_path):

@@ -119,7 +119,7 @@ def test_lookup_reads_exactly_the_chosen_pages(tmp_path):
     schema = llm.calls[n0]["schema"]["properties"]["pages"]
     assert schema["items"]["enum"] == list(range(len(pages))) and schema["maxItems"] == 2  # only real pages
     assert pred.usage.answer_calls == 2 and pred.usage.construction_calls == 10
-    assert pred.usage.context_tokens == llm.count_tokens(pred.meta["context"])
+    assert pred.usage.held_text == llm.count_tokens(pred.meta["context"])
     # more pages than max_lookups, or a page that does not exist: not a valid lookup (counted), none read
     for bad in ('{"pages": [5, 0, 2]}', '{"pages": [9]}'):
         script.lookup = bad

@@ -140,14 +140,20 @@ def test_cost_amortises_construction_per_question():
     con = {"prompt_tokens": 300, "completion_tokens": 60, "calls": 3, "seconds": 2.0, "memory_items": 4,
            "memory_tokens": 40, "kv_bytes": 0}
     recs = [{"history_id": "h1", "usage": {"answer_prompt_tokens": 10, "answer_completion_tokens": 2,
-                                           "answer_calls": 1, "context_tokens": 8},
+                                           "answer_calls": 1, "held_text": 8, "held_kv_slots": 0,
+                                           "held_soft_slots": 0},
              "answer_seconds": s, "construction": con} for s in (1.0, 3.0, 2.0)]
     recs.append({"history_id": "h2", "usage": {"answer_prompt_tokens": 30, "answer_completion_tokens": 2,
-                                               "answer_calls": 1, "context_tokens": 20},
+                                               "answer_calls": 1, "held_text": 0, "held_kv_slots": 20,
+                                               "held_soft_slots": 0},
                  "answer_seconds": 4.0, "construction": dict(con, prompt_tokens=100, calls=1, seconds=4.0)})
     c = aggregate_cost(recs)
     tq = c["tokens_per_question"]
-    assert tq["answer_prompt"] == 15.0 and tq["context"] == 11.0
+    assert tq["answer_prompt"] == 15.0 and "context" not in tq
+    held = c["held_per_question"]
+    assert (held["text"], held["kv_slots"], held["total"]) == (6.0, 5.0, 11.0)  # one axis: text + KV slots
+    old = [dict(r, usage={"answer_prompt_tokens": 10, "context_tokens": 8}) for r in recs]  # before cost-4
+    assert aggregate_cost(old)["held_per_question"] is None and "predate" in aggregate_cost(old)["held_missing"]
     assert tq["construction_prompt_amortised"] == 100.0          # (300 + 100) / 4 questions
     assert tq["construction_completion_amortised"] == 30.0       # (60 + 60) / 4
     assert c["llm_calls_per_question"] == {"answer": 1.0, "construction_amortised": 1.0, "total": 2.0}

@@ -68,7 +68,7 @@ def fake_run(d: Path, experiment: str, overall: dict, cost: dict) -> Path:
     return d
 
 
-COST = {"tokens_per_question": {"context": 1800.0},
+COST = {"held_per_question": {"text": 1800.0},
         "latency_s": {"answer": {"p50": 0.9, "p95": 2.0}, "search": {"p50": 0.1, "p95": 0.25, "n": 8}}}
 
 

@@ -12,7 +12,8 @@ from tests.conftest import run_cli
 
 
 def board_run(d: Path, experiment: str, f1: float, tokens: float, ids: list[str], kv_bytes: float = 0.0,
-              items: float = 0.0, judge: float | None = None) -> Path:
+              items: float = 0.0, judge: float | None = None, held: float | None = -1.0) -> Path:
+    """A run folder; ``held`` = held context per question (-1: ``tokens * 0.8``; None: a pre-cost-4 run)."""
     (d / ".hydra").mkdir(parents=True)
     (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"experiment={experiment}"]))
     config = {"seed": 0, "experiment": {"name": experiment, "table": "locomo_all"}}
@@ -22,10 +23,13 @@ def board_run(d: Path, experiment: str, f1: float, tokens: float, ids: list[str]
     if judge is not None:
         overall.update(llm_judge=judge, llm_judge_stderr=0.02)
     cost = {"tokens_per_question": {"answer_prompt": tokens * 0.9, "answer_completion": tokens * 0.1,
-                                    "construction_prompt_amortised": 10.0, "construction_completion_amortised": 2.0,
-                                    "context": tokens * 0.8},
+                                    "construction_prompt_amortised": 10.0, "construction_completion_amortised": 2.0},
             "memory_per_history": {"items": items, "tokens": items * 20, "kv_bytes": kv_bytes},
             "latency_s": {"answer": {"p50": 1.5}, "ingest": {"total": 30.0}}}
+    if held is not None:
+        total = tokens * 0.8 if held == -1.0 else held
+        cost["held_per_question"] = {"axis": "text tokens + KV slots + soft slots", "text": total, "kv_slots": 0,
+                                     "soft_slots": 0, "total": total, "kv_bytes": kv_bytes}
     res = {"overall": overall, "by_category": {}, "cost": cost, "health": {"status": "ok"},
            "created": "2026-12-01T00:00:00Z", "config": config}
     (d / "results.json").write_text(json.dumps(res))
@@ -43,7 +47,9 @@ def test_board_reads_every_row_marks_other_questions_and_plots(tmp_path):
     same = ["conv-26_q0", "conv-26_q1", "conv-26_q2"]
     board_run(tmp_path / "rag", "locomo_all_rag", 0.30, 1000, same, items=47)
     board_run(tmp_path / "full", "locomo_all_full_context", 0.25, 2000, same)
-    board_run(tmp_path / "stream", "locomo_all_streamingllm", 0.12, 150, same, kv_bytes=5.6 * 2**20)
+    # a press costs more tokens per question than RAG here but holds far less: on the front of held context
+    board_run(tmp_path / "stream", "locomo_all_streamingllm", 0.12, 5000, same, kv_bytes=5.6 * 2**20, held=128)
+    board_run(tmp_path / "h2o", "locomo_all_h2o", 0.50, 500, same, held=None)  # pre cost-4: no held count
     board_run(tmp_path / "mem0", "locomo_all_mem0", 0.90, 10, ["conv-30_q0"])  # other questions: not compared
     out = tmp_path / "report" / "locomo_all.md"
     res = table_report("locomo_all", [tmp_path], out)
@@ -51,14 +57,17 @@ def test_board_reads_every_row_marks_other_questions_and_plots(tmp_path):
     recs = {r["row"]: r for r in res["records"]}
     assert recs["rag"]["tokens_per_question"] == 1000 + 12 and recs["rag"]["n"] == 3
     assert recs["mem0"]["same_questions"] is False and "Mem0 (other questions)" in md
-    assert {r for r, v in recs.items() if v.get("pareto")} == {"rag", "streamingllm"}  # full_context: more tokens, less F1
-    assert "| RAG | memory | 3 | 0.300 ± 0.010 | 0.150 ± 0.005 | 0.300 ± 0.010 | 1,000 | 12 | 47 items / 940 tok |" in md
+    # the front is on held context: full_context holds more for less F1; h2o has no held count (left off)
+    assert {r for r, v in recs.items() if v.get("pareto")} == {"rag", "streamingllm"}
+    assert recs["streamingllm"]["held"] == 128 and recs["h2o"]["held"] is None
+    assert "| RAG | memory | 3 | 0.300 ± 0.010 | 0.150 ± 0.005 | 0.300 ± 0.010 | 800 | 1,000 | 12 | 47 items / 940 tok |" in md
+    assert "| H2O | compression | 3 |" in md and "| not counted (pre cost-4) | 500 |" in md
     assert "5.6 MiB KV" in md and "| ICAE | compression | no run found |" in md
     assert "J ± SE" not in md  # no run was judged
     assert "from `train experiment=icae_pwc_finetune`" in md
     png = out.with_suffix(".png")
     assert res["png"] == str(png) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert f"![F1 against tokens per question]({png.name})" in md
+    assert f"![F1 against held context per question]({png.name})" in md
     saved = json.loads(out.with_suffix(".json").read_text())
     assert {r["row"] for r in saved} == {r["row"] for r in read_yaml("locomo_all")["rows"]}
 

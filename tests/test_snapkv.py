@@ -166,7 +166,7 @@ def test_qa_system_answers_from_m_slots(tiny):
         p2 = m.answer(Question(id="q2", question="Where did Ann move?", answer="city"))
         assert p1.text == p2.text
         held = kw.get("ingest_size", 48)
-        assert p1.usage.memory_items == held and p1.usage.context_tokens == 48
+        assert p1.usage.memory_items == held and p1.usage.held_kv_slots == 48
         assert p1.usage.kv_bytes == 2 * 2 * 2 * held * 16 * 4
 
 

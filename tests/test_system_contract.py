@@ -117,7 +117,7 @@ def test_memory_system_contract(name, conv26, tmp_path):
         return
     # a system that builds a store: usage filled from it, and a fresh system on the same store resumes
     u = recs[0]["usage"]
-    assert u["context_tokens"] > 0 and u["memory_items"] > 0
+    assert u["held_text"] > 0 and u["memory_items"] > 0
     assert u["construction_calls"] == llm.meter.get("construction").calls
     assert (u["construction_calls"] > 0) == (name not in ("rag", "memgpt"))  # memgpt summarises only on overflow
     llm2 = ScriptedChatModel()

@@ -27,8 +27,10 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 class Scored:
     nll: float                 # summed negative log-likelihood (nats) over the target tokens
     tokens: int                # target tokens scored
-    context_tokens: int        # tokens of context the method was given
-    memory_slots: int          # positions the target read in place of the context (slots, KV slots, COMP tokens)
+    context_tokens: int        # tokens of context the method was given (before any compression)
+    # what the target read in place of the context, on the held axis of Usage.held: text tokens kept
+    # (method=lm), KV slots (presses, CCM's COMP tokens), soft slots (ICAE)
+    memory_slots: int
     kv_bytes: int | None = None  # bytes of the compressed context as the decoder holds it (None: not measured)
 
 

@@ -66,7 +66,11 @@ class Usage:
     """Cost of one answer, as counted by the system.
 
     Construction (memory building) is counted per history; the evaluator amortises it over the
-    history's questions. Answer fields are per question.
+    history's questions. Answer fields are per question. ``held_*`` is what the answering model holds
+    when it answers, counted the same way by every system: history or memory text actually in the
+    answer prompt (never instructions or the question), KV slots of compressed history, soft slots.
+    ``answer_prompt_tokens`` counts the text tokens of the answer prompt (held text included, KV and
+    soft slots not: those are counted only as held).
     """
 
     construction_prompt_tokens: int = 0
@@ -75,21 +79,34 @@ class Usage:
     answer_prompt_tokens: int = 0
     answer_completion_tokens: int = 0
     answer_calls: int = 0
-    context_tokens: int = 0  # tokens (or slots) of history the answering model actually saw
+    # what the answering model holds when it answers (the one budget axis, :attr:`held`):
+    held_text: int = 0  # tokens of history/memory text in the answer prompt as sent (after any trimming)
+    held_kv_slots: int = 0  # KV positions per layer of compressed history the answer attends to
+    held_soft_slots: int = 0  # soft memory-slot embeddings in the answer prompt (ICAE)
     memory_items: int = 0  # records / slots / KV entries kept
     memory_tokens: int = 0  # tokens stored in memory
-    kv_bytes: int = 0
+    kv_bytes: int = 0  # bytes of the KV the system holds for the history (all layers, K and V)
     ingest_seconds: float = 0.0
     answer_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def held(self) -> int:
+        """Held context units of this answer: text tokens + KV slots + soft slots (:data:`HELD_AXIS`)."""
+        return self.held_text + self.held_kv_slots + self.held_soft_slots
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Usage":
+        """From a record; keys it does not know are dropped (an old record's ``context_tokens`` too)."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+HELD_FIELDS = ("held_text", "held_kv_slots", "held_soft_slots")
+HELD_AXIS = "text tokens + KV slots + soft slots the answering model holds when it answers"
 
 
 @dataclass

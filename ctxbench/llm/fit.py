@@ -5,10 +5,13 @@ message whole and cuts the *middle* of the longest other message (its head usual
 instructions, its tail the new messages or the question), marking the cut with ``[…]``. Only
 when that cannot make room (the system message alone is too long) do backends fall back to
 dropping the oldest tokens, and they count that call as truncated.
+
+Each backend that fits exposes ``fitted(messages, max_new_tokens)`` (the messages as it sends them);
+:func:`held_text_tokens` reads it so that a system counts the history text the model actually got.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from ctxbench.llm.base import Message
 
@@ -50,3 +53,40 @@ def fit_messages(messages: list[Message], budget: int, measure: Callable[[list[M
         msgs[i]["content"] = shorter
         cut = True
     return msgs, cut
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def kept_pieces(text: str, message: str, sent: str) -> list[str]:
+    """The pieces of ``text`` (a part of ``message``) still in ``sent``, ``message`` as :func:`fit_messages`
+    left it (its head and tail kept, its middle cut): the whole ``text`` when nothing was cut."""
+    start = message.find(text)
+    if not text or start < 0 or sent == message:
+        return [text] if text else []
+    end = start + len(text)
+    head = _common_prefix(message, sent)
+    tail = min(_common_prefix(message[::-1], sent[::-1]), max(0, len(sent) - head))
+    pieces = [message[start:min(end, head)], message[max(start, len(message) - tail):end]]
+    return [p for p in pieces if p]
+
+
+def held_text_tokens(llm: Any, messages: list[Message], text: str, max_new_tokens: int) -> int:
+    """Tokens of ``text`` (history or memory text inside one of ``messages``) that the answering model
+    gets once ``llm`` fits the messages into its window: the backend's own ``fitted`` (the messages as it
+    sends them; a backend without one never cuts), counted with its ``count_tokens``. The backends' last
+    guard past that (dropping the oldest tokens when the system message alone is too long) is not seen."""
+    if not text:
+        return 0
+    fitted = getattr(llm, "fitted", None)
+    sent = fitted(messages, max_new_tokens) if fitted is not None else messages
+    for m, s in zip(messages, sent):
+        content = m.get("content", "")
+        if text in content:
+            return sum(llm.count_tokens(p) for p in kept_pieces(text, content, s.get("content", "")))
+    return llm.count_tokens(text)

@@ -251,9 +251,16 @@ class HFChatLLM:
         if len(ids) <= budget:
             return ids
         self.truncated_calls += 1
-        fitted, _ = fit_messages(messages, budget, lambda m: len(self.encode_chat(m)), self.count_tokens)
-        ids = self.encode_chat(fitted)
+        ids = self.encode_chat(self._cut(messages, budget))
         return ids if len(ids) <= budget else ids[-budget:]
+
+    def _cut(self, messages: list[Message], budget: int) -> list[Message]:
+        return fit_messages(messages, budget, lambda m: len(self.encode_chat(m)), self.count_tokens)[0]
+
+    def fitted(self, messages: list[Message], max_new_tokens: int) -> list[Message]:
+        """``messages`` as :meth:`chat` sends them: the middle of the longest cut to fit the window (:mod:`.fit`)."""
+        budget = max(1, self._window - max_new_tokens)
+        return messages if len(self.encode_chat(messages)) <= budget else self._cut(messages, budget)
 
     def _generate(self, seqs: list[list[int]], max_new_tokens: int, temperature: float,
                   grammar: Any = None, seed: int | None = None) -> list[ChatResult]:

@@ -369,13 +369,17 @@ class OpenAIChatLLM:
                 return r
         return self._failed(phase, error)
 
-    def _fit(self, messages: list[Message], max_new_tokens: int) -> list[Message]:
+    def _measure(self, msgs: list[Message]) -> int:
+        return sum(self.count_tokens(m.get("content", "")) + 4 for m in msgs)
+
+    def fitted(self, messages: list[Message], max_new_tokens: int) -> list[Message]:
         """Messages within ``context_window - max_new_tokens`` as :meth:`count_tokens` counts them
         (system message kept, the middle of the longest message cut: :mod:`.fit`)."""
-        def measure(msgs: list[Message]) -> int:
-            return sum(self.count_tokens(m.get("content", "")) + 4 for m in msgs)
+        return fit_messages(messages, max(1, self._window - max_new_tokens), self._measure, self.count_tokens)[0]
 
-        fitted, cut = fit_messages(messages, max(1, self._window - max_new_tokens), measure, self.count_tokens)
+    def _fit(self, messages: list[Message], max_new_tokens: int) -> list[Message]:
+        """:meth:`fitted`, counting a cut call in ``truncated_calls``."""
+        fitted, cut = fit_messages(messages, max(1, self._window - max_new_tokens), self._measure, self.count_tokens)
         if cut:
             with self._lock:
                 self.truncated_calls += 1

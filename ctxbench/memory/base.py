@@ -19,6 +19,7 @@ import numpy as np
 
 from ctxbench.core.errors import ConfigError
 from ctxbench.llm.base import ChatLLM
+from ctxbench.llm.fit import held_text_tokens
 from ctxbench.core.system import System
 from ctxbench.core.types import History, Prediction, Question, Session, Usage
 
@@ -200,10 +201,11 @@ class MemorySystem(System):
         t0, a0 = self.answer_start()
         context = self.retrieve(question)
         search_s = time.perf_counter() - t0
-        r = self.llm.chat(self.answer_messages(context, question),
-                          max_new_tokens=self.answer_max_tokens(), temperature=0.0, phase="answer")
+        msgs = self.answer_messages(context, question)
+        r = self.llm.chat(msgs, max_new_tokens=self.answer_max_tokens(), temperature=0.0, phase="answer")
         self.store.commit()  # recall side effects (MemoryBank strength) persist
-        usage = self.answer_usage(t0, a0, context, {**self.counts, "search_seconds": round(search_s, 6)})
+        held = held_text_tokens(self.llm, msgs, context, self.answer_max_tokens())
+        usage = self.answer_usage(t0, a0, held, {**self.counts, "search_seconds": round(search_s, 6)})
         return Prediction(text=r.text.strip(), usage=usage,
                           meta={"context": context, "prompt_version": self.prompt_version()})
 
@@ -214,13 +216,13 @@ class MemorySystem(System):
         a = self.llm.meter.get("answer")
         return time.perf_counter(), (a.prompt_tokens, a.completion_tokens, a.calls)
 
-    def answer_usage(self, t0: float, a0: tuple[int, int, int], context: str, extra: dict[str, Any]) -> Usage:
-        """One answer's Usage: construction so far, the answer phase since ``a0``, what was shown.
+    def answer_usage(self, t0: float, a0: tuple[int, int, int], held_text: int, extra: dict[str, Any]) -> Usage:
+        """One answer's Usage: construction so far, the answer phase since ``a0``, what was held.
 
-        ``context`` is the history/memory text the answering model was shown, and only that:
-        ``context_tokens`` counts it alone, never the answer prompt's instructions, the question or
-        the speakers' introduction around it (those are in ``answer_prompt_tokens``, which the
-        evaluator meters). ``memory_items`` / ``memory_tokens`` are the history's whole store
+        ``held_text`` counts the tokens of history/memory text the answering model got, and only that
+        (:func:`~ctxbench.llm.fit.held_text_tokens`: what is left once the backend fits the prompt),
+        never the answer prompt's instructions, the question or the speakers' introduction around it
+        (those are in ``answer_prompt_tokens``, which the evaluator meters). ``memory_items`` / ``memory_tokens`` are the history's whole store
         (:meth:`memory_stats`: every live record, e.g. ReadAgent's pages and their gists)."""
         a = self.llm.meter.get("answer")
         items, mtoks = getattr(self, "_memory_stats", None) or self.memory_stats()
@@ -229,7 +231,7 @@ class MemorySystem(System):
             construction_completion_tokens=self.construction.get("completion_tokens", 0),
             construction_calls=self.construction.get("calls", 0),
             answer_prompt_tokens=a.prompt_tokens - a0[0], answer_completion_tokens=a.completion_tokens - a0[1],
-            answer_calls=a.calls - a0[2], context_tokens=self.llm.count_tokens(context),
+            answer_calls=a.calls - a0[2], held_text=held_text,
             memory_items=items, memory_tokens=mtoks, ingest_seconds=self.ingest_seconds,
             answer_seconds=time.perf_counter() - t0, extra=extra)
 

@@ -18,6 +18,7 @@ from ctxbench.core.render import render_history, render_session_block, render_tu
 from ctxbench.core.registry import register
 from ctxbench.core.system import System
 from ctxbench.core.types import History, Prediction, Question, Usage
+from ctxbench.llm.fit import held_text_tokens
 
 
 class _LLMBaseline(System):
@@ -38,7 +39,7 @@ class _LLMBaseline(System):
         r = self.llm.chat(msgs, max_new_tokens=self.answer_max_tokens(), temperature=0.0, phase="answer")
         items, tokens = self.memory_footprint()
         usage = Usage(answer_prompt_tokens=r.prompt_tokens, answer_completion_tokens=r.completion_tokens,
-                      answer_calls=1, context_tokens=self.llm.count_tokens(context) if context else 0,
+                      answer_calls=1, held_text=held_text_tokens(self.llm, msgs, context, self.answer_max_tokens()),
                       memory_items=items, memory_tokens=tokens,
                       extra=dict(extra, failed_calls=int(r.failed), cached_calls=int(r.cached)))
         meta = {"context": context, **({"error": r.error} if r.failed else {})}

@@ -49,6 +49,7 @@ from ctxbench.core.errors import ConfigError
 from ctxbench.qa.forms import question_text
 from ctxbench.core.registry import register
 from ctxbench.core.types import History, Prediction, Question, Session
+from ctxbench.llm.fit import held_text_tokens
 
 from ctxbench.memory.base import MemorySystem
 from ctxbench.memory.prompts import memgpt as P
@@ -346,7 +347,7 @@ class MemGPT(MemorySystem):
             seen.append(result)
             msgs = msgs + [{"role": "assistant", "content": json.dumps(call)}, P.result_message(name, result, left)]
         fallback = reply is None
-        context = ""
+        context, fallback_msgs = "", []
         if fallback:  # best effort: the answer prompt over what the model has seen
             parts = [self.working, f"Summary: {self.summary}" if self.summary else ""]
             parts += [x for x in results if x != "(no results)"]
@@ -357,8 +358,8 @@ class MemGPT(MemorySystem):
             rest = room - sum(self.llm.count_tokens(x) + 1 for x in lines)
             fifo = self.clip(self.render(self.fifo).split("\n"), max(rest, 0), newest=True) if self.fifo else []
             context = "\n".join(lines + fifo)
-            r = self.llm.chat(self.answer_messages(context, question), max_new_tokens=self.answer_max_tokens(),
-                              temperature=0.0, phase="answer")
+            fallback_msgs = self.answer_messages(context, question)
+            r = self.llm.chat(fallback_msgs, max_new_tokens=self.answer_max_tokens(), temperature=0.0, phase="answer")
             reply = r.text
         if not self.cfg.persist_core_edits:
             self.working = working0  # edits last for this question only
@@ -366,7 +367,10 @@ class MemGPT(MemorySystem):
         shown = context if fallback else "\n".join(seen)
         extra = {**dict(self.counts), "paging_steps": steps, "invalid_calls": invalid,
                  "function_calls": calls, "fallback_answer": fallback}
-        usage = self.answer_usage(t0, a0, shown, extra)
+        # the agent's own prompts are fitted by :meth:`fit` (whole exchanges dropped): what it saw is held
+        held = (held_text_tokens(self.llm, fallback_msgs, context, self.answer_max_tokens()) if fallback
+                else self.llm.count_tokens(shown))
+        usage = self.answer_usage(t0, a0, held, extra)
         return Prediction(text=(reply or "").strip(), usage=usage,
                           meta={"context": shown, "prompt_version": self.prompt_version(),
                                 "paging_steps": steps, "invalid_calls": invalid, "fallback_answer": fallback})

@@ -15,7 +15,7 @@ of every step after the first (read from the compressed memory of the steps befo
 answer of a QA target (COMP embeddings and LoRA train in float32 under any base dtype). Answering decodes from memory + question only (adapters off: the base
 model reads the compressed KV).
 
-Usage per answer: ``memory_items`` = ``context_tokens`` = memory slots (KV positions per layer),
+Usage per answer: ``memory_items`` = ``held_kv_slots`` = memory slots (KV positions per layer),
 ``kv_bytes`` = bytes of all layers' K and V, ``extra.kv_entries`` = slots × layers × kv-heads × 2;
 construction = the tokens fed while compressing (text + COMP) and one call per step.
 
@@ -355,7 +355,7 @@ class CCM(TrainableMethod):
         m, c = self.memory, self._construction
         usage = Usage(construction_prompt_tokens=c.construction_prompt_tokens, construction_calls=c.construction_calls,
                       ingest_seconds=c.ingest_seconds, answer_prompt_tokens=len(prompt),
-                      answer_completion_tokens=len(new), answer_calls=1, context_tokens=m.slots,
+                      answer_completion_tokens=len(new), answer_calls=1, held_kv_slots=m.slots,
                       memory_items=m.slots, memory_tokens=m.slots, kv_bytes=m.kv_bytes,
                       answer_seconds=time.perf_counter() - t0,
                       extra={"kv_entries": m.kv_entries, "steps": m.n_steps, "mode": self.mode})

@@ -324,8 +324,8 @@ class ICAE(TrainableMethod):
         text = self.tokenizer.decode(gen, skip_special_tokens=True).strip()
         info = self._ingest
         usage = Usage(
-            answer_prompt_tokens=len(codes), answer_completion_tokens=len(gen), answer_calls=1,
-            context_tokens=n, memory_items=n, memory_tokens=n, kv_bytes=self.kv_bytes(n),
+            answer_prompt_tokens=len(codes) - n, answer_completion_tokens=len(gen), answer_calls=1,
+            held_soft_slots=n, memory_items=n, memory_tokens=n, kv_bytes=self.kv_bytes(n),
             answer_seconds=time.perf_counter() - t0,
             extra={"compression_ratio": info["context_tokens_compressed"] / max(n, 1),
                    "slots": n, "segments": info["segments"], "decoder_prompt_tokens": len(codes),

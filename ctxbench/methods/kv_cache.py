@@ -481,7 +481,7 @@ class FixedKVMethod(TrainingFreeMethod):
         raw = tok.decode(out, skip_special_tokens=True).strip()
         context = read.slots - (len(q_ids) - 1)  # cache slots of the history the answer read
         usage = Usage(answer_prompt_tokens=len(q_ids), answer_completion_tokens=len(out), answer_calls=1,
-                      context_tokens=context, memory_items=held_slots, memory_tokens=self._ingest_tokens,
+                      held_kv_slots=context, memory_items=held_slots, memory_tokens=self._ingest_tokens,
                       kv_bytes=held_bytes, answer_seconds=time.perf_counter() - t0,
                       extra={"kv_slots_per_layer_head": held_slots, "peak_working_slots": read.peak_slots,
                              "ingest_peak_rss_bytes": self._ingest_peak_rss, "history_tokens": self._ingest_tokens,

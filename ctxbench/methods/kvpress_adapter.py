@@ -205,7 +205,7 @@ class KVPressMethod(TrainingFreeMethod):
             step = torch.tensor([[nxt]], device=self.device)
         raw = tok.decode(out, skip_special_tokens=True).strip()
         usage = Usage(answer_prompt_tokens=len(q_ids), answer_completion_tokens=len(out), answer_calls=1,
-                      context_tokens=max(slots), memory_items=max(slots), memory_tokens=self._n_text,
+                      held_kv_slots=max(slots), memory_items=max(slots), memory_tokens=self._n_text,
                       kv_bytes=held_bytes, answer_seconds=time.perf_counter() - t0,
                       extra={"kv_slots_per_layer": slots, "history_tokens": self._n_text,
                              "ingest_peak_rss_bytes": self._ingest_peak_rss, "press": type(self.press).__name__,

@@ -137,6 +137,6 @@ class CausalLM(TrainableMethod):
         new = gen[0, ids.shape[1]:]
         text = tok.decode(new, skip_special_tokens=True).strip()
         usage = Usage(answer_prompt_tokens=ids.shape[1], answer_completion_tokens=int(new.shape[0]), answer_calls=1,
-                      context_tokens=len(hist_ids) - cut, memory_tokens=len(hist_ids),
+                      held_text=len(hist_ids) - cut, memory_tokens=len(hist_ids),
                       answer_seconds=time.perf_counter() - t0, extra={"truncated_tokens": cut})
         return Prediction(text=text, usage=usage)

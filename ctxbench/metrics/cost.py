@@ -6,9 +6,16 @@ cost: tokens, calls, seconds, memory footprint; identical for the questions of o
 Construction is amortised per question: a history's construction cost is divided by the number of
 its questions answered.
 
-Accounting rules every system follows (tests/test_cost_context_tokens.py): ``context_tokens`` counts
-the history or memory text the answering model was shown and nothing else (no instructions, question
-or speaker introduction; ``no_context`` shows none: 0); the footprint (``memory_items`` /
+Accounting rules every system follows (tests/test_cost_context_tokens.py, tests/test_held_axis.py):
+``held_per_question`` is the one budget axis across paradigms — what the answering model holds when it
+answers (:attr:`~ctxbench.core.types.Usage.held`): ``text``, the tokens of history or memory text in
+the answer prompt as the backend sent it (after any trimming; no instructions, question or speaker
+introduction; ``no_context`` holds none: 0), ``kv_slots``, the KV positions per layer of compressed
+history the answer attends to (presses, CCM, LoCoCo, kvpress), ``soft_slots``, ICAE's memory slot
+embeddings; ``total`` is their sum and ``kv_bytes`` the bytes of KV held. Records written before
+``ctxbench-cost-4`` carry no held counts: the block is then ``null`` with ``held_missing`` saying so.
+``tokens_per_question`` is a separate axis, what answering costs: ``answer_prompt`` counts the text
+tokens of the answer prompt (held text included; KV and soft slots are not tokens fed); the footprint (``memory_items`` /
 ``memory_tokens``) counts everything the system holds for the history, state included (ReadAgent's
 gists beside its pages). ``latency_s.search`` is over the answers that time their retrieval apart
 (``usage.extra.search_seconds``: the memory systems' retrieve step, Mem0's Table 2 "search"); the
@@ -18,9 +25,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxbench.core.types import HELD_AXIS, HELD_FIELDS, Usage
 from ctxbench.metrics.structured import merge_reports
 
-COST_VERSION = "ctxbench-cost-3"  # 3: latency_s.search
+COST_VERSION = "ctxbench-cost-4"  # 3: latency_s.search; 4: held_per_question (tokens_per_question.context gone)
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -50,6 +58,22 @@ def history_outputs(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return latest
 
 
+def held_per_question(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Mean held context per question (:data:`~ctxbench.core.types.HELD_AXIS`), or None when some record
+    predates the held counts (a run evaluated before ``ctxbench-cost-4``)."""
+    usages = [r.get("usage") or {} for r in records]
+    if not usages or any(not all(k in u for k in HELD_FIELDS) for u in usages):
+        return None
+    held = [Usage.from_dict(u) for u in usages]
+    n = len(held)
+    return {"axis": HELD_AXIS,
+            "text": _r(sum(u.held_text for u in held) / n, 2),
+            "kv_slots": _r(sum(u.held_kv_slots for u in held) / n, 2),
+            "soft_slots": _r(sum(u.held_soft_slots for u in held) / n, 2),
+            "total": _r(sum(u.held for u in held) / n, 2),
+            "kv_bytes": _r(sum(u.kv_bytes for u in held) / n, 1)}
+
+
 def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(records)
     if n == 0:
@@ -70,7 +94,6 @@ def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
     ans_prompt = sum(usage(r, "answer_prompt_tokens") for r in records) / n
     ans_comp = sum(usage(r, "answer_completion_tokens") for r in records) / n
     ans_calls = sum(usage(r, "answer_calls") for r in records) / n
-    context = sum(usage(r, "context_tokens") for r in records) / n
     con_prompt, con_comp = csum("prompt_tokens") / n, csum("completion_tokens") / n
     con_calls = csum("calls") / n
     answer_lat = [float(r.get("answer_seconds", 0.0)) for r in records]
@@ -78,12 +101,15 @@ def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
                                      for r in records) if isinstance(x, (int, float)) and not isinstance(x, bool)]
     ingest_lat = [float(c.get("seconds", 0.0)) for c in histories.values()]
     nh = len(histories)
+    held = held_per_question(records)
     return {
         "version": COST_VERSION,
         "n_questions": n,
         "n_histories": nh,
+        "held_per_question": held,
+        **({} if held is not None else {"held_missing": "records predate held counts (ctxbench-cost-4): "
+                                                         "re-evaluate to measure what the answering model holds"}),
         "tokens_per_question": {
-            "context": _r(context, 2),  # tokens (or slots) of history the answering model saw
             "answer_prompt": _r(ans_prompt, 2),
             "answer_completion": _r(ans_comp, 2),
             "construction_prompt_amortised": _r(con_prompt, 2),

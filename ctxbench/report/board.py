@@ -4,14 +4,17 @@ A paper table (:mod:`.tables`) sets ours beside published cells; a board has no 
 YAML (``ctxbench/report/papers/<NAME>.yaml`` with ``kind: board``) lists ``rows`` — ``row``, ``label``,
 ``paradigm`` (compression | memory | baseline), the ``experiment`` whose newest run fills it and, for a
 trained method, ``trained_by`` (the train experiment that makes its checkpoint). Each row reads its
-run's results.json: F1, BLEU-1, ROUGE-L ± bootstrap stderr (J when the run has ``llm_judge``), answer
+run's results.json: F1, BLEU-1, ROUGE-L ± bootstrap stderr (J when the run has ``llm_judge``), held
+context per question (results.json ``cost.held_per_question.total``: text tokens + KV slots + soft
+slots the answering model holds when it answers, the one axis every paradigm is counted on), answer
 tokens per question, construction tokens per question (amortised), memory held per history (KV bytes
 for a compression method, items and tokens for a memory system), answer latency p50, ingest seconds.
 
 Rows are compared only on the same questions: each run's question ids (predictions.jsonl) are
 hashed; a row whose set differs from the most common one is marked and left off the plot.
-``<out>.png`` plots F1 against tokens per question (answer + amortised construction, log scale) with
-the Pareto front (no other row has at most its tokens and more F1) marked.
+``<out>.png`` plots F1 against held context per question (log scale) with the Pareto front (no other
+row holds at most as much and has more F1) marked. A run evaluated before held counts existed
+(``ctxbench-cost-4``) has no held value: its row says so and stays off the front and the plot.
 """
 from __future__ import annotations
 
@@ -77,7 +80,7 @@ def row_record(spec: dict[str, Any], run: Run | None) -> dict[str, Any]:
     answer = (_num(tq, "answer_prompt") or 0.0) + (_num(tq, "answer_completion") or 0.0)
     build = (_num(tq, "construction_prompt_amortised") or 0.0) + (_num(tq, "construction_completion_amortised") or 0.0)
     rec.update(answer_tokens=answer, construction_tokens=build, tokens_per_question=answer + build,
-               context_tokens=_num(tq, "context"),
+               held=_num(cost, "held_per_question", "total"),
                kv_bytes=_num(cost, "memory_per_history", "kv_bytes") or None,
                memory_items=_num(cost, "memory_per_history", "items"),
                memory_tokens=_num(cost, "memory_per_history", "tokens"),
@@ -139,6 +142,13 @@ def _tok(v: float | None) -> str:
     return MISSING if v is None else f"{v:,.0f}"
 
 
+HELD_UNKNOWN = "not counted (pre cost-4)"
+
+
+def _held(r: dict[str, Any]) -> str:
+    return HELD_UNKNOWN if r.get("held") is None else _tok(r["held"])
+
+
 def _sec(v: float | None) -> str:
     return MISSING if v is None else f"{v:.2f}"
 
@@ -148,7 +158,7 @@ def render_board(board: dict[str, Any], records: list[dict[str, Any]], png: str 
     metrics = [(label, key) for label, key in METRICS if key != "llm_judge" or judged]
     front = set(r["row"] for r in records if r.get("pareto"))
     header = ["system", "paradigm", "n"] + [f"{label} ± SE" for label, _ in metrics] + \
-        ["tokens / q (answer)", "construction tokens / q", "memory per history", "answer p50 s", "ingest s", "Pareto"]
+        ["held / q", "tokens / q (answer)", "construction tokens / q", "memory per history", "answer p50 s", "ingest s", "Pareto"]
     rows = []
     for r in records:
         label = r["label"] + ("" if r.get("same_questions") in (None, True) else " (other questions)")
@@ -156,7 +166,7 @@ def render_board(board: dict[str, Any], records: list[dict[str, Any]], png: str 
             rows.append([label, r["paradigm"], "no run found"] + [MISSING] * (len(header) - 3))
             continue
         rows.append([label, r["paradigm"], r.get("n")] + [_with_se(r, key) for _, key in metrics] +
-                    [_tok(r.get("answer_tokens")), _tok(r.get("construction_tokens")), _memory(r),
+                    [_held(r), _tok(r.get("answer_tokens")), _tok(r.get("construction_tokens")), _memory(r),
                      _sec(r.get("answer_p50_s")), _sec(r.get("ingest_s")), "★" if r["row"] in front else ""])
     lines = [f"# {board.get('title', board['name'])}", ""]
     if board.get("description"):
@@ -167,13 +177,17 @@ def render_board(board: dict[str, Any], records: list[dict[str, Any]], png: str 
         lines += ["Trained rows: " + "; ".join(
             f"{r['label']} from `train experiment={r['trained_by']}`"
             + (f" (checkpoint `{r['checkpoint']}`)" if r.get("checkpoint") else "") for r in trained) + ".", ""]
-    lines += ["± = bootstrap standard error over questions. tokens / q = answer prompt + completion tokens per "
-              "question; construction tokens / q = the LLM tokens spent building the memory, divided by the "
+    lines += ["± = bootstrap standard error over questions. held / q = what the answering model holds when it "
+              "answers, per question: tokens of history or memory text in the prompt as sent (after any "
+              "trimming) + KV slots per layer of compressed history + soft memory slots (ICAE); tokens / q = "
+              "answer prompt + completion tokens per question (text tokens fed; KV and soft slots are held, "
+              "not fed); construction tokens / q = the LLM tokens spent building the memory, divided by the "
               "questions asked of it; memory per history = the KV bytes a compression method holds between "
               "ingest and answer, or a memory system's items and their tokens. ★ = on the Pareto front of F1 "
-              "against answer + construction tokens per question."]
+              f"against held context per question. {HELD_UNKNOWN}: the run was evaluated before held counts "
+              "existed (re-evaluate it); such rows are off the front and the plot."]
     if png:
-        lines += ["", f"![F1 against tokens per question]({png})"]
+        lines += ["", f"![F1 against held context per question]({png})"]
     return "\n".join(lines) + "\n"
 
 
@@ -183,23 +197,23 @@ def plot_board(records: list[dict[str, Any]], path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pts = [r for r in records if r.get("f1") is not None and r.get("tokens_per_question") is not None
+    pts = [r for r in records if r.get("f1") is not None and r.get("held") is not None
            and r.get("same_questions") is not False]
     colors = {"compression": "tab:blue", "memory": "tab:orange", "baseline": "tab:gray"}
     fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
     for paradigm, color in colors.items():
         group = [r for r in pts if r["paradigm"] == paradigm]
-        ax.scatter([max(r["tokens_per_question"], 1.0) for r in group], [r["f1"] for r in group], c=color,
+        ax.scatter([max(r["held"], 1.0) for r in group], [r["f1"] for r in group], c=color,
                    label=paradigm, s=40, zorder=3)
     for r in pts:
-        ax.annotate(r["row"], (max(r["tokens_per_question"], 1.0), r["f1"]), fontsize=7,
+        ax.annotate(r["row"], (max(r["held"], 1.0), r["f1"]), fontsize=7,
                     xytext=(3, 3), textcoords="offset points")
-    front = sorted((r for r in pts if r.get("pareto")), key=lambda r: r["tokens_per_question"])
+    front = sorted((r for r in pts if r.get("pareto")), key=lambda r: r["held"])
     if front:
-        ax.step([max(r["tokens_per_question"], 1.0) for r in front], [r["f1"] for r in front], where="post",
+        ax.step([max(r["held"], 1.0) for r in front], [r["f1"] for r in front], where="post",
                 color="black", lw=1, ls="--", label="Pareto front", zorder=2)
     ax.set_xscale("log")
-    ax.set_xlabel("tokens per question (answer + amortised construction, log)")
+    ax.set_xlabel("held context per question (text tokens + KV slots + soft slots, log)")
     ax.set_ylabel("F1")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
@@ -212,8 +226,9 @@ def plot_board(records: list[dict[str, Any]], path: Path, title: str) -> None:
 def board_report(board: dict[str, Any], runs: dict[str, Run], out: Path, plot: bool = True) -> dict[str, Any]:
     records = [row_record(spec, runs.get(spec["experiment"])) for spec in board["rows"]]
     mark_questions(records)
-    live = [r for r in records if r.get("f1") is not None and r.get("same_questions") is not False]
-    for i in pareto([(r["tokens_per_question"], r["f1"]) for r in live]):
+    live = [r for r in records if r.get("f1") is not None and r.get("held") is not None
+            and r.get("same_questions") is not False]
+    for i in pareto([(r["held"], r["f1"]) for r in live]):
         live[i]["pareto"] = True
     png = out.with_suffix(".png")
     drew = plot and bool(live)

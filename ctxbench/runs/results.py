@@ -246,6 +246,15 @@ def _fmt_se(row: dict[str, Any], metric: str) -> str:
     return _fmt(row.get(metric)) + (f" ± {se:.4f}" if row.get(metric) is not None and se is not None else "")
 
 
+def _held(cost: dict[str, Any]) -> str:
+    """results.json ``cost.held_per_question`` as one cell: the total and its kinds (or why there is none)."""
+    h = cost.get("held_per_question")
+    if not h:
+        return "not counted (results predate ctxbench-cost-4)"
+    return (f"{_fmt(h['total'])} ({_fmt(h['text'])} text + {_fmt(h['kv_slots'])} KV + "
+            f"{_fmt(h['soft_slots'])} soft; {_fmt(h['kv_bytes'])} KV bytes)")
+
+
 def structured_table(rep: dict[str, Any]) -> list[str]:
     """The ``cost.structured_output`` table (one row per phase and kind of call), or no lines."""
     if not rep:
@@ -282,7 +291,7 @@ def results_markdown(results: dict[str, Any], metric_names: list[str], title: st
         lines += ["", "## Cost", "",
                   "| measure | value |", "|---|---|",
                   f"| questions / histories | {cost['n_questions']} / {cost['n_histories']} |",
-                  f"| context tokens per question | {_fmt(tq['context'])} |",
+                  f"| held per question: text tokens + KV slots + soft slots | {_held(cost)} |",
                   f"| answer prompt + completion tokens per question | {_fmt(tq['answer_prompt'])} + "
                   f"{_fmt(tq['answer_completion'])} |",
                   f"| construction tokens per question (amortised) | "
