@@ -183,7 +183,7 @@ class HistoryTasks:
         rec = question_record(q, self.hid)
         rec.update(prediction=self.prompt.postprocess(q, pred.text), raw_prediction=pred.text,
                    usage=usage.to_dict(), answer_seconds=round(answer_s, 4), construction=self.construction,
-                   outputs=system.output_counts())
+                   outputs=dict(pred.outputs or {}))
         meta = {k: scrub_text(v) if isinstance(v, str) else v for k, v in (pred.meta or {}).items()
                 if k != "context"}
         if meta:
