@@ -1,8 +1,9 @@
 """Cost aggregation over prediction records written by the evaluator.
 
 Each record carries ``usage`` (the :class:`~ctxbench.core.types.Usage` of that answer, as counted by
-the system), ``history_id``, ``answer_seconds`` and ``construction`` (what ingesting its history
-cost: tokens, calls, seconds, memory footprint; identical for the questions of one history).
+the system), ``history_id``, ``answer_seconds``, ``outputs`` (the structured replies its answer asked
+for) and ``construction`` (what ingesting its history cost: tokens, calls, seconds, memory footprint,
+``outputs`` of the build; identical for the questions of one history).
 Construction is amortised per question: a history's construction cost is divided by the number of
 its questions answered.
 
