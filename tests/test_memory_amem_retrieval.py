@@ -82,7 +82,7 @@ def test_question_becomes_keywords_before_retrieval(tmp_path):
     assert pred.usage.answer_calls == 2 == len(calls)
     assert pred.usage.answer_prompt_tokens == sum(len(x["content"].split()) for _, m in calls for x in m)
     assert pred.usage.construction_calls == llm.meter.get("construction").calls
-    by_kind = mem.output_counts()["structured_output"]["answer"]["by_kind"]["query"]
+    by_kind = pred.outputs["structured_output"]["answer"]["by_kind"]["query"]  # the answer's own
     assert (by_kind["calls"], by_kind["valid"]) == (1, 1)
 
 
@@ -97,9 +97,9 @@ def test_keywords_off_searches_with_the_question(tmp_path):
 def test_no_usable_keywords_falls_back_to_the_question(tmp_path):
     emb = RecordingEmbedder()
     mem, _ = build(tmp_path, responder(keywords=None), embedder=emb, k=1)
-    mem.answer(Question("q", "What did Melanie do?", "x", category=4))
+    pred = mem.answer(Question("q", "What did Melanie do?", "x", category=4))
     assert emb.seen[-1] == "What did Melanie do?"
-    by_kind = mem.output_counts()["structured_output"]["answer"]["by_kind"]["query"]
+    by_kind = pred.outputs["structured_output"]["answer"]["by_kind"]["query"]
     assert by_kind["calls"] == 1 and by_kind["valid"] == 0 and by_kind["invalid"] == 1
 
 

@@ -64,8 +64,8 @@ def test_eval_cli(name, tmp_path):
     assert u["answer_calls"] == (2 if name == "amem" else 1)  # A-Mem: the question -> keywords call, then the answer
     # the structured replies are enforced: every one valid, and the memory holds something
     assert u["memory_items"] > 0
-    outputs = preds[-1]["outputs"]
-    assert outputs.get("invalid_outputs", 0) == 0, outputs
+    for outputs in (preds[-1]["outputs"], preds[-1]["construction"]["outputs"]):  # the answer's, the build's
+        assert outputs.get("invalid_outputs", 0) == 0, outputs
     if name != "rag":
         assert preds[0]["construction"]["calls"] > 0
     store = history_dir(out, preds[0]["history_id"])  # each history's stores in a folder of its own

@@ -205,7 +205,7 @@ def test_core_memory_edits(tmp_path):
     m.ingest(history())
     pred = m.answer(Question("q", "?", "x"))
     assert pred.text == "done" and m.working.endswith("Alice loves apples.")
-    assert m.counts["failed_edits"] == 1 and "Edit failed" in llm.calls[-1]["messages"][-1]["content"]
+    assert pred.outputs["counts"]["failed_edits"] == 1 and "Edit failed" in llm.calls[-1]["messages"][-1]["content"]
     assert m.store.get_state("h", "memgpt")["working"] == m.working  # persisted
     # the next question sees the edited working context
     script2 = iter([json.dumps({"function": "send_message", "args": {"message": "ok"}})])
@@ -256,8 +256,9 @@ def test_locomo_through_evaluator(tmp_path):
     assert len(recs) == 2
     u = recs[0]["usage"]
     assert u["answer_calls"] == c.max_steps + 1 and u["construction_calls"] > 0
-    assert u["extra"]["flushes"] + u["extra"]["pressure_warnings"] == u["construction_calls"] and u["memory_items"] > 0
-    assert u["extra"]["pressure_done"] == u["extra"]["pressure_warnings"] >= u["extra"]["flushes"] > 0
+    built = recs[0]["construction"]["outputs"]["counts"]  # the history's own counts, carried once per history
+    assert built["flushes"] + built["pressure_warnings"] == u["construction_calls"] and u["memory_items"] > 0
+    assert built["pressure_done"] == built["pressure_warnings"] >= built["flushes"] > 0
     assert recs[0]["construction"]["calls"] == llm.meter.get("construction").calls
 
 
@@ -284,8 +285,10 @@ def test_eval_cli_packaged_model(tmp_path):
         u = r["usage"]
         assert 1 <= u["extra"]["paging_steps"] <= 4 and u["answer_calls"] >= u["extra"]["paging_steps"]
         assert u["answer_calls"] == u["extra"]["paging_steps"] + int(u["extra"]["fallback_answer"])
-    extra = preds[0]["usage"]["extra"]
-    pressure_calls = extra.get("structured|construction|pressure_call|calls", 0)
+    built = preds[0]["construction"]["outputs"]  # what building the history counted, once per history
+    extra = built.get("counts", {})
+    by_kind = built["structured_output"].get("construction", {}).get("by_kind", {})
+    pressure_calls = by_kind.get("pressure_call", {}).get("calls", 0)
     assert preds[0]["construction"]["calls"] == extra["flushes"] + pressure_calls and extra["flushes"] > 0
     assert pressure_calls >= extra["pressure_warnings"] >= extra["flushes"]  # an alert before each flush
     assert (out / "results.json").exists() and (history_dir(out, preds[0]["history_id"]) / "memgpt.sqlite").exists()

@@ -209,6 +209,35 @@ def test_cost_and_results_md_carry_the_structured_counts():
     assert "## Structured output" in table and "| construction | update | 4 | 2 | 2 | 0 | 0 | 2 |" in table
 
 
+def test_cost_adds_each_questions_own_counts_to_its_historys_construction_counts():
+    """ctxbench-cost-4 records: ``outputs`` is the question's own (answer phase), ``construction.outputs``
+    the history's (once); the history's total is their sum, whatever order the answers completed in."""
+    from ctxbench.data.errors import DataError
+    from ctxbench.metrics.cost import aggregate_cost, history_outputs
+    from ctxbench.metrics.health import run_health
+
+    built, asked = Counter(), Counter()
+    StructuredCaller(results('{"id": "1"}'), retries=0, counts=built)(GO, PICK, kind="update")
+    StructuredCaller(results("bad"), retries=0, counts=asked)(GO, PICK, kind="query", phase="answer")
+    one, own = output_counts(built), output_counts(asked)
+
+    def rec(h, outputs, construction):
+        return {"history_id": h, "usage": {}, "construction": {"outputs": construction}, "outputs": outputs,
+                "answer_seconds": 0.1}
+
+    records = [rec("a", own, one), rec("a", own, one), rec("a", own, one), rec("b", {}, one)]
+    per = history_outputs(records)
+    assert (per["a"]["structured_calls"], per["a"]["invalid_outputs"]) == (4, 3)  # 1 built + 3 asked, 3 bad
+    assert (per["b"]["structured_calls"], per["b"]["invalid_outputs"]) == (1, 0)
+    rep = aggregate_cost(records[::-1])["structured_output"]
+    assert rep["construction"]["calls"] == 2 and rep["answer"]["calls"] == 3 and rep["answer"]["invalid"] == 3
+    assert run_health(records, 0.5)["invalid_outputs"] == 3 and run_health(records, 0.5)["structured_calls"] == 5
+    # an older cumulative record in the same history cannot be added up: refused, naming the history
+    old = {"history_id": "a", "usage": {}, "construction": {}, "outputs": own}
+    with pytest.raises(DataError, match="history 'a' mixes per-question output counts with cumulative"):
+        history_outputs(records + [old])
+
+
 def test_hf_reply_keys_come_in_the_declared_order(tiny_hf):
     from ctxbench.memory.prompts.memgpt import call_schema
 

@@ -14,9 +14,12 @@ What a system does, and what it must leave to the evaluator:
 - ``construction_usage()`` reports what ingesting the current history cost when the system counts
   it itself (a resumable store keeps the cost of calls made by an earlier process); ``None`` lets
   the evaluator take it from the LLM meter;
-- ``output_counts()`` reports structured replies asked for, how many ended without a usable value
-  (invalid or cut at the token limit: the evaluator fails a run whose share passes
-  ``max_failed_fraction``), and their breakdown per phase (results.json ``cost.structured_output``);
+- ``output_counts()`` reports the structured replies building the current history asked for, how
+  many ended without a usable value (invalid or cut at the token limit: the evaluator fails a run
+  whose share passes ``max_failed_fraction``), and their breakdown per phase (results.json
+  ``cost.structured_output``); each answer reports its own in ``Prediction.outputs``;
+- per-answer state stays in the ``answer`` call (returned with the Prediction), never on the
+  instance: a history's questions may be answered side by side unless ``answer_writes_state``;
 - ``close()`` releases files and connections;
 - ``placement()`` says where the system's own model runs (``{"device": "cuda:0", "dtype": "bfloat16"}``,
   recorded in results.json), ``None`` for a system with no model of its own (memory systems: the
@@ -96,7 +99,8 @@ class System(abc.ABC):
         return None
 
     def output_counts(self) -> dict[str, Any]:
-        """Structured replies asked for and those without a usable value, for the current history so far:
+        """Structured replies building the current history asked for and those without a usable value
+        (an answer's own come back in ``Prediction.outputs``):
         ``{"structured_calls": n, "invalid_outputs": m, "structured_output": {phase: {calls, valid,
         invalid, truncated, failed, retried, by_kind}}}`` (``{}`` for a system that asks for none)."""
         return {}

@@ -114,3 +114,4 @@ class Prediction:
     text: str
     usage: Usage = field(default_factory=Usage)
     meta: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)  # this answer's own structured-output counts

@@ -38,14 +38,16 @@ def account_answer(pred: Prediction, llm: Any, meter: tuple[int, ...]) -> Usage:
 
 def account_construction(system: System, usage: Usage, meter: tuple[int, ...], seconds: float) -> dict[str, Any]:
     """What ingesting one history cost: the system's own count if it keeps one (a resumed store
-    remembers calls an earlier process made), else the backend meter's delta over ``ingest()``."""
+    remembers calls an earlier process made), else the backend meter's delta over ``ingest()``;
+    ``outputs``: the structured replies building it asked for (:meth:`System.output_counts`), carried
+    once per history (each record's own ``outputs`` are its answer's)."""
     cu = system.construction_usage() or usage
     reported = (cu.construction_prompt_tokens, cu.construction_completion_tokens, cu.construction_calls)
     tokens = reported if any(reported) else meter[:3]
     return {"prompt_tokens": int(tokens[0]), "completion_tokens": int(tokens[1]), "calls": int(tokens[2]),
             "failed_calls": int(meter[3]), "seconds": round(max(seconds, float(cu.ingest_seconds or 0.0)), 4),
             "memory_items": int(usage.memory_items), "memory_tokens": int(usage.memory_tokens),
-            "kv_bytes": int(usage.kv_bytes)}
+            "kv_bytes": int(usage.kv_bytes), "outputs": system.output_counts()}
 
 
 def failed_answer(pred: Prediction, usage: Usage) -> bool:

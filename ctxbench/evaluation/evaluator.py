@@ -98,7 +98,7 @@ def answer_all(cfg: Any, systems: HistorySystems, llm: Any, workers: int, sample
     """Every question answered in this process, or split across ``state``'s processes (None on ranks > 0,
     once rank 0 has written the results)."""
     run_kw = dict(llm=llm, limit=cfg.limit, progress=bool(cfg.progress), concurrency=workers,
-                  log_samples=bool(cfg.log_samples))
+                  log_samples=bool(cfg.log_samples), protocol_pure=bool(cfg.protocol_pure))
     if state is None:
         records = run_system(systems, samples, out, **run_kw)
         if any(out.glob(SHARD_GLOB)):  # resumed from a killed multi-process run: its shard files are merged

@@ -32,6 +32,7 @@ from ctxbench.evaluation.sample_log import SampleLog
 from ctxbench.evaluation.systems import HistorySystems
 from ctxbench.llm.scope import call_scope
 from ctxbench.metrics.base import answer_text
+from ctxbench.qa.forms import without_gold
 from ctxbench.runs.results import JsonlAppender
 
 
@@ -71,7 +72,7 @@ def question_record(q: Question, history_id: str) -> dict[str, Any]:
 
 def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path, *, llm: Any = None,
                limit: int | None = None, progress: bool = True, shard: int | None = None,
-               concurrency: int = 1, log_samples: bool = False) -> list[dict[str, Any]]:
+               concurrency: int = 1, log_samples: bool = False, protocol_pure: bool = False) -> list[dict[str, Any]]:
     """Answer every question (the first ``limit``), resuming from what ``out_dir`` already holds.
 
     ``system`` is one :class:`System` that ingests every history in turn, or a :class:`HistorySystems`
@@ -84,6 +85,8 @@ def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path,
     ``predictions.rank<rank>.jsonl`` (``samples`` being this rank's part:
     :func:`ctxbench.evaluation.shard.run_sharded`). ``log_samples``: every answer's and construction's
     calls to ``samples.jsonl`` / ``construction_calls.jsonl`` (:mod:`ctxbench.evaluation.sample_log`).
+    ``protocol_pure``: each system answers the question without its gold fields
+    (:func:`ctxbench.qa.forms.without_gold`); the record keeps them for scoring.
     """
     from ctxbench.llm.shared import SharedLLM
 
@@ -106,7 +109,7 @@ def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path,
     try:
         with JsonlAppender(predictions_path(out_dir, shard)) as out, \
                 SampleLog(out_dir if log_samples else None, shard) as log:
-            recorder = Recorder(llm=llm, out=out, done=done, bar=bar, log=log, gate=gate)
+            recorder = Recorder(llm=llm, out=out, done=done, bar=bar, log=log, gate=gate, protocol_pure=protocol_pure)
             histories = [HistoryTasks(s, qs, systems, recorder).work() for s, qs in pending]
             run_tasks(histories, workers, gate, open_limit=workers if systems.per_history else 1)
     finally:
@@ -127,6 +130,7 @@ class Recorder:
     bar: Any
     log: SampleLog
     gate: Gate | None
+    protocol_pure: bool = False  # systems see questions without_gold
 
     def waited(self) -> float:
         """Seconds this thread has waited for the workers' lock (0 off the workers)."""
@@ -173,17 +177,18 @@ class HistoryTasks:
     def answer(self, q: Question) -> None:
         system, llm = self.system, self.recorder.llm
         t1, w1 = time.perf_counter(), self.recorder.waited()
+        asked = without_gold(q) if self.recorder.protocol_pure else q  # what the system is told
         with call_scope(keep_calls=self.recorder.log.enabled) as scope:
-            pred = system.answer(q)
+            pred = system.answer(asked)
         lock_wait = self.recorder.waited() - w1
         answer_s = time.perf_counter() - t1 - lock_wait
         usage = account_answer(pred, llm, scope_phase(scope, llm, "answer"))
         if self.construction is None:
             self.construction = account_construction(system, usage, self.construction_meter, self.ingest_s)
         rec = question_record(q, self.hid)
-        rec.update(prediction=self.prompt.postprocess(q, pred.text), raw_prediction=pred.text,
+        rec.update(prediction=self.prompt.postprocess(asked, pred.text), raw_prediction=pred.text,
                    usage=usage.to_dict(), answer_seconds=round(answer_s, 4), construction=self.construction,
-                   outputs=system.output_counts())
+                   outputs=dict(pred.outputs or {}))
         meta = {k: scrub_text(v) if isinstance(v, str) else v for k, v in (pred.meta or {}).items()
                 if k != "context"}
         if meta:

@@ -56,7 +56,7 @@ def merge_records(out_dir: Path, records: list[dict[str, Any]], order: list[str]
 
 def run_sharded(system: Any, samples: list[Sample], out_dir: Path, state: Any, *, llm: Any = None,
                 limit: int | None = None, progress: bool = True, concurrency: int = 1,
-                log_samples: bool = False) -> list[dict[str, Any]] | None:
+                log_samples: bool = False, protocol_pure: bool = False) -> list[dict[str, Any]] | None:
     """The histories split across the processes (``split_between_processes``: contiguous parts in
     dataset order), each rank answering its part into its shard file; every rank's records are
     gathered (``gather_object``) and rank 0 returns them all, merged into predictions.jsonl in
@@ -68,7 +68,8 @@ def run_sharded(system: Any, samples: list[Sample], out_dir: Path, state: Any, *
     parts = [replace(s, questions=list(qs)) for s, qs in work]
     with state.split_between_processes(parts) as mine:
         records = run_system(system, list(mine), out_dir, llm=llm, progress=progress and state.is_main_process,
-                             shard=state.process_index, concurrency=concurrency, log_samples=log_samples)
+                             shard=state.process_index, concurrency=concurrency, log_samples=log_samples,
+                             protocol_pure=protocol_pure)
     gathered = gather_object(records)
     if not state.is_main_process:
         return None

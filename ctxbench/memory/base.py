@@ -24,7 +24,7 @@ from ctxbench.core.system import System
 from ctxbench.core.types import History, Prediction, Question, Session, Usage
 
 from ctxbench.memory.stores.records import Record, RecordStore
-from ctxbench.memory.stores.structured import StructuredCaller, output_counts
+from ctxbench.memory.stores.structured import StructuredCaller, counter_for, output_counts, own_counts
 from ctxbench.memory.stores.vector import VectorIndex
 
 _DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B, %Y", "%d %B %Y",
@@ -197,17 +197,27 @@ class MemorySystem(System):
 
     def answer(self, question: Question) -> Prediction:
         """Retrieve, then answer with the shared prompt. ``usage.extra["search_seconds"]`` is the time
-        :meth:`retrieve` took (Mem0's Table 2 "search" latency: fetching the memories, before the answer)."""
+        :meth:`retrieve` took (Mem0's Table 2 "search" latency: fetching the memories, before the answer).
+
+        Everything this answer notes stays in this call (answers of one history may run side by side on
+        the shared instance): its counts (:func:`.stores.structured.own_counts`) come back as
+        ``Prediction.outputs``, what :meth:`retrieve_noted` noted in ``usage.extra``."""
         t0, a0 = self.answer_start()
-        context = self.retrieve(question)
-        search_s = time.perf_counter() - t0
-        msgs = self.answer_messages(context, question)
-        r = self.llm.chat(msgs, max_new_tokens=self.answer_max_tokens(), temperature=0.0, phase="answer")
+        with own_counts() as mine:
+            context, noted = self.retrieve_noted(question)
+            search_s = time.perf_counter() - t0
+            msgs = self.answer_messages(context, question)
+            r = self.llm.chat(msgs, max_new_tokens=self.answer_max_tokens(), temperature=0.0, phase="answer")
         self.store.commit()  # recall side effects (MemoryBank strength) persist
         held = held_text_tokens(self.llm, msgs, context, self.answer_max_tokens())
-        usage = self.answer_usage(t0, a0, held, {**self.counts, "search_seconds": round(search_s, 6)})
-        return Prediction(text=r.text.strip(), usage=usage,
+        usage = self.answer_usage(t0, a0, held, {**noted, "search_seconds": round(search_s, 6)})
+        return Prediction(text=r.text.strip(), usage=usage, outputs=output_counts(mine),
                           meta={"context": context, "prompt_version": self.prompt_version()})
+
+    def retrieve_noted(self, question: Question) -> tuple[str, dict[str, Any]]:
+        """(the memories shown for ``question``, what this retrieval noted for ``usage.extra``);
+        default: :meth:`retrieve`, nothing noted."""
+        return self.retrieve(question), {}
 
     def answer_start(self) -> tuple[float, tuple[int, int, int]]:
         """Start timing an answer: (start time, the answer meter's tokens and calls so far) for answer_usage."""
@@ -236,9 +246,14 @@ class MemorySystem(System):
             answer_seconds=time.perf_counter() - t0, extra=extra)
 
     def output_counts(self) -> dict[str, Any]:
-        """Structured requests, those that ended without a usable value, and the per-phase breakdown
-        (:func:`.stores.structured.output_counts`)."""
+        """What building the current history counted: structured requests, those that ended without a
+        usable value, the per-phase breakdown (:func:`.stores.structured.output_counts`). Each answer
+        counts its own apart (``Prediction.outputs``)."""
         return output_counts(self.counts)
+
+    def count(self, key: str, n: int = 1) -> None:
+        """Count ``n`` of ``key``: in the answer's own counts while answering, else the history's."""
+        counter_for(self.counts)[key] += n
 
     def prompt_version(self) -> str:
         return "none"

@@ -53,6 +53,7 @@ from ctxbench.llm.fit import held_text_tokens
 
 from ctxbench.memory.base import MemorySystem
 from ctxbench.memory.prompts import memgpt as P
+from ctxbench.memory.stores.structured import output_counts, own_counts
 
 FTS_TABLE = "memgpt_recall"
 log = logging.getLogger(__name__)
@@ -196,8 +197,10 @@ class MemGPT(MemorySystem):
             self.counts[f"pressure_{name}"] += 1
             if name == "done":
                 break
-            result = self.archival_insert(args["content"]) if name == "archival_memory_insert" \
-                else self.execute(name, args, persist=False)
+            if name == "archival_memory_insert":
+                result = self.archival_insert(args["content"])
+            else:  # the step's commit saves the state
+                result, self.working = self.execute(name, args, self.working)
             msgs = msgs + [{"role": "assistant", "content": json.dumps(call)}, P.result_message(name, result, left)]
 
     def archival_insert(self, content: str) -> str:
@@ -274,38 +277,36 @@ class MemGPT(MemorySystem):
             used += n
         return list(reversed(out)) if newest else out
 
-    def execute(self, name: str, args: dict[str, Any], persist: bool = True) -> str:
-        """Run one function call; returns its result text (edits report failures as text).
-        ``persist=False`` (ingestion): the step's commit saves the state."""
+    def execute(self, name: str, args: dict[str, Any], working: str) -> tuple[str, str]:
+        """Run one function call on ``working`` (the working context the caller holds): (its result
+        text, the working context after it). Edits report failures as text; the caller keeps the
+        returned working context where it belongs (the state while ingesting, the answer's own copy)."""
         if name in ("archival_memory_search", "conversation_search"):
             fn = self.archival_search if name == "archival_memory_search" else self.conversation_search
             hits = fn(args["query"], args.get("page", 0))
             lines = self.clip([f"- {h}" for h in hits], self.result_max_tokens)
-            return "\n".join(lines) if lines else "(no results)"
+            return ("\n".join(lines) if lines else "(no results)"), working
         if name == "core_memory_append":
-            new = (self.working + "\n" + args["content"]).strip()
+            new = (working + "\n" + args["content"]).strip()
         else:  # core_memory_replace
-            if args["old_content"] not in self.working:
-                self.counts["failed_edits"] += 1
-                return "Edit failed: old_content is not in the working context."
-            new = self.working.replace(args["old_content"], args["new_content"], 1)
+            if args["old_content"] not in working:
+                self.count("failed_edits")
+                return "Edit failed: old_content is not in the working context.", working
+            new = working.replace(args["old_content"], args["new_content"], 1)
         if self.llm.count_tokens(new) > self.working_max_tokens:
-            self.counts["failed_edits"] += 1
-            return f"Edit failed: the working context would exceed {self.working_max_tokens} tokens."
-        self.working = new
-        if persist and self.cfg.persist_core_edits:
-            self.save_state()
-        return "OK. Working context:\n" + self.working
+            self.count("failed_edits")
+            return f"Edit failed: the working context would exceed {self.working_max_tokens} tokens.", working
+        return "OK. Working context:\n" + new, new
 
-    def main_context(self, question: Question) -> list[dict[str, str]]:
-        """System + working context + summary + as much of the FIFO (newest first) as fits."""
+    def main_context(self, question: Question, working: str) -> list[dict[str, str]]:
+        """System + ``working`` context + summary + as much of the FIFO (newest first) as fits."""
         qtext = question_text(question)
-        empty = P.agent_messages(self.working, self.summary, "", qtext, self.max_steps)
+        empty = P.agent_messages(working, self.summary, "", qtext, self.max_steps)
         reserve = self.step_max_tokens + 2 * (self.result_max_tokens + 40) + 32
         room = self.llm.context_window - reserve - sum(self.llm.count_tokens(m["content"]) for m in empty)
         lines = self.render(self.fifo).split("\n") if self.fifo else []
         fifo = "\n".join(self.clip(lines, max(room, 0), newest=True))
-        return P.agent_messages(self.working, self.summary, fifo, qtext, self.max_steps)
+        return P.agent_messages(working, self.summary, fifo, qtext, self.max_steps)
 
     def fit(self, msgs: list[dict[str, str]]) -> list[dict[str, str]]:
         """Drop the oldest call/result exchanges until the prompt fits the window."""
@@ -320,9 +321,27 @@ class MemGPT(MemorySystem):
         return self.cfg.persist_core_edits
 
     def answer(self, question: Question) -> Prediction:
+        """Page with function calls until ``send_message`` (or the fallback answer). The working context
+        is this answer's own copy; its edits become the state only with ``persist_core_edits`` (then
+        answers run one at a time, in order: :attr:`answer_writes_state`). Counts are the answer's own."""
         t0, a0 = self.answer_start()
-        msgs = self.main_context(question)
-        working0 = self.working
+        with own_counts() as mine:
+            reply, shown, fallback, noted = self.page(question)
+        self.store.commit()  # working-context edits persist
+        # the agent's own prompts are fitted by :meth:`fit` (whole exchanges dropped): what it saw is held;
+        # the fallback's answer prompt is fitted by the backend: what is left of it is held
+        held = (held_text_tokens(self.llm, self.answer_messages(shown, question), shown, self.answer_max_tokens())
+                if fallback else self.llm.count_tokens(shown))
+        usage = self.answer_usage(t0, a0, held, {**noted, "fallback_answer": fallback})
+        return Prediction(text=(reply or "").strip(), usage=usage, outputs=output_counts(mine),
+                          meta={"context": shown, "prompt_version": self.prompt_version(),
+                                "paging_steps": noted["paging_steps"], "invalid_calls": noted["invalid_calls"],
+                                "fallback_answer": fallback})
+
+    def page(self, question: Question) -> tuple[str | None, str, bool, dict[str, Any]]:
+        """The answer's paging loop: (reply, the context shown, whether the fallback answered, what it noted)."""
+        working = self.working
+        msgs = self.main_context(question, working)
         seen = [msgs[0]["content"], msgs[1]["content"]]
         results: list[str] = []
         calls: dict[str, int] = {}
@@ -341,39 +360,30 @@ class MemGPT(MemorySystem):
             if name == "send_message":
                 reply = args["message"]
                 break
-            result = self.execute(name, args)
+            result, working = self.execute(name, args, working)
+            if self.cfg.persist_core_edits and working != self.working:
+                self.working = working
+                self.save_state()
             if name.endswith("_search"):
                 results.append(result)
             seen.append(result)
             msgs = msgs + [{"role": "assistant", "content": json.dumps(call)}, P.result_message(name, result, left)]
-        fallback = reply is None
-        context, fallback_msgs = "", []
-        if fallback:  # best effort: the answer prompt over what the model has seen
-            parts = [self.working, f"Summary: {self.summary}" if self.summary else ""]
-            parts += [x for x in results if x != "(no results)"]
-            head = "\n".join(p for p in parts if p)
-            q_tokens = sum(self.llm.count_tokens(m["content"]) for m in self.answer_messages("", question))
-            room = self.llm.context_window - self.answer_max_tokens() - q_tokens - 48
-            lines = self.clip(head.split("\n"), room)
-            rest = room - sum(self.llm.count_tokens(x) + 1 for x in lines)
-            fifo = self.clip(self.render(self.fifo).split("\n"), max(rest, 0), newest=True) if self.fifo else []
-            context = "\n".join(lines + fifo)
-            fallback_msgs = self.answer_messages(context, question)
-            r = self.llm.chat(fallback_msgs, max_new_tokens=self.answer_max_tokens(), temperature=0.0, phase="answer")
-            reply = r.text
-        if not self.cfg.persist_core_edits:
-            self.working = working0  # edits last for this question only
-        self.store.commit()  # working-context edits persist
-        shown = context if fallback else "\n".join(seen)
-        extra = {**dict(self.counts), "paging_steps": steps, "invalid_calls": invalid,
-                 "function_calls": calls, "fallback_answer": fallback}
-        # the agent's own prompts are fitted by :meth:`fit` (whole exchanges dropped): what it saw is held
-        held = (held_text_tokens(self.llm, fallback_msgs, context, self.answer_max_tokens()) if fallback
-                else self.llm.count_tokens(shown))
-        usage = self.answer_usage(t0, a0, held, extra)
-        return Prediction(text=(reply or "").strip(), usage=usage,
-                          meta={"context": shown, "prompt_version": self.prompt_version(),
-                                "paging_steps": steps, "invalid_calls": invalid, "fallback_answer": fallback})
+        noted = {"paging_steps": steps, "invalid_calls": invalid, "function_calls": calls}
+        if reply is not None:
+            return reply, "\n".join(seen), False, noted
+        # best effort: the answer prompt over what the model has seen
+        parts = [working, f"Summary: {self.summary}" if self.summary else ""]
+        parts += [x for x in results if x != "(no results)"]
+        head = "\n".join(p for p in parts if p)
+        q_tokens = sum(self.llm.count_tokens(m["content"]) for m in self.answer_messages("", question))
+        room = self.llm.context_window - self.answer_max_tokens() - q_tokens - 48
+        lines = self.clip(head.split("\n"), room)
+        rest = room - sum(self.llm.count_tokens(x) + 1 for x in lines)
+        fifo = self.clip(self.render(self.fifo).split("\n"), max(rest, 0), newest=True) if self.fifo else []
+        context = "\n".join(lines + fifo)
+        r = self.llm.chat(self.answer_messages(context, question), max_new_tokens=self.answer_max_tokens(),
+                          temperature=0.0, phase="answer")
+        return r.text, context, True, noted
 
     def prompt_version(self) -> str:
         return P.VERSION

@@ -152,7 +152,7 @@ class MemoryBank(MemorySystem):
         meta = {**r.meta, "S": float(r.meta.get("S", 1.0)) + 1.0, "last": when.isoformat(),
                 "recalled_at": when.isoformat()}
         self.store.update(self.hid, r.id, meta=meta, op="RECALL")
-        self.counts["recalls"] += 1
+        self.count("recalls")  # an answer's recall: in that answer's own counts
 
     def retention_of(self, r: Record, now: datetime) -> float:
         return retention(days_between(datetime.fromisoformat(r.meta["last"]), now), float(r.meta.get("S", 1.0)))

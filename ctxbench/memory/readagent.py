@@ -64,7 +64,6 @@ class ReadAgent(MemorySystem):
         if self.max_lookups < 0:
             raise ConfigError(f"memory.max_lookups={self.max_lookups}: need >= 0")
         self.cursor = 0
-        self._last: dict[str, Any] = {}
 
     # ---- ingestion ---------------------------------------------------------------------------------
     def reset(self) -> None:
@@ -170,36 +169,38 @@ class ReadAgent(MemorySystem):
             dropped += 1
         return "\n".join(blocks[k] for k in keep), dropped
 
-    def lookup(self, question: Question) -> list[int]:
-        """Ask which pages to read again; returns the valid page numbers (at most ``max_lookups``)."""
+    def lookup(self, question: Question) -> tuple[list[int], dict[str, Any]]:
+        """Ask which pages to read again: (the valid page numbers, at most ``max_lookups``; what the
+        look-up noted: gists dropped to fit, the pages asked for, whether the reply was unusable)."""
         pages = self.pages()
         if self.max_lookups == 0 or not pages:
-            return []
+            return [], {}
         mt = self.cfg.lookup_max_tokens
         qtext = question_text(question)
         room = self._room(P.lookup_messages("", qtext, self.max_lookups), mt)
         gists, dropped = self.memory_text(pages, set(), room)
-        self._last["lookup_dropped_gists"] = dropped
         got = self.call(P.lookup_messages(gists, qtext, self.max_lookups),
                         P.pages_schema(len(pages), self.max_lookups), kind="lookup", phase="answer",
                         max_new_tokens=mt)
         asked = [int(p) for p in got["pages"]] if got else []
-        self._last.update(asked_pages=asked, lookup_unparsed=int(got is None))
-        return list(dict.fromkeys(asked))
+        noted = {"lookup_dropped_gists": dropped, "asked_pages": asked, "lookup_unparsed": int(got is None)}
+        return list(dict.fromkeys(asked)), noted
 
-    def retrieve(self, question: Question) -> str:
-        self._last = {}
-        chosen = self.lookup(question)
+    def retrieve_noted(self, question: Question) -> tuple[str, dict[str, Any]]:
+        """The gists with the looked-up pages in full, and what this question's look-up noted (kept in
+        this call: a history's questions may be answered side by side on this instance)."""
+        chosen, noted = self.lookup(question)
         pages = self.pages()
         room = self._room(self.answer_messages("", question), self.answer_max_tokens())
         text, dropped = self.memory_text(pages, set(chosen), room)
-        self._last.update(looked_up=sorted(chosen), dropped_gists=dropped, pages=len(pages))
-        return text
+        return text, {**noted, "looked_up": sorted(chosen), "dropped_gists": dropped, "pages": len(pages)}
+
+    def retrieve(self, question: Question) -> str:
+        return self.retrieve_noted(question)[0]
 
     def answer(self, question: Question) -> Prediction:
         pred = super().answer(question)
-        pred.usage.extra.update(self._last)
-        pred.meta.update({k: v for k, v in self._last.items() if k in ("looked_up", "asked_pages")})
+        pred.meta.update({k: v for k, v in pred.usage.extra.items() if k in ("looked_up", "asked_pages")})
         return pred
 
     def prompt_version(self) -> str:

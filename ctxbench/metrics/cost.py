@@ -1,8 +1,9 @@
 """Cost aggregation over prediction records written by the evaluator.
 
 Each record carries ``usage`` (the :class:`~ctxbench.core.types.Usage` of that answer, as counted by
-the system), ``history_id``, ``answer_seconds`` and ``construction`` (what ingesting its history
-cost: tokens, calls, seconds, memory footprint; identical for the questions of one history).
+the system), ``history_id``, ``answer_seconds``, ``outputs`` (the structured replies its answer asked
+for) and ``construction`` (what ingesting its history cost: tokens, calls, seconds, memory footprint,
+``outputs`` of the build; identical for the questions of one history).
 Construction is amortised per question: a history's construction cost is divided by the number of
 its questions answered.
 
@@ -26,9 +27,12 @@ from __future__ import annotations
 from typing import Any
 
 from ctxbench.core.types import HELD_AXIS, HELD_FIELDS, Usage
-from ctxbench.metrics.structured import merge_reports
+from ctxbench.data.errors import DataError
+from ctxbench.metrics.structured import add_outputs, merge_reports
 
-COST_VERSION = "ctxbench-cost-4"  # 3: latency_s.search; 4: held_per_question (tokens_per_question.context gone)
+# 3: latency_s.search; 4: held_per_question (tokens_per_question.context gone), outputs per question,
+# construction.outputs per history
+COST_VERSION = "ctxbench-cost-4"
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -47,14 +51,37 @@ def _r(x: float | None, nd: int = 4) -> float | None:
 
 
 def history_outputs(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each history's ``outputs`` (its structured-reply counts so far, snapshotted when a question was
-    answered) from its latest snapshot. The counts only grow, so the snapshot with the most structured
-    calls is the latest, whatever order concurrent answers completed in (ties: the later record)."""
-    latest: dict[str, dict[str, Any]] = {}
+    """Each history's structured-reply counts: what building it asked for (``construction.outputs``,
+    carried once per history) plus each answered question's own (the record's ``outputs``).
+
+    Records written before ``ctxbench-cost-4`` carry no ``construction.outputs``: their ``outputs``
+    are the history's cumulative counts snapshotted when a question was answered, read from the latest
+    snapshot (the one with the most structured calls: counts only grow). A history mixing both (a
+    run resumed across the change) cannot be added up and is refused."""
+    by: dict[str, list[dict[str, Any]]] = {}
     for r in records:
-        h, o = str(r.get("history_id", "")), r.get("outputs") or {}
-        if h not in latest or int(o.get("structured_calls", 0) or 0) >= int(latest[h].get("structured_calls", 0) or 0):
-            latest[h] = o
+        by.setdefault(str(r.get("history_id", "")), []).append(r)
+    out: dict[str, dict[str, Any]] = {}
+    for h, recs in by.items():
+        own = ["outputs" in (r.get("construction") or {}) for r in recs]
+        if all(own):
+            out[h] = add_outputs([recs[0]["construction"]["outputs"] or {}] + [r.get("outputs") or {} for r in recs])
+        elif not any(own):
+            out[h] = _latest_snapshot(recs)
+        else:
+            raise DataError("predictions.jsonl", f"history {h!r} mixes per-question output counts with cumulative "
+                            "ones written before ctxbench-cost-4 (a run resumed across versions): answer it again "
+                            "in a fresh run folder", record=h, field="outputs")
+    return out
+
+
+def _latest_snapshot(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The cumulative ``outputs`` with the most structured calls (ties: the later record)."""
+    latest: dict[str, Any] = {}
+    for r in records:
+        o = r.get("outputs") or {}
+        if int(o.get("structured_calls", 0) or 0) >= int(latest.get("structured_calls", 0) or 0):
+            latest = o
     return latest
 
 

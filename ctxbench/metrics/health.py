@@ -23,7 +23,7 @@ def run_health(records: list[dict[str, Any]], max_failed_fraction: float = DEFAU
                ) -> dict[str, Any]:
     calls = failed = 0
     histories: dict[str, dict[str, Any]] = {}
-    outputs = history_outputs(records)  # cumulative per history: the latest snapshot
+    outputs = history_outputs(records)  # per history: its construction's and its answers'
     for r in records:
         u = r.get("usage") or {}
         calls += int(u.get("answer_calls", 0) or 0)

@@ -1,8 +1,10 @@
 """Counting structured replies: per phase (construction, answer) and per kind of call.
 
 A system's :class:`~ctxbench.memory.stores.structured.StructuredCaller` counts each request's
-outcome under ``structured|<phase>|<kind>|<field>`` in the system's counts (persisted with its
-state); :func:`structured_report` turns those into results.json's ``cost.structured_output``.
+outcome under ``structured|<phase>|<kind>|<field>``: building a history in the system's counts
+(persisted with its state), each answer in its own; :func:`structured_report` turns counts into a
+report, :func:`add_outputs` adds output counts up (a history's construction and its answers: results.json's
+``cost.structured_output``).
 """
 from __future__ import annotations
 
@@ -37,6 +39,13 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
                 for f in FIELDS:
                     total[f"{PREFIX}|{phase}|{kind}|{f}"] += int(c.get(f, 0) or 0)
     return structured_report(total)
+
+
+def add_outputs(outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sum of several ``output_counts`` (``{structured_calls, invalid_outputs, structured_output}``)."""
+    return {"structured_calls": sum(int(o.get("structured_calls", 0) or 0) for o in outputs),
+            "invalid_outputs": sum(int(o.get("invalid_outputs", 0) or 0) for o in outputs),
+            "structured_output": merge_reports([o.get("structured_output") or {} for o in outputs])}
 
 
 def report_line(rep: dict[str, Any]) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 
 from ctxbench.data.categories import ADVERSARIAL_GOLD as NOT_MENTIONED
 from ctxbench.data.categories import question_category as category_name
@@ -52,6 +53,16 @@ def prompt_style(question: Question) -> str:
     if category_name(question) in LOCOMO_NAMES:
         return "locomo"
     return "choice" if question.options else "plain"
+
+
+def without_gold(question: Question) -> Question:
+    """The question as a system may see it under ``protocol_pure=true``: no gold answer, category,
+    adversarial distractor or evidence. Its prompt form (LoCoMo's, options listed, plain) is kept, but
+    nothing in it is chosen by category: no temporal hint, no adversarial two-option form (the distractor
+    is gold), A-Mem's single ``k`` and its plain prompt, LoCoMo's ``QA_PROMPT`` for every question."""
+    meta = {**(question.meta or {}), "prompt_style": prompt_style(question)}
+    return replace(question, answer="", category=0, category_name="", evidence=[], adversarial_answer=None,
+                   meta=meta)
 
 
 def adversarial_options(question: Question) -> dict[str, str]:

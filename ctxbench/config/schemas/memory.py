@@ -17,7 +17,7 @@ class AmemMemory:
     name: str = setting('amem', 'the registered name this config builds (ctxbench ls lists them)')
     needs_embedder: bool = setting(True, 'the evaluator builds the embedder for this system')
     k: int = setting(10, 'notes retrieved per question (the paper sweeps k = 10..50) where k_by_category names none', POSITIVE)
-    k_by_category: dict | None = setting({}, "per-category k, e.g. {multi-hop: 40, temporal: 40, open-domain: 50, single-hop: 50, adversarial: 40} (A-Mem Appendix A.5 Table 8, GPT-4o-mini; the paper experiment sets it); keys: category names or LoCoMo ids 1..5 (quoted: '4': 50); {} = k for every category", values=POSITIVE)
+    k_by_category: dict | None = setting({}, "per-category k, e.g. {multi-hop: 40, temporal: 40, open-domain: 50, single-hop: 50, adversarial: 40} (A-Mem Appendix A.5 Table 8, GPT-4o-mini; the paper experiment sets it); keys: category names or LoCoMo ids 1..5 (quoted: '4': 50); {} = k for every category; reads the gold category, so protocol_pure=true takes k for all", values=POSITIVE)
     expand: int | None = setting(None, "extra notes reached through links of the retrieved ones; null = the question's k", COUNT)
     query_keywords: bool = setting(True, "turn the question into search keywords with one LLM call (A-Mem's generate_query_llm, test_advanced.py) and embed those; false = embed the question itself (the old behaviour)")
     query_max_keywords: int = setting(8, "keywords in that reply (the query schema's maxItems)", POSITIVE)

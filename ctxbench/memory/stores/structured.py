@@ -10,20 +10,46 @@ per kind in the system's ``counts`` (persisted with its state, so a resumed run 
 - ``invalid``: complete but not JSON for the schema (possible only without enforcement);
 - ``failed``: the backend call failed (the backend already retried transport errors).
 
+Counts made while a system answers go to that answer's own counter (:func:`own_counts`, opened by
+``MemorySystem.answer``), never to the system's: answers run side by side under ``concurrency``,
+so a count on the shared instance would mix questions. The system's ``counts`` are therefore what
+building the history counted, and each answer reports its own (``Prediction.outputs``).
+
 A retry happens only when it changes something: a truncated reply is asked again once with twice
 the token budget; an invalid one is asked again with the error shown to the model. A retry that
 would send the same request (temperature 0, same prompt, same budget) is never made.
 """
 from __future__ import annotations
 
+import contextvars
 from collections import Counter
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from ctxbench.llm.base import ChatLLM, Message
 from ctxbench.llm.schema import Schema, SchemaError, parse_reply
 from ctxbench.metrics.structured import PREFIX, structured_report
 
 MAX_RETRY_TOKENS = 1024  # a truncated reply is retried with 2x its budget, up to this
+_ANSWER_COUNTS: contextvars.ContextVar[Counter | None] = contextvars.ContextVar("ctxbench_answer_counts",
+                                                                                 default=None)
+
+
+@contextmanager
+def own_counts() -> Iterator[Counter]:
+    """Count what this context does (one answer) in a Counter of its own instead of the system's."""
+    mine: Counter = Counter()
+    token = _ANSWER_COUNTS.set(mine)
+    try:
+        yield mine
+    finally:
+        _ANSWER_COUNTS.reset(token)
+
+
+def counter_for(counts: Counter) -> Counter:
+    """Where a count made now goes: the answer's own counter inside :func:`own_counts`, else ``counts``."""
+    mine = _ANSWER_COUNTS.get()
+    return counts if mine is None else mine
 
 
 class StructuredCaller:
@@ -35,7 +61,7 @@ class StructuredCaller:
         self.last_error = ""  # why the last request returned None (for an agent loop's error message)
 
     def _count(self, phase: str, kind: str, field: str) -> None:
-        self.counts[f"{PREFIX}|{phase}|{kind}|{field}"] += 1
+        counter_for(self.counts)[f"{PREFIX}|{phase}|{kind}|{field}"] += 1
 
     def __call__(self, messages: list[Message], schema: Schema, *, kind: str, phase: str = "construction",
                  max_new_tokens: int = 256, retries: int | None = None) -> Any | None:
@@ -74,8 +100,13 @@ class StructuredCaller:
 
 
 def output_counts(counts: Counter | dict[str, Any]) -> dict[str, Any]:
-    """What the System contract's ``output_counts`` reports: requests, unusable ones, and the breakdown."""
+    """What the System contract's ``output_counts`` reports: requests, unusable ones, the breakdown,
+    and the system's other counters (``counts``: flushes, evolutions, recalls ...; left out when none)."""
     rep = structured_report(counts)
     calls = sum(ph["calls"] for ph in rep.values())
     bad = sum(ph["invalid"] + ph["truncated"] for ph in rep.values())
-    return {"structured_calls": calls, "invalid_outputs": bad, "structured_output": rep}
+    out: dict[str, Any] = {"structured_calls": calls, "invalid_outputs": bad, "structured_output": rep}
+    other = {k: int(n) for k, n in sorted(counts.items()) if not str(k).startswith(f"{PREFIX}|")}
+    if other:
+        out["counts"] = other
+    return out
