@@ -115,8 +115,19 @@ def test_pyramidkv_keeps_each_layer_at_its_budget(tiny):
     assert [layer.slots for layer in st.layers] == budgets
 
 
+@pytest.fixture(scope="module")
+def tiny_mha():
+    """The tiny Llama with one KV head per query head: SnapKV's reference chooses per attention head."""
+    return load_model(option_config("model", {"name": "tiny", "num_kv_heads": 4}))
+
+
 def snapkv_reference_slots(model, prompt: torch.Tensor, n_hist: int, window: int, kernel: int, keep: int):
-    """SnapKV on the whole prompt from the model's own attention weights (eager, output_attentions)."""
+    """The slots SnapKV's reference code (FasterDecoding/SnapKV ``snapkv_utils.py``, ``update_kv``) keeps
+    of a prompt, from the model's own attention weights (eager, output_attentions), per layer and head:
+    the window's attention to the prefix only (``attn[..., -window:, :-window]``) summed over the
+    window, ``avg_pool1d(kernel, padding=kernel // 2, stride=1)`` over that prefix, ``topk``. The top
+    ``keep`` are taken among the first ``n_hist`` prefix slots (ctxbench keeps the whole question
+    beside them; with the window at the end of the history, n_hist is the whole prefix)."""
     impl = model.config._attn_implementation
     model.set_attn_implementation("eager")
     try:
@@ -124,33 +135,59 @@ def snapkv_reference_slots(model, prompt: torch.Tensor, n_hist: int, window: int
             att = model(prompt, output_attentions=True).attentions
     finally:
         model.set_attn_implementation(impl)
-    groups = model.config.num_attention_heads // model.config.num_key_value_heads
+    assert model.config.num_key_value_heads == model.config.num_attention_heads
     out = []
     for a in att:  # [1, heads, T, T]
-        votes = a[0, :, -window:, :].sum(1)  # [heads, T]
-        votes = votes.view(-1, groups, votes.shape[-1]).sum(1)[None]  # per KV head
-        votes = pooled_votes(votes, kernel)[..., :n_hist]
-        out.append(torch.topk(votes, keep, dim=-1).indices.sort(-1).values)
+        votes = a[:, :, -window:, :-window].sum(dim=-2)  # [1, heads, T - window]
+        pooled = torch.nn.functional.avg_pool1d(votes, kernel_size=kernel, padding=kernel // 2, stride=1)
+        out.append(pooled[..., :n_hist].topk(keep, dim=-1).indices.sort(-1).values)
     return out
 
 
-def test_question_cuts_the_cache_to_the_slots_its_window_votes_for(tiny):
+def test_window_votes_for_itself_do_not_spill_into_the_prefix():
+    """The window's own (large) votes are not pooled into the slots before it (reference: ``[:-w]``)."""
+    votes = torch.tensor([[[0, 0, 6, 9, 3, 0, 0, 0, 0, 0, 60, 60]]], dtype=torch.float32)
+    kv = hand_cache(12)
+    out = SnapKVPress(window=2, kernel=3).compress(kv, SegmentInfo(0, 1, 4, votes, "ingest"), 4)
+    # pooled prefix: 3 (6), 2 (5), 4 (4); slot 9 has 0 of its own (pooled with the window it had 20)
+    assert out.pos[0, 0].tolist() == [2, 3, 10, 11]
+
+
+def test_ingest_keeps_the_slots_snapkv_keeps_of_a_prompt(tiny_mha):
+    """A prompt as one segment over an M-slot cache is SnapKV's prefill: the window + the M − window
+    prefix slots the reference picks (this text: the old pooling over the window too picked others)."""
+    ids = ids_of(40)
+    for kernel in (5, 7):
+        m = method(tiny_mha, "snapkv", segment_len=40, mem_size=16, kernel=kernel)
+        with torch.no_grad():
+            state = m.runner().stream(KVState(), ids, 40)
+        ref = snapkv_reference_slots(tiny_mha.model, ids, 36, window=4, kernel=kernel, keep=12)
+        for layer, want in zip(state.layers, ref):
+            assert torch.equal(layer.pos[..., :12], want)
+            assert (layer.pos[..., 12:] == torch.arange(36, 40)).all()
+
+
+def test_question_cuts_the_cache_to_the_slots_its_window_votes_for(tiny_mha):
     """With ingest_size ≥ the history nothing is dropped at ingest; when the question arrives the
-    cache keeps exactly the M history slots SnapKV picks from the full prompt's attention."""
+    cache keeps exactly the M history slots SnapKV's reference picks from the full prompt's attention
+    (a question of window + 1 tokens: the window is the question read before the answer's first
+    token, so the reference's prefix is the history itself)."""
     ids = ids_of(100)
-    q = ids_of(12, seed=3)[0].tolist()
-    m = method(tiny, "snapkv", segment_len=16, mem_size=20, ingest_size=200)
+    m = method(tiny_mha, "snapkv", segment_len=16, mem_size=20, ingest_size=200, kernel=5)
     with torch.no_grad():
         state = m.ingest_runner().stream(KVState(), ids, 16)
     assert state.slots == 100
-    new, read = m.runner().generate(state, q, 0, [], None)
-    assert state.slots == 100  # the ingested state is untouched
-    assert [layer.slots for layer in read.layers] == [20 + 11] * 2  # M history slots + the question (but its last token)
-    prompt = torch.cat([ids, torch.tensor([q[:-1]])], dim=1)
-    ref = snapkv_reference_slots(tiny.model, prompt, 100, window=4, kernel=3, keep=20)
-    for layer, want in zip(read.layers, ref):
-        assert torch.equal(layer.pos[..., :20], want)
-        assert (layer.pos[..., 20:] == torch.arange(100, 111)).all()
+    for n_q in (12, 5):
+        q = ids_of(n_q, seed=3)[0].tolist()
+        new, read = m.runner().generate(state, q, 0, [], None)
+        assert state.slots == 100  # the ingested state is untouched
+        # M history slots + the question (but its last token)
+        assert [layer.slots for layer in read.layers] == [20 + n_q - 1] * 2
+        prompt = torch.cat([ids, torch.tensor([q[:-1]])], dim=1)
+        ref = snapkv_reference_slots(tiny_mha.model, prompt, 100, window=4, kernel=5, keep=20)
+        for layer, want in zip(read.layers, ref):
+            assert torch.equal(layer.pos[..., :20], want)
+            assert (layer.pos[..., 20:] == torch.arange(100, 100 + n_q - 1)).all()
     # another question keeps other slots: the choice is the question's
     other = m.runner().generate(state, ids_of(12, seed=9)[0].tolist(), 0, [], None)[1]
     assert any(not torch.equal(a.pos, b.pos) for a, b in zip(read.layers, other.layers))

@@ -5,7 +5,11 @@ with an error naming the method and the task. Every token count is in the method
 
 - ``score_continuation(context, target, prompt=())`` → :class:`Scored`: the summed NLL of
   ``target`` when the model reads ``context`` *compressed the method's way*, then ``prompt`` and
-  ``target`` uncompressed. Every target token is scored (the first from what precedes it).
+  ``target`` uncompressed. Every target token is scored, each given everything before it (the
+  same T tokens for every method and baseline): the first from the prompt's last token, or with no
+  prompt from the context alone (the last token the method reads of it: the text's last token, a
+  press's last segment, ICAE's [LM] token; CCM, whose memory is COMP keys with no text after them,
+  reads :func:`start_ids` after its memory, as the ``no_context`` baseline reads it with none).
   ``context`` is a list of chunks, the natural units of the data (one chunk for a text window, one
   per demonstration for MetaICL, one per turn for a dialogue); a method splits long chunks by its
   own rule (ICAE segments, CCM steps, press segments). ``perplexity`` and ``choice`` use it.
@@ -13,7 +17,9 @@ with an error naming the method and the task. Every token count is in the method
   gates off): the ``full_context`` and ``no_context`` rows beside the method's own.
 - ``perplexity(ids, marks=[...])`` → ``{"at": [{tokens_in, nll (mean), n_tokens, kv_slots, kv_bytes,
   peak_rss_bytes, seconds}, ...]}``: a long text streamed through the method's cache, every token
-  scored, recorded after each mark (the fixed-cache methods); ``perplexity task.score=stream`` uses it.
+  after the first scored; at each mark m what a text of m tokens gives (tokens 2..m scored, the cache
+  a stream of m tokens leaves), whether or not m ends a segment (the fixed-cache methods);
+  ``perplexity task.score=stream`` uses it.
 - ``reconstruct_ids(context, max_new_tokens)`` → list of token ids the method decodes back from
   its compressed ``context`` (ICAE's autoencoding); ``reconstruction`` uses it.
 """
@@ -45,3 +51,10 @@ class ContextScorer(Protocol):
 @runtime_checkable
 class Reconstructor(Protocol):
     def reconstruct_ids(self, context: Sequence[int], max_new_tokens: int) -> list[int]: ...
+
+
+def start_ids(tokenizer: Any) -> list[int]:
+    """What a model reads before a target when nothing else precedes it: the start token, if any
+    (BOS, else EOS) — the ``no_context`` baseline's whole input, CCM's after its memory."""
+    tid = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    return [] if tid is None else [int(tid)]

@@ -37,7 +37,7 @@ from torch import nn
 from ctxbench.core.errors import ConfigError
 from ctxbench.models.loading import kv_bytes_per_token
 from ctxbench.core.registry import register
-from ctxbench.core.task_protocol import Scored
+from ctxbench.core.task_protocol import Scored, start_ids
 from ctxbench.core.types import History, Prediction, Question, Sample, Session, Usage
 from ctxbench.methods.base import MethodOutput, TrainableMethod, base_dtype, fp32_trainables
 from ctxbench.methods.ccm_lora import CompGate, install_gated_lora, lora_config
@@ -161,13 +161,19 @@ class CCM(TrainableMethod):
                            prompt: Sequence[int] = ()) -> Scored:
         """Summed NLL of ``target`` read after the compressed memory of ``context`` (each chunk one step,
         a longer one split into ``step_tokens`` pieces) and ``prompt``, in the parallel form (equal to
-        recurrent compression). Every target token is scored when there is a prompt; without one the
-        first target token has nothing of its own before it and is not (``tokens`` says how many were)."""
+        recurrent compression). Every target token is scored, as by every method: the first from the
+        prompt's last token, or with no prompt from the start token read after the memory (the memory
+        is COMP keys with no text after them; the ``no_context`` baseline reads the same start token
+        with no memory)."""
         self.eval()
         size = self.cfg.step_tokens
         steps = [list(c[i:i + size]) for c in context for i in range(0, len(c), size) if len(c[i:i + size])]
-        ids, tgt = list(prompt) + list(target), list(target)
-        labels = [-100] * max(len(prompt) - 1, 0) + (tgt if prompt else tgt[1:]) + [-100]
+        lead = list(prompt) or start_ids(self.tokenizer)
+        if not lead:
+            raise ValueError("score_continuation: no prompt and no start token, so nothing reads the memory "
+                             "before the first target token")
+        ids, tgt = lead + list(target), list(target)
+        labels = [-100] * (len(lead) - 1) + tgt + [-100]
         lay = self.layout(steps, ids, labels, loss_steps_from=len(steps) + 2)  # loss on the target only
         batch = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in self.collate([lay]).items()}
         try:

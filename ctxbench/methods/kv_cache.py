@@ -231,45 +231,59 @@ def stream_perplexity(runner: PressRunner, ids: list[int] | torch.Tensor, segmen
     Every token after the first is scored, including each segment's first token (predicted from the
     previous segment's last logits). Returns nll, ppl, n_tokens, kv slots/bytes held at the end,
     peak working slots, peak RSS (reset at the start) and seconds; with ``marks`` also ``at``: the
-    same numbers after the first m tokens, for each m in marks (the prefix a shorter text would be).
+    same numbers for the first m tokens, for each m in marks, as a text of m tokens would give them:
+    the NLL of its tokens 2..m (m − 1 scored, the tokens the base model scores over that prefix) and
+    the cache a stream of m tokens leaves. A mark inside a segment (m not a multiple of
+    ``segment_len``) takes the NLL of the segment's tokens up to m (each token reads only what
+    precedes it) and runs the segment's first tokens up to m once more from the cache before it, for
+    the cache; that extra run is not counted in ``seconds``.
     """
+    from tqdm.auto import tqdm
+
     ids_t = torch.as_tensor(ids, dtype=torch.long).view(1, -1)
     ids_t = ids_t.to(next(runner.model.parameters()).device)
-    total, count = 0.0, 0
-    prev_last: list[torch.Tensor | None] = [None]
-    marks_left = sorted(int(m) for m in (marks or []) if int(m) <= ids_t.shape[1])
+    n = int(ids_t.shape[1])
+    marks_left = sorted(int(m) for m in (marks or []) if int(m) <= n)
     at: list[dict[str, Any]] = []
     state = KVState()
+    total, count, aside = 0.0, 0, 0.0
+    prev_last: torch.Tensor | None = None
     t0 = time.perf_counter()
-
-    def record(n_in: int) -> dict[str, Any]:
-        nll = total / max(count, 1)
-        return {"tokens_in": n_in, "nll": nll, "ppl": math.exp(nll), "n_tokens": count, "kv_slots": state.slots,
-                "kv_bytes": state.kv_bytes(), "peak_slots": state.peak_slots, "peak_rss_bytes": peak_rss_bytes(),
-                "seconds": time.perf_counter() - t0}
-
-    def score(start: int, logits: torch.Tensor) -> None:
-        nonlocal total, count
-        seg = ids_t[:, start: start + logits.shape[1]]
-        lg = logits[0].float()
-        if prev_last[0] is not None:
-            lg = torch.cat([prev_last[0], lg], dim=0)
-            tgt = seg[0]
-        else:
-            tgt = seg[0, 1:]
-        total += nll_sum(lg[: tgt.shape[0]], tgt)
-        count += int(tgt.shape[0])
-        prev_last[0] = logits[0, -1:].float()
-        end = start + logits.shape[1]
-        while marks_left and marks_left[0] <= end:
-            at.append(record(marks_left.pop(0)))
-
     reset_peak_rss()
-    runner.stream(state, ids_t, segment_len, progress=progress, on_logits=score)
-    out = record(int(ids_t.shape[1]))
+    for start in tqdm(range(0, n, segment_len), disable=not progress, desc="segments", leave=False):
+        before = KVState(list(state.layers), state.n_seen, state.peak_slots)
+        seg = ids_t[:, start: start + segment_len]
+        logits = runner.forward(state, seg)[0].float()
+        lg = logits if prev_last is None else torch.cat([prev_last, logits], dim=0)
+        tgt = seg[0, 1:] if prev_last is None else seg[0]
+        losses = F.cross_entropy(lg[: tgt.shape[0]], tgt, reduction="none")  # tokens count+1 .. end−1
+        prev_last = logits[-1:]
+        end = start + int(seg.shape[1])
+        while marks_left and marks_left[0] <= end:
+            m = marks_left.pop(0)
+            held = state
+            if m < end:  # the cache a text of m tokens leaves: its last segment is the first m − start tokens
+                t = time.perf_counter()
+                held = KVState(list(before.layers), before.n_seen, before.peak_slots)
+                runner.forward(held, ids_t[:, start:m])
+                aside += time.perf_counter() - t
+            part = max(m - 1 - count, 0)
+            at.append(stream_record(m, total + float(losses[:part].sum()), count + part, held, t0 + aside))
+        total += float(losses.sum())
+        count += int(tgt.shape[0])
+    out = stream_record(n, total, count, state, t0 + aside)
     if marks:
         out["at"] = at
     return out
+
+
+def stream_record(n_in: int, summed: float, n_scored: int, state: KVState, t0: float) -> dict[str, Any]:
+    """What :func:`stream_perplexity` reports for the first ``n_in`` tokens: mean NLL over the
+    ``n_scored`` tokens, the cache ``state`` they leave, the peak RSS so far and seconds since ``t0``."""
+    nll = summed / max(n_scored, 1)
+    return {"tokens_in": n_in, "nll": nll, "ppl": math.exp(nll), "n_tokens": n_scored, "kv_slots": state.slots,
+            "kv_bytes": state.kv_bytes(), "peak_slots": state.peak_slots, "peak_rss_bytes": peak_rss_bytes(),
+            "seconds": time.perf_counter() - t0}
 
 
 @dataclass

@@ -2,9 +2,12 @@
 
 Li et al., "SnapKV: LLM Knows What You are Looking for Before Generation" (arXiv 2404.14469): the
 last ``window`` queries of the prompt (the observation window) vote for the earlier keys with
-their attention, summed over the window; the votes are smoothed by a 1-D average pooling over
-neighbouring positions (``kernel``, so a kept token keeps its neighbours); each KV head keeps the
-top (budget − window) earlier slots and the window itself.
+their attention, summed over the window; the votes for the slots *before* the window are smoothed
+by a 1-D average pooling over neighbouring positions (``kernel``, zero-padded at both ends, so a
+kept token keeps its neighbours); each KV head keeps the top (budget − window) earlier slots and
+the window itself. As the reference code (``snapkv_utils.py``: ``attn[..., -w:, :-w]``, pooled,
+top-k) the window's votes for itself are not pooled, so they never lift the slots just before it.
+The query heads of a KV group add their votes (one choice per KV head, as kvpress does).
 
 On a fixed cache (:mod:`.kv_cache`) the press acts twice:
 
@@ -37,6 +40,14 @@ def pooled_votes(votes: torch.Tensor, kernel: int) -> torch.Tensor:
     return F.avg_pool1d(votes.reshape(b * h, 1, L), kernel, stride=1, padding=kernel // 2).view(b, h, L)
 
 
+def prefix_votes(seg_score: torch.Tensor, n_window: int, kernel: int) -> torch.Tensor:
+    """The votes [b, h, L] pooled over the slots before the observation window (its last ``n_window``
+    slots) only, as the reference (``attn[..., -w:, :-w]``, then the pooling): the window's votes for
+    itself never spill into the slots just before it. The window's own entries are 0 (it is kept)."""
+    L = seg_score.shape[-1]
+    return F.pad(pooled_votes(seg_score[..., : L - n_window], kernel), (0, n_window))
+
+
 class SnapKVPress(Press):
     """Window votes, pooled; keep the window + the top-voted earlier slots (per KV head)."""
 
@@ -58,9 +69,9 @@ class SnapKVPress(Press):
     def compress(self, kv: LayerKV, info: SegmentInfo, budget: int) -> LayerKV:
         # the observation window is kept: at ingest the segment's last `window` slots; for the
         # question, the whole question (its slots are not part of the history budget)
-        kept_recent = info.seg_len if info.phase == "question" else min(self.window, info.seg_len)
-        votes = pooled_votes(info.seg_score, self.kernel)
-        return gather_slots(kv, top_with_recent(votes, budget, kept_recent))
+        n_window = min(self.window, info.seg_len)
+        kept_recent = info.seg_len if info.phase == "question" else n_window
+        return gather_slots(kv, top_with_recent(prefix_votes(info.seg_score, n_window, self.kernel), budget, kept_recent))
 
 
 def snapkv_press(cfg: Any, layer_budget: Callable[[int, int, int], int] | None = None) -> SnapKVPress:

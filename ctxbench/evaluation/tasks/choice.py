@@ -17,7 +17,8 @@ from ctxbench.core.errors import ConfigError
 from ctxbench.core.registry import register
 from ctxbench.core.render import render_session
 from ctxbench.core.types import Question, Sample
-from ctxbench.evaluation.tasks.common import (Records, baseline_nll, encode, mean_se, no_items, progress_bar, start_ids, task_method,
+from ctxbench.core.task_protocol import start_ids
+from ctxbench.evaluation.tasks.common import (Records, baseline_nll, encode, mean_se, no_items, progress_bar, task_method,
                      tokenizer_of, whole_or_round, write_results)
 
 LETTERS = "ABCDEFGHIJ"

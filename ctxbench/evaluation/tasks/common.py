@@ -47,12 +47,6 @@ def encode(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def start_ids(tokenizer: Any) -> list[int]:
-    """What the base model reads before a target with no context at all: its start token, if any."""
-    tid = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-    return [] if tid is None else [int(tid)]
-
-
 def model_device(model: Any) -> torch.device:
     return next(model.parameters()).device
 

@@ -21,7 +21,8 @@ from ctxbench.models.loading import kv_bytes_per_token
 from ctxbench.core.registry import register
 from ctxbench.core.render import render_session
 from ctxbench.core.types import Sample
-from ctxbench.evaluation.tasks.common import (Records, baseline_nll, encode, mean_se, no_items, ppl, progress_bar, start_ids,
+from ctxbench.core.task_protocol import start_ids
+from ctxbench.evaluation.tasks.common import (Records, baseline_nll, encode, mean_se, no_items, ppl, progress_bar,
                      task_method, token_windows, tokenizer_of, whole_or_round, write_results)
 
 Item = tuple[str, Any, list[list[int]], list[int], list[int]]  # (id, length, context chunks, prompt, target)
