@@ -128,3 +128,47 @@ def test_streamingllm_keys_through_the_model_in_bf16_stay_one_rotation():
     d = rotation_drift(segments=60)
     assert d["sink_max"] == 0.0, d  # the sinks are the model's own keys
     assert d["window_max"] <= 4 * EPS, d  # a window key moves once per segment while kept (3 moves)
+
+
+# ---- item 4: a model with a sliding window gets full cache layers -------------------------------
+
+@pytest.fixture(scope="module")
+def mistral():
+    """A tiny random Mistral whose sliding window (8) is below every working set here."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    conf = MistralConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         sliding_window=8, attn_implementation="sdpa")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return MistralForCausalLM(conf).eval()
+
+
+@torch.no_grad()
+def test_full_cache_on_a_sliding_window_model_keeps_every_slot(mistral):
+    ids = ids_of(40)
+    outs = []
+    state = PressRunner(mistral, None, None).stream(KVState(), ids, 4, on_logits=lambda s, lg: outs.append(lg))
+    assert [layer.slots for layer in state.layers] == [40, 40]
+    assert all(int(layer.pos[0, 0, -1]) == 39 and layer.pos.shape[-1] == 40 for layer in state.layers)
+    # every segment attended the whole past: the same weights with no window, in one pass
+    mistral.config.sliding_window = None
+    try:
+        ref = mistral(ids).logits
+    finally:
+        mistral.config.sliding_window = 8
+    got = torch.cat(outs, dim=1)
+    assert torch.allclose(got, ref, atol=1e-5, rtol=0), (got - ref).abs().max()
+
+
+@torch.no_grad()
+def test_a_press_on_a_sliding_window_model_holds_its_budget_above_the_window(mistral):
+    runner = PressRunner(mistral, 12, H2OPress(n_recent=4))  # working set 12 + 4 = 16 > window 8
+    state = runner.stream(KVState(), ids_of(40), 4)
+    assert [layer.slots for layer in state.layers] == [12, 12] and state.peak_slots == 16
+    for layer in state.layers:  # the bookkeeping and the cache agree: the last 4 tokens are the window
+        assert layer.k.shape[-2] == layer.pos.shape[-1] == 12
+        assert layer.pos[0, 0, -4:].tolist() == [36, 37, 38, 39]
+    new, _ = runner.generate(state, [5, 6, 7], max_new_tokens=3, stop_ids=[], pad_id=0, min_new_tokens=3)
+    assert len(new) == 3

@@ -57,10 +57,13 @@ class KVState:
 
     def cache(self, config: Any) -> Any:
         """A transformers ``DynamicCache`` holding these layers (the tensors are shared, not copied:
-        the cache grows by concatenation, so the state itself is never written)."""
+        the cache grows by concatenation, so the state itself is never written). Every layer is a
+        full layer whatever ``config`` says: ``DynamicCache(config=...)`` would build sliding-window
+        layers for a model with ``sliding_window`` (Mistral-7B-v0.1: 4096) that silently drop all but
+        the last window − 1 slots, while the press alone decides what the cache holds."""
         from transformers import DynamicCache
 
-        cache = DynamicCache(config=config)
+        cache = DynamicCache()  # config unused on purpose: full layers only (see above)
         for i, layer in enumerate(self.layers):
             cache.update(layer.k, layer.v, i)
         return cache
