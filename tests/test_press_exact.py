@@ -172,3 +172,49 @@ def test_a_press_on_a_sliding_window_model_holds_its_budget_above_the_window(mis
         assert layer.pos[0, 0, -4:].tolist() == [36, 37, 38, 39]
     new, _ = runner.generate(state, [5, 6, 7], max_new_tokens=3, stop_ids=[], pad_id=0, min_new_tokens=3)
     assert len(new) == 3
+
+
+# ---- item 11 (H2O): scores accumulated through the real hooks ----------------------------------
+
+@torch.no_grad()
+def test_h2o_scores_are_the_eager_attention_columns_accumulated_over_segments():
+    """H2O over 6 segments on the tiny model (eager attention, so each attention module also returns
+    its weights): after every segment, each kept slot's score is the sum of the attention columns
+    every query so far gave it (over the query heads of its KV group), as read from the model's own
+    attention weights, and the kept slots are H2O's rule applied to those sums."""
+    bundle = load_model(option_config("model", {"name": "tiny"}))
+    model = bundle.model
+    assert model.config._attn_implementation == "eager"
+    T, M, n_recent = 8, 20, 6
+    runner = PressRunner(model, M, H2OPress(n_recent))
+    n_kv = model.config.num_key_value_heads
+    groups = model.config.num_attention_heads // n_kv
+    weights: dict[int, torch.Tensor] = {}
+    hooks = [a.register_forward_hook(lambda m, args, out: weights.__setitem__(m.layer_idx, out[1]))
+             for a in runner.attn]
+    expect: list[dict[tuple[int, int], float]] = [{} for _ in runner.attn]  # layer → (kv head, token) → score
+    state, ids = KVState(), ids_of(6 * T, seed=5)
+    try:
+        for s in range(0, ids.shape[1], T):
+            before = [layer.pos[0] for layer in state.layers] or [torch.empty(n_kv, 0, dtype=torch.long)] * len(runner.attn)
+            runner.forward(state, ids[:, s:s + T])
+            for i, layer in enumerate(state.layers):
+                w = weights[i][0].float()  # [heads, T, L + T]: this segment's queries over the slots
+                cols = w.sum(dim=1).view(n_kv, groups, -1).sum(dim=1)  # [kv, L + T]
+                slots = torch.cat([before[i], torch.arange(s, s + T).expand(n_kv, T)], dim=1)
+                for h in range(n_kv):
+                    for j, p in enumerate(slots[h].tolist()):
+                        expect[i][h, p] = expect[i].get((h, p), 0.0) + float(cols[h, j])
+                for h in range(n_kv):
+                    kept = layer.pos[0, h].tolist()
+                    want = torch.tensor([expect[i][h, p] for p in kept])
+                    assert torch.allclose(layer.score[0, h], want, atol=1e-5), (s, i, h)
+                    # H2O's rule on the independent sums: the window + the top older ones
+                    held = sorted(p for (hh, p) in expect[i] if hh == h and p in slots[h].tolist())
+                    older = held[: len(held) - n_recent] if len(held) > M else []
+                    top = sorted(older, key=lambda p: -expect[i][h, p])[: M - n_recent]
+                    assert kept == (sorted(top) + held[len(held) - n_recent:] if older else held), (s, i, h)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert state.slots == M
