@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from ctxbench.core.errors import ConfigError
-from ctxbench.models.loading import kv_bytes_per_token
+from ctxbench.models.loading import cache_kwarg, kv_bytes_per_token, returned_cache
 from ctxbench.core.registry import register
 from ctxbench.core.task_protocol import Scored, start_ids
 from ctxbench.core.types import History, Prediction, Question, Sample, Session, Usage
@@ -90,6 +90,7 @@ class CCM(TrainableMethod):
         if self.n_tok < 1:
             raise ConfigError(f"method.n_tok must be >= 1, got {self.n_tok}")
         self.model = bundle.model
+        self._cache_kw = cache_kwarg(self.model)  # the forward's keyword for a KV cache (transformers version)
         for p in self.model.parameters():
             p.requires_grad_(False)
         self.gate = CompGate()
@@ -272,13 +273,13 @@ class CCM(TrainableMethod):
         self.gate.set(is_comp)
         try:
             out = self.decoder(inputs_embeds=self._embed(ids, is_comp, comp_k), attention_mask=mask, position_ids=pos,
-                               cache=cache, use_cache=True)
+                               **{self._cache_kw: cache}, use_cache=True)
         finally:
             self.clear_state()
         logits = self.model.get_output_embeddings()(out.last_hidden_state[:, :L]) if return_logits else None
         t = memory.n_steps + 1
         keys, values = [], []
-        for i, layer in enumerate(out.cache.layers):
+        for i, layer in enumerate(returned_cache(out).layers):
             k_new, v_new = layer.keys[:, :, -n:], layer.values[:, :, -n:]
             if self.mode == "concat" or not memory.keys:
                 k = torch.cat([memory.keys[i], k_new], 2) if memory.keys else k_new
@@ -299,8 +300,8 @@ class CCM(TrainableMethod):
         ids = torch.tensor([tokens], device=dev)
         pos = torch.arange(memory.text_pos, memory.text_pos + L, device=dev)[None]
         out = self.model(input_ids=ids, attention_mask=causal_with_past(L, memory.slots, self._dtype(), dev),
-                         position_ids=pos, cache=self._cache(memory), use_cache=True)
-        return out.logits, out.cache
+                         position_ids=pos, **{self._cache_kw: self._cache(memory)}, use_cache=True)
+        return out.logits, returned_cache(out)
 
     def history_steps(self, history: History) -> list[list[int]]:
         """Token lists of the history's steps: sessions (with date; long ones split), or chunks."""
@@ -346,9 +347,9 @@ class CCM(TrainableMethod):
             out.append(nxt)
             past = cache.get_seq_length()
             res = self.model(input_ids=torch.tensor([[nxt]], device=dev), position_ids=torch.tensor([[pos]], device=dev),
-                             attention_mask=causal_with_past(1, past, self._dtype(), dev), cache=cache,
-                             use_cache=True)
-            logits, cache, pos = res.logits, res.cache, pos + 1
+                             attention_mask=causal_with_past(1, past, self._dtype(), dev),
+                             **{self._cache_kw: cache}, use_cache=True)
+            logits, cache, pos = res.logits, returned_cache(res), pos + 1
         return out
 
     @torch.no_grad()

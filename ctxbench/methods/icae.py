@@ -30,6 +30,7 @@ from ctxbench.core.types import History, Prediction, Question, Sample, Usage
 from ctxbench.methods import icae_data as D
 from ctxbench.methods import lora
 from ctxbench.methods.base import MethodOutput, TrainableMethod, base_dtype, fp32_trainables
+from ctxbench.models.loading import cache_kwarg, returned_cache
 
 def qa_text(question: Question, prompt: Any = None) -> str:
     """The answer prompt's question part without context (the context is in the slots): ``prompt``'s,
@@ -65,6 +66,7 @@ class ICAE(TrainableMethod):
             p.requires_grad_(False)
         self.model = add_lora(bundle.model, cfg.lora)
         self.base = self.model.get_base_model()  # LoRA layers live inside it; disable_adapter toggles them
+        self._cache_kw = cache_kwarg(self.base)  # the forward's keyword for a KV cache (transformers version)
         inner = getattr(self.base, self.base.base_model_prefix, None) or self.base.get_decoder()
         self.inner = inner  # the transformer body (no LM head): hidden states only
         self.layout = D.Layout(self.tokenizer, cfg)
@@ -234,8 +236,8 @@ class ICAE(TrainableMethod):
         past = None
         with self.model.disable_adapter():
             for _ in range(int(max_new_tokens)):
-                res = self.base(inputs_embeds=embeds, cache=past, use_cache=True, logits_to_keep=1)
-                past = res.cache
+                res = self.base(inputs_embeds=embeds, **{self._cache_kw: past}, use_cache=True, logits_to_keep=1)
+                past = returned_cache(res)
                 nxt = int(res.logits[0, -1].argmax())
                 if nxt in stop:
                     break

@@ -33,7 +33,7 @@ from ctxbench.core.task_protocol import Scored
 from ctxbench.core.types import History, Prediction, Question, Usage
 from ctxbench.methods.base import TrainingFreeMethod
 from ctxbench.methods.kv_prompt import qa_frame, stop_token_ids
-from ctxbench.methods.press import LayerKV, Press
+from ctxbench.methods.press import LayerKV, Press, SegmentInfo
 from ctxbench.methods.press_hooks import PressCall, checkpointing_on, decoder_of, dtype_seams, layers_not_checkpointed, pressed, rotate
 
 
@@ -57,10 +57,13 @@ class KVState:
 
     def cache(self, config: Any) -> Any:
         """A transformers ``DynamicCache`` holding these layers (the tensors are shared, not copied:
-        the cache grows by concatenation, so the state itself is never written)."""
+        the cache grows by concatenation, so the state itself is never written). Every layer is a
+        full layer whatever ``config`` says: ``DynamicCache(config=...)`` would build sliding-window
+        layers for a model with ``sliding_window`` (Mistral-7B-v0.1: 4096) that silently drop all but
+        the last window − 1 slots, while the press alone decides what the cache holds."""
         from transformers import DynamicCache
 
-        cache = DynamicCache(config=config)
+        cache = DynamicCache()  # config unused on purpose: full layers only (see above)
         for i, layer in enumerate(self.layers):
             cache.update(layer.k, layer.v, i)
         return cache
@@ -97,6 +100,7 @@ class PressRunner:
         self.cache_kwarg = cache_kwarg(model)
         self.seams = dtype_seams(model)
         self.rope_dtype = self.attn[0].q_proj.weight.dtype
+        self._slot_rope: tuple[torch.Tensor, torch.Tensor] | None = None  # :meth:`unit_rope`'s table
 
     def budget(self, layer_idx: int) -> int | None:
         if self.mem_size is None or self.press is None:
@@ -113,12 +117,44 @@ class PressRunner:
         cos, sin = self.rotary.forward(like, self.rope_positions(pos))
         return cos.to(self.rope_dtype), sin.to(self.rope_dtype)
 
-    def rerotate(self, k: torch.Tensor, slots: torch.Tensor, inverse: bool = False) -> torch.Tensor:
-        """Rotate keys [b, h, n, d] to positions ``slots`` (``inverse``: from them back to 0)."""
-        cos, sin = self.rope(k, slots.view(1, -1))
-        if inverse:
-            sin = -sin
-        return rotate(k, cos.to(k.dtype), sin.to(k.dtype))
+    def unit_rope(self, n: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """RoPE cos/sin [1, n, d] in fp32 for slot indices 0..n−1, as pure rotations (the rotary
+        module's ``attention_scaling`` divided out, so the inverse is the transpose); computed once
+        per runner for the longest n asked and sliced."""
+        table = self._slot_rope
+        if table is None or table[0].shape[1] < n or table[0].device != device:
+            pos = torch.arange(n, device=device).view(1, -1)
+            cos, sin = self.rotary.forward(torch.zeros(1, dtype=torch.float32, device=device), self.rope_positions(pos))
+            scale = float(getattr(self.rotary, "attention_scaling", 1.0) or 1.0)
+            table = self._slot_rope = (cos.float() / scale, sin.float() / scale)
+        return table[0][:, :n], table[1][:, :n]
+
+    def unrotate(self, k: torch.Tensor) -> torch.Tensor:
+        """Keys [b, h, n, d] stored rotated at slot indices 0..n−1, rotated back to position 0 in fp32
+        (returned in fp32: the press acts on them there, and :meth:`to_slots` rounds once)."""
+        cos, sin = self.unit_rope(k.shape[-2], k.device)
+        return rotate(k.float(), cos, -sin)
+
+    def to_slots(self, k: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """fp32 keys at position 0 rotated to slot indices 0..n−1, then cast to the cache's ``dtype``.
+        With :meth:`unrotate` this is one rotation by the change of slot in fp32 and one rounding: a
+        slot that did not move comes back as it was (to fp32 rounding, far below the cache dtype's)."""
+        cos, sin = self.unit_rope(k.shape[-2], k.device)
+        return rotate(k.float(), cos, sin).to(dtype)
+
+    def squeeze(self, kv: LayerKV, info: SegmentInfo, budget: int) -> LayerKV:
+        """The press on one layer over its budget. ``positions=cache``: the press sees the keys at
+        position 0 in fp32 and the kept ones go back rotated at their new slot indices, rounded once."""
+        dtype = kv.k.dtype
+        if self.positions == "cache":
+            kv = LayerKV(self.unrotate(kv.k), kv.v, kv.pos, kv.score)
+        kv = self.press.compress(kv, info, budget)
+        if kv.slots > budget:
+            raise RuntimeError(f"{type(self.press).__name__} left {kv.slots} slots in layer {info.layer_idx}, "
+                               f"over its budget {budget}")
+        if self.positions == "cache":
+            kv = LayerKV(self.to_slots(kv.k, dtype), kv.v, kv.pos, kv.score)
+        return kv
 
     def forward(self, state: KVState, input_ids: torch.Tensor, phase: str = "ingest",
                 compress: bool = True) -> torch.Tensor:

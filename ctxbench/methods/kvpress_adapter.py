@@ -26,6 +26,7 @@ from ctxbench.core.types import History, Prediction, Question, Usage
 from ctxbench.methods.base import TrainingFreeMethod
 from ctxbench.methods.kv_cache import peak_rss_bytes, reset_peak_rss
 from ctxbench.methods.kv_prompt import qa_frame, stop_token_ids
+from ctxbench.models.loading import cache_kwarg
 
 INSTALL = "pip install --no-deps kvpress==0.5.5 'cachetools>=5.5.2,<6' 'fire>=0.6.0,<0.7' termcolor"
 ALIASES = {"knorm": "KnormPress", "streamingllm": "StreamingLLMPress", "snapkv": "SnapKVPress",
@@ -130,6 +131,7 @@ class KVPressMethod(TrainingFreeMethod):
     def __init__(self, cfg: Any, bundle: Any):
         super().__init__(cfg, bundle)
         self.model = bundle.model
+        self._cache_kw = cache_kwarg(self.model)  # the forward's keyword for a KV cache (transformers version)
         self.press = make_press(cfg)
         attn = getattr(self.model.config, "_attn_implementation", None)
         if "ObservedAttention" in type(self.press).__name__ and attn != "eager":
@@ -159,7 +161,7 @@ class KVPressMethod(TrainingFreeMethod):
         cache = DynamicCache()
         reset_peak_rss()
         with self.press(self.model):
-            self.model.model(input_ids=torch.tensor([ids], device=self.device), cache=cache, use_cache=True)
+            self.model.model(input_ids=torch.tensor([ids], device=self.device), **{self._cache_kw: cache}, use_cache=True)
         self._ingest_peak_rss = peak_rss_bytes()
         if len(set(cache_slots(cache))) > 1:  # a press not in PER_LAYER_PRESSES that still budgets per layer
             raise ConfigError(f"method.press={self.cfg.press!r} left layers with different cache lengths "
@@ -195,7 +197,7 @@ class KVPressMethod(TrainingFreeMethod):
         cap = self.answer_max_tokens()
         while len(out) < cap:
             position_ids = torch.arange(pos, pos + step.shape[1], device=self.device).unsqueeze(0)
-            logits = self.model(input_ids=step, cache=cache, position_ids=position_ids,
+            logits = self.model(input_ids=step, **{self._cache_kw: cache}, position_ids=position_ids,
                                 use_cache=True, logits_to_keep=1).logits
             pos += step.shape[1]
             nxt = int(logits[0, -1].argmax())

@@ -22,7 +22,11 @@ The stored past is detached before a press compresses it (as LoCoCo's reference:
 gradient reaches only the compression that built the cache it reads). ``positions=cache``
 (StreamingLLM's positions inside the cache) stores keys rotated at their slot index: before a
 press runs they are rotated back to position 0 and afterwards to their new slot index, so a
-mixing press (LoCoCo) mixes unrotated keys.
+mixing press (LoCoCo) mixes unrotated keys. Both rotations run in fp32 with fp32 cos/sin and the
+keys go back to the cache dtype once, so a kept key is its first rotation moved by the change of
+slot, rounded once per move, and a slot that did not move (the sinks) comes back unchanged; in
+bf16 a round trip through bf16 cos/sin would add a rounding and a non-orthogonal rotation per
+segment to every slot (docs/compression-methods.md has the measurement).
 """
 from __future__ import annotations
 
@@ -121,13 +125,7 @@ class PressCall:
         if budget is not None and self.phase == "question":
             budget += T  # the question's own slots, as every fixed-cache method answers with them
         if acts and budget is not None and L_all > budget:
-            if run.positions == "cache":
-                kv = LayerKV(run.rerotate(kv.k, torch.arange(L_all, device=k.device), inverse=True), kv.v, kv.pos, kv.score)
-            kv = press.compress(kv, SegmentInfo(i, len(run.attn), T, seg_score, self.phase), budget)
-            if kv.slots > budget:
-                raise RuntimeError(f"{type(press).__name__} left {kv.slots} slots in layer {i}, over its budget {budget}")
-            if run.positions == "cache":
-                kv = LayerKV(run.rerotate(kv.k, torch.arange(kv.slots, device=k.device)), kv.v, kv.pos, kv.score)
+            kv = run.squeeze(kv, SegmentInfo(i, len(run.attn), T, seg_score, self.phase), budget)
         layer.keys, layer.values = kv.k, kv.v
         self.layers_out[i] = kv
         return output

@@ -131,6 +131,12 @@ def cache_kwarg(model: Any) -> str:
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
+def returned_cache(out: Any) -> Any:
+    """The cache a model call returned (``use_cache=True``): ``out.cache`` in newer transformers 5,
+    ``out.past_key_values`` in older ones (the output field is named as :func:`cache_kwarg`'s keyword)."""
+    return out["cache"] if "cache" in out else out["past_key_values"]
+
+
 def placement(model: Any) -> dict[str, str]:
     """``{"device": "cuda:0", "dtype": "bfloat16"}`` of a loaded model, as results.json records it."""
     p = next(model.parameters())

@@ -1,0 +1,220 @@
+"""KV presses exact on every device (issue 36 items 3, 4, 11): what the cache holds is what the plain
+model computes on the kept tokens, in bf16 too, on a Mistral config with a sliding window, and H2O's
+scores are the attention the real model gave.
+
+- positions=cache in bf16: after 400 segments every kept key equals the plain model's key at its slot
+  (one rotation) to bf16 precision; :func:`rotation_drift` is also the measurement the docs quote.
+- a Mistral config whose window (8) is below the working set: the press cache holds every slot.
+- H2O through the real hooks: the accumulated scores are the sums of the eager attention columns.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ctxbench.config.compose import option_config
+from ctxbench.core.registry import build
+from ctxbench.methods.kv_baselines import H2OPress, SinkPress
+from ctxbench.methods.kv_cache import KVState, PressRunner
+from ctxbench.methods.press import LayerKV, SegmentInfo
+from ctxbench.methods.press_hooks import rotate
+from ctxbench.models.loading import load_model
+
+BF16 = torch.bfloat16
+
+
+def ids_of(n: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(5, 250, (1, n), generator=g)
+
+
+# ---- item 3: StreamingLLM's kept keys in bf16 --------------------------------------------------
+
+def plain_keys_and_queries(model, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Layer 0's keys (from the plain model's own cache) and rotated queries for ``ids`` at positions
+    0..n−1: each key rotated once, by the model."""
+    from transformers import DynamicCache
+
+    attn = model.model.layers[0].self_attn
+    seen: dict[str, torch.Tensor] = {}
+    hook = attn.register_forward_hook(lambda m, a, kw, out: seen.update(h=kw["hidden_states"],
+                                                                         pe=kw["position_embeddings"]),
+                                      with_kwargs=True)
+    try:
+        cache = DynamicCache()
+        model(input_ids=ids, cache=cache, use_cache=True)
+    finally:
+        hook.remove()
+    b, n = ids.shape
+    q = attn.q_proj(seen["h"]).view(b, n, -1, attn.head_dim).transpose(1, 2)
+    cos, sin = seen["pe"]
+    return cache.layers[0].keys, rotate(q, cos, sin)
+
+
+@torch.no_grad()
+def rotation_drift(segments: int = 400, segment_len: int = 4, mem_size: int = 16, n_sink: int = 4,
+                   head_dim: int = 128, dtype: torch.dtype = BF16) -> dict[str, float]:
+    """StreamingLLM (positions=cache) over ``segments`` segments of a one-layer tiny Llama with one
+    head of ``head_dim``: each kept key vs the plain model's key for the same token at the same slot
+    (relative error of the vector; sinks are slots 1..n_sink−1, slot 0 is never rotated) and the
+    largest attention-logit error the kept tokens' own queries see."""
+    bundle = load_model(option_config("model", {"name": "tiny", "num_layers": 1, "hidden_size": head_dim,
+                                                "num_heads": 1, "num_kv_heads": 1, "dtype": str(dtype).split(".")[-1]}))
+    model = bundle.model
+    ids = ids_of(segments * segment_len, seed=3)
+    runner = PressRunner(model, mem_size, SinkPress(n_sink), positions="cache")
+    state = runner.stream(KVState(), ids, segment_len)
+    n = ids.shape[1]
+    kept = list(range(n_sink)) + list(range(n - (mem_size - n_sink), n))
+    assert state.layers[0].pos[0, 0].tolist() == kept
+    ref_k, q = plain_keys_and_queries(model, ids[:, kept])
+    got = state.layers[0].k
+    rel = ((got.float() - ref_k.float()).norm(dim=-1) / ref_k.float().norm(dim=-1))[0, 0]
+    scale = model.model.layers[0].self_attn.scaling
+    logits_err = (q.float() @ (got.float() - ref_k.float()).transpose(-1, -2)).abs().max() * scale
+    logits = (q.float() @ ref_k.float().transpose(-1, -2)).abs().max() * scale
+    sinks = rel[1:n_sink]
+    return {"sink_median": float(sinks.median()), "sink_max": float(sinks.max()),
+            "window_max": float(rel[n_sink:].max()), "logit_err_max": float(logits_err),
+            "logit_abs_max": float(logits)}
+
+
+EPS = 2.0 ** -8  # bf16's unit roundoff
+
+
+def bf16_runner(mem_size: int, n_sink: int, head_dim: int = 128) -> PressRunner:
+    bundle = load_model(option_config("model", {"name": "tiny", "num_layers": 1, "hidden_size": head_dim,
+                                                "num_heads": 1, "num_kv_heads": 1, "dtype": "bfloat16"}))
+    return PressRunner(bundle.model, mem_size, SinkPress(n_sink), positions="cache")
+
+
+@torch.no_grad()
+def test_cache_positions_keep_every_key_one_rotation_after_400_segments_in_bf16():
+    """The runner's compression step alone, 400 times at head_dim 128 (a LoCoMo conversation at 64
+    tokens a segment): keys enter rotated at their slot in bf16, as the model rotates them, and after
+    the last compression each kept key equals its pre-rotation key rotated once to its final slot."""
+    T, M, n_sink, d = 64, 96, 4, 128
+    run = bf16_runner(M, n_sink, d)
+    g = torch.Generator().manual_seed(0)
+    k0 = (torch.randn(1, 1, 400 * T, d, generator=g) * 3).to(BF16)  # pre-rotation keys, a real model's scale
+
+    cos, sin = run.rope(k0, torch.arange(M + T).view(1, -1))
+
+    def at_slots(k: torch.Tensor, start: int) -> torch.Tensor:  # what the model's attention does, in bf16
+        n = k.shape[-2]
+        return rotate(k, cos[:, start:start + n], sin[:, start:start + n])
+
+    kv = None
+    for s in range(400):
+        L = kv.slots if kv is not None else 0
+        new = at_slots(k0[:, :, s * T:(s + 1) * T], L)
+        pos = torch.arange(s * T, (s + 1) * T).view(1, 1, T)
+        kv = LayerKV(new, new, pos, torch.zeros(1, 1, T)) if kv is None else \
+            LayerKV(torch.cat([kv.k, new], 2), torch.cat([kv.v, new], 2), torch.cat([kv.pos, pos], 2),
+                    torch.zeros(1, 1, L + T))
+        if kv.slots > M:
+            kv = run.squeeze(kv, SegmentInfo(0, 1, T, None, "ingest"), M)
+    kept = kv.pos[0, 0]
+    assert kept.tolist() == list(range(n_sink)) + list(range(400 * T - (M - n_sink), 400 * T))
+    want = at_slots(k0[:, :, kept], 0)
+    rel = ((kv.k.float() - want.float()).norm(dim=-1) / want.float().norm(dim=-1))[0, 0]
+    assert kv.k.dtype == BF16
+    assert torch.equal(kv.k[:, :, :n_sink], want[:, :, :n_sink])  # a sink never moves: untouched
+    assert float(rel[n_sink:].max()) <= 2 * EPS, rel  # a window key moved once: one more rounding
+
+
+def test_streamingllm_keys_through_the_model_in_bf16_stay_one_rotation():
+    """The same through the model's own attention and the hooks (60 segments: 1 s on the CPU)."""
+    d = rotation_drift(segments=60)
+    assert d["sink_max"] == 0.0, d  # the sinks are the model's own keys
+    assert d["window_max"] <= 4 * EPS, d  # a window key moves once per segment while kept (3 moves)
+
+
+# ---- item 4: a model with a sliding window gets full cache layers -------------------------------
+
+@pytest.fixture(scope="module")
+def mistral():
+    """A tiny random Mistral whose sliding window (8) is below every working set here."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    conf = MistralConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         sliding_window=8, attn_implementation="sdpa")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return MistralForCausalLM(conf).eval()
+
+
+@torch.no_grad()
+def test_full_cache_on_a_sliding_window_model_keeps_every_slot(mistral):
+    ids = ids_of(40)
+    outs = []
+    state = PressRunner(mistral, None, None).stream(KVState(), ids, 4, on_logits=lambda s, lg: outs.append(lg))
+    assert [layer.slots for layer in state.layers] == [40, 40]
+    assert all(int(layer.pos[0, 0, -1]) == 39 and layer.pos.shape[-1] == 40 for layer in state.layers)
+    # every segment attended the whole past: the same weights with no window, in one pass
+    mistral.config.sliding_window = None
+    try:
+        ref = mistral(ids).logits
+    finally:
+        mistral.config.sliding_window = 8
+    got = torch.cat(outs, dim=1)
+    assert torch.allclose(got, ref, atol=1e-5, rtol=0), (got - ref).abs().max()
+
+
+@torch.no_grad()
+def test_a_press_on_a_sliding_window_model_holds_its_budget_above_the_window(mistral):
+    runner = PressRunner(mistral, 12, H2OPress(n_recent=4))  # working set 12 + 4 = 16 > window 8
+    state = runner.stream(KVState(), ids_of(40), 4)
+    assert [layer.slots for layer in state.layers] == [12, 12] and state.peak_slots == 16
+    for layer in state.layers:  # the bookkeeping and the cache agree: the last 4 tokens are the window
+        assert layer.k.shape[-2] == layer.pos.shape[-1] == 12
+        assert layer.pos[0, 0, -4:].tolist() == [36, 37, 38, 39]
+    new, _ = runner.generate(state, [5, 6, 7], max_new_tokens=3, stop_ids=[], pad_id=0, min_new_tokens=3)
+    assert len(new) == 3
+
+
+# ---- item 11 (H2O): scores accumulated through the real hooks ----------------------------------
+
+@torch.no_grad()
+def test_h2o_scores_are_the_eager_attention_columns_accumulated_over_segments():
+    """H2O over 6 segments on the tiny model (eager attention, so each attention module also returns
+    its weights): after every segment, each kept slot's score is the sum of the attention columns
+    every query so far gave it (over the query heads of its KV group), as read from the model's own
+    attention weights, and the kept slots are H2O's rule applied to those sums."""
+    bundle = load_model(option_config("model", {"name": "tiny"}))
+    model = bundle.model
+    assert model.config._attn_implementation == "eager"
+    T, M, n_recent = 8, 20, 6
+    runner = PressRunner(model, M, H2OPress(n_recent))
+    n_kv = model.config.num_key_value_heads
+    groups = model.config.num_attention_heads // n_kv
+    weights: dict[int, torch.Tensor] = {}
+    hooks = [a.register_forward_hook(lambda m, args, out: weights.__setitem__(m.layer_idx, out[1]))
+             for a in runner.attn]
+    expect: list[dict[tuple[int, int], float]] = [{} for _ in runner.attn]  # layer → (kv head, token) → score
+    state, ids = KVState(), ids_of(6 * T, seed=5)
+    try:
+        for s in range(0, ids.shape[1], T):
+            before = [layer.pos[0] for layer in state.layers] or [torch.empty(n_kv, 0, dtype=torch.long)] * len(runner.attn)
+            runner.forward(state, ids[:, s:s + T])
+            for i, layer in enumerate(state.layers):
+                w = weights[i][0].float()  # [heads, T, L + T]: this segment's queries over the slots
+                cols = w.sum(dim=1).view(n_kv, groups, -1).sum(dim=1)  # [kv, L + T]
+                slots = torch.cat([before[i], torch.arange(s, s + T).expand(n_kv, T)], dim=1)
+                for h in range(n_kv):
+                    for j, p in enumerate(slots[h].tolist()):
+                        expect[i][h, p] = expect[i].get((h, p), 0.0) + float(cols[h, j])
+                for h in range(n_kv):
+                    kept = layer.pos[0, h].tolist()
+                    want = torch.tensor([expect[i][h, p] for p in kept])
+                    assert torch.allclose(layer.score[0, h], want, atol=1e-5), (s, i, h)
+                    # H2O's rule on the independent sums: the window + the top older ones
+                    held = sorted(p for (hh, p) in expect[i] if hh == h and p in slots[h].tolist())
+                    older = held[: len(held) - n_recent] if len(held) > M else []
+                    top = sorted(older, key=lambda p: -expect[i][h, p])[: M - n_recent]
+                    assert kept == (sorted(top) + held[len(held) - n_recent:] if older else held), (s, i, h)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert state.slots == M
