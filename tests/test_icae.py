@@ -99,7 +99,8 @@ def test_decoder_sees_only_slots():
     # the decoder prompt holds no context token: template + slots + [FT] + question only
     prompt = m.layout.encode(qa_text(q))
     codes = m.layout.ft_prompt(slots_a.shape[0], prompt)
-    assert pred_a.usage.answer_prompt_tokens == len(codes)
+    assert pred_a.usage.extra["decoder_prompt_tokens"] == len(codes)
+    assert pred_a.usage.answer_prompt_tokens == len(codes) - slots_a.shape[0]  # slots are held, not fed as tokens
     assert set(codes) - {D.SLOT, D.FT} <= set(m.layout.chat_left + m.layout.chat_right + prompt)
     # same slots → identical logits whatever history was ingested last; other slots → other logits
     m._slots = slots_a

@@ -218,3 +218,15 @@ def test_h2o_scores_are_the_eager_attention_columns_accumulated_over_segments():
         for h in hooks:
             h.remove()
     assert state.slots == M
+
+
+def test_ccm_memory_above_the_window_is_read_whole(mistral):
+    """CCM hands its memory to the decoder as a cache: every slot, not the window's last ones."""
+    from types import SimpleNamespace
+
+    from ctxbench.methods.ccm import CCM, Memory
+
+    kv = lambda i: torch.full((1, 2, 20, 16), float(i))  # 20 memory slots > window 8
+    mem = Memory(keys=[kv(0), kv(1)], values=[kv(2), kv(3)])
+    cache = CCM._cache(SimpleNamespace(model=mistral), mem)
+    assert [tuple(layer.keys.shape) for layer in cache.layers] == [(1, 2, 20, 16)] * 2

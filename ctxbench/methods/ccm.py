@@ -251,7 +251,9 @@ class CCM(TrainableMethod):
     def _cache(self, memory: Memory):
         from transformers import DynamicCache
 
-        cache = DynamicCache(config=self.model.config)
+        # full layers whatever the config says: a sliding-window config (Mistral-7B-v0.1) would cut a
+        # memory longer than the window (tests/test_press_exact.py)
+        cache = DynamicCache()
         for i, (k, v) in enumerate(zip(memory.keys, memory.values)):
             cache.update(k, v, i)
         return cache
