@@ -93,7 +93,7 @@ def test_eval_full_context_locomo_conv26_packaged_model(tmp_path, shared_data):
     res = json.loads((out / "results.json").read_text())
     assert res["overall"]["n"] == 20 and len(read_ids(out / "predictions.jsonl")) == 20
     cost = res["cost"]
-    assert cost["tokens_per_question"]["context"] > 1000  # conv-26 (~26k tokens) cut to the 2048 window
+    assert cost["held_per_question"]["text"] > 1000  # conv-26 (~26k tokens) cut to the 2048 window
     rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     assert all(r["usage"]["extra"]["truncated_turns"] > 0 for r in rows)
     assert all(r["usage"]["answer_prompt_tokens"] <= 2048 for r in rows)

@@ -101,7 +101,7 @@ def test_eval_through_the_server(model_id, tmp_path):
     assert res["overall"]["n"] == 3
     cost = res["cost"]
     assert cost["llm_calls_total"]["answer"] == 3 and cost["failed_calls"] == 0
-    assert cost["tokens_per_question"]["answer_prompt"] > cost["tokens_per_question"]["context"] > 100
+    assert cost["tokens_per_question"]["answer_prompt"] > cost["held_per_question"]["text"] > 100
     rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 3 and all(r["prediction"].strip() for r in rows)
     assert all(r["usage"]["answer_calls"] == 1 and r["usage"]["answer_completion_tokens"] > 0 for r in rows)
