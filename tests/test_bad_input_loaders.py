@@ -309,9 +309,9 @@ def test_locomo_speakers_must_be_named_and_turns_by_them(tmp_path):
             "speaker 'Zed' is neither speaker_a 'A' nor speaker_b 'B'")
 
 
-def test_real_locomo_duplicate_questions_are_kept_and_counted():
+def test_real_locomo_duplicate_questions_are_kept_and_counted(shared_data):
     """locomo10.json asks 12 questions twice: both are kept (own ids), and the quirk says how many."""
-    samples = load_locomo_file(Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json")
+    samples = load_locomo_file(shared_data / "locomo10.json")
     assert samples.quirks["duplicate_questions"] == 12
     assert sum(len(s.questions) for s in samples) == 1986
 

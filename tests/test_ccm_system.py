@@ -31,6 +31,8 @@ def make(which: str, **over) -> CCM:
 
 @pytest.fixture(scope="module")
 def conv26() -> Sample:
+    if not (DATA / "locomo10.json").exists():
+        pytest.skip(f"no LoCoMo file at {DATA / 'locomo10.json'} (the shared data folder)")
     samples = build("dataset", option_config("dataset", {"name": "locomo", "path": str(DATA / "locomo10.json"),
                                                  "conversations": ["conv-26"]}))
     return list(samples)[0]

@@ -238,7 +238,7 @@ def test_eval_cli_packaged_model(tmp_path):
         assert u["answer_calls"] == 2 and len(u["extra"]["looked_up"]) <= 2
         assert u["memory_items"] == 2 * u["extra"]["pages"] >= 2
     c = preds[0]["construction"]
-    assert c["calls"] == preds[0]["usage"]["extra"]["pages"] + preds[0]["usage"]["extra"]["pagination_calls"]
+    assert c["calls"] == preds[0]["usage"]["extra"]["pages"] + c["outputs"]["counts"]["pagination_calls"]
     p2 = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p2.returncode == 0, p2.stderr[-3000:]
     assert len((out / "predictions.jsonl").read_text().splitlines()) == 3
