@@ -98,6 +98,12 @@ class System(abc.ABC):
         """What ingesting the current history cost, when the system counts it itself."""
         return None
 
+    def construction_stopped(self) -> dict[str, int] | None:
+        """``{"step", "steps", "failed_calls"}`` when building the current history stopped at ``step``
+        (1-based) of ``steps`` after a failed LLM call: the history is not answered in this run (a
+        half-built memory publishes nothing) and a rerun resumes at that step. None: it was built."""
+        return None
+
     def output_counts(self) -> dict[str, Any]:
         """Structured replies building the current history asked for and those without a usable value
         (an answer's own come back in ``Prediction.outputs``):

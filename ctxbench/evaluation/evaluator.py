@@ -89,7 +89,7 @@ def main(cfg: Any) -> dict[str, Any]:
           f"{health_line(health)}{'; ' + structured if structured else ''} → {out}")
     if health["status"] != "ok":
         raise EvalFailed(f"eval {name}: {health['reason']}; the numbers in {out / RESULTS_JSON} do not measure the "
-                         "system (fix the backend, or raise max_failed_fraction)")
+                         f"system ({health['remedy']})")
     return results
 
 

@@ -4,7 +4,11 @@
     resume      drop what the run folder already answered (:mod:`ctxbench.evaluation.resume`)
     build       the first history's system, before any question (a bad config fails now)
     answer      per history: ingest, then answer each question → one line appended to
-                predictions.jsonl (flushed, fsynced), on 1 or N workers (:mod:`ctxbench.evaluation.pool`)
+                predictions.jsonl (flushed, fsynced), on 1 or N workers (:mod:`ctxbench.evaluation.pool`);
+                a history whose construction stopped at a failed LLM call
+                (:meth:`~ctxbench.core.system.System.construction_stopped`) answers nothing: each of
+                its questions is written ``failed`` with ``construction_stopped`` (health fails the
+                run; a rerun resumes the construction at that step and answers them)
     return      this dataset's records, in dataset order
 
 Under N workers the seconds recorded (``answer_seconds``, ``construction.seconds``) leave out a
@@ -23,7 +27,7 @@ from tqdm import tqdm
 
 from ctxbench.core.secrets import scrub_text
 from ctxbench.core.system import System
-from ctxbench.core.types import Question, Sample
+from ctxbench.core.types import Question, Sample, Usage
 from ctxbench.data.errors import DataError
 from ctxbench.evaluation.cost import account_answer, account_construction, failed_answer, scope_phase
 from ctxbench.evaluation.pool import Gate, HistoryWork, run_tasks
@@ -142,6 +146,12 @@ class Recorder:
         self.done[q.id] = rec
         self.bar.update(1)
 
+    def unanswered(self, q: Question, rec: dict[str, Any]) -> None:
+        """A question left unanswered (``failed``), with no answer to log."""
+        self.out.append(rec)
+        self.done[q.id] = rec
+        self.bar.update(1)
+
 
 class HistoryTasks:
     """One history's tasks for :func:`ctxbench.evaluation.pool.run_tasks`: ingest, answer each
@@ -158,6 +168,7 @@ class HistoryTasks:
         self.ingest_s = 0.0
         self.construction_meter: tuple[int, int, int, int] = (0, 0, 0, 0)
         self.construction: dict[str, Any] | None = None  # the history's cost, from its first completed answer
+        self.stopped: dict[str, int] | None = None  # its construction stopped at a failed call
 
     def work(self) -> HistoryWork:
         return HistoryWork(ingest=self.ingest, answers=[partial(self.answer, q) for q in self.pending],
@@ -173,8 +184,26 @@ class HistoryTasks:
         self.ingest_s = time.perf_counter() - t0 - (self.recorder.waited() - w0)
         self.construction_meter = scope_phase(scope, self.recorder.llm, "construction")
         self.recorder.bar.set_postfix_str(self.hid)
+        self.stopped = system.construction_stopped()
+        if self.stopped is not None:
+            self.leave_unanswered(system, self.stopped)
+
+    def leave_unanswered(self, system: System, stopped: dict[str, int]) -> None:
+        """Construction stopped at a failed call: every pending question written ``failed`` (not an
+        answer: never scored, answered on the rerun that finishes the construction)."""
+        why = f"construction stopped at step {stopped['step']}/{stopped['steps']} after a failed call"
+        tqdm.write(f"eval: history {self.hid}: {why}; its {len(self.pending)} question(s) are not answered in this "
+                   "run (rerun in the same run folder to resume the construction at that step)")
+        construction = account_construction(system, Usage(), self.construction_meter, self.ingest_s)
+        for q in self.pending:
+            rec = question_record(q, self.hid)
+            rec.update(prediction="", usage=Usage().to_dict(), construction=construction, failed=True, error=why,
+                       construction_stopped=dict(stopped))
+            self.recorder.unanswered(q, rec)
 
     def answer(self, q: Question) -> None:
+        if self.stopped is not None:  # written unanswered at ingest
+            return
         system, llm = self.system, self.recorder.llm
         t1, w1 = time.perf_counter(), self.recorder.waited()
         asked = without_gold(q) if self.recorder.protocol_pure else q  # what the system is told

@@ -5,6 +5,14 @@ history into an ordered list of *steps* (a turn, a message pair, a day's summary
 them one by one; after each step the records, the system's state, the construction cost so far and
 the step counter are committed together to SQLite in ``workdir``. A rerun after a crash therefore
 continues after the last committed step without redoing LLM calls already applied.
+
+A step during which an LLM call failed (``ChatResult.failed``, counted in the backend meter's
+``failures``; a structured call whose backend call failed is one) is never committed: its writes
+are rolled back (the records store's transaction, and :meth:`MemorySystem.roll_back` for writes
+kept elsewhere, Mem0g's graph) and ingestion stops there, since memory systems apply steps in
+order and skipping one would not build what a clean run builds. :meth:`construction_stopped`
+says so; the evaluator then answers none of the history's questions and reports the run failed,
+and a rerun in the same folder redoes exactly the steps from the failed one on.
 """
 from __future__ import annotations
 
@@ -82,6 +90,7 @@ class MemorySystem(System):
         self.index: VectorIndex | None = None
         self.ingest_seconds = 0.0
         self.construction: dict[str, int] = {}
+        self.stopped: dict[str, int] | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def reset(self) -> None:
@@ -91,6 +100,7 @@ class MemorySystem(System):
         self.counts.clear()
         self.ingest_seconds = 0.0
         self.construction = {}
+        self.stopped = None
 
     def limit(self, history: History) -> list[Session]:
         """The sessions to ingest: the first ``max_sessions``, then the first ``max_turns`` turns."""
@@ -130,9 +140,12 @@ class MemorySystem(System):
         for i in it:
             t0 = time.perf_counter()
             before = self.llm.meter.get("construction")
-            b = (before.prompt_tokens, before.completion_tokens, before.calls)
+            b = (before.prompt_tokens, before.completion_tokens, before.calls, before.failures)
             self.apply(steps[i], i)
             after = self.llm.meter.get("construction")
+            if after.failures > b[3]:
+                self.abandon_step(i, len(steps), after.failures - b[3])
+                return
             self.construction["prompt_tokens"] += after.prompt_tokens - b[0]
             self.construction["completion_tokens"] += after.completion_tokens - b[1]
             self.construction["calls"] += after.calls - b[2]
@@ -145,6 +158,18 @@ class MemorySystem(System):
             self.store.commit()
         self._memory_stats = self.memory_stats()
 
+    def abandon_step(self, i: int, n_steps: int, failed_calls: int) -> None:
+        """Step ``i`` (0-based, of ``n_steps``) made ``failed_calls`` failed LLM calls: undo its writes
+        (the records store's open transaction, then :meth:`roll_back`) and stop ingesting."""
+        self.store.rollback()
+        self.roll_back(i)
+        self.stopped = {"step": i + 1, "steps": n_steps, "failed_calls": int(failed_calls)}
+
+    def construction_stopped(self) -> dict[str, int] | None:
+        """``{"step", "steps", "failed_calls"}`` when ingesting the current history stopped at ``step``
+        (1-based) of ``steps`` because its LLM calls failed (nothing of that step kept), else None."""
+        return self.stopped
+
     # ---- hooks ---------------------------------------------------------------------------------
     def load(self) -> None:
         """Rebuild in-memory indexes from the store (resume); default: live records with embeddings."""
@@ -154,6 +179,10 @@ class MemorySystem(System):
 
     def save_state(self) -> None:
         """Persist in-memory state that is not in records (called before each commit)."""
+
+    def roll_back(self, done: int) -> None:
+        """Undo what step ``done`` (0-based) wrote outside the records store's transaction (which is
+        rolled back with it); default: nothing, every write of a step is in that transaction."""
 
     def steps(self, history: History) -> list[Any]:
         raise NotImplementedError

@@ -14,7 +14,8 @@ when their cosine ≥ ``node_threshold``, 0.9 in ``_search_source_node`` / ``_se
 
 Resume: each graph write names its ingestion step (:mod:`ctxbench.memory.stores.graph`); before a
 rerun continues after the records' last committed step, the graph writes of the step a crash cut
-short are undone (``roll_back``), so the rerun builds the graph an uninterrupted run builds.
+short are undone (``roll_back``), so the rerun builds the graph an uninterrupted run builds; the
+writes of a step whose LLM call failed are undone the same way when the base class abandons it.
 
 Retrieval combines entity-centred traversal (nodes matching phrases of the question at
 ``search_threshold``, their edges) and triplet matching (question embedding vs triplet embeddings).
@@ -240,6 +241,10 @@ class Mem0g(Mem0):
         else:
             self.graph.roll_back(history.id, self.store.progress(history.id))
         super().ingest(history)
+
+    def roll_back(self, done: int) -> None:
+        """The graph commits write by write: undo step ``done``'s writes (a step whose call failed)."""
+        self.graph.roll_back(self.hid, done)
 
     def close(self) -> None:
         self.store.close()

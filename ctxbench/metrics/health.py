@@ -7,8 +7,10 @@ every process did) and compares each failure share with ``max_failed_fraction``:
 - invalid structured outputs / structured requests (a JSON reply still invalid after its retries);
 - failed questions / questions (every LLM call of the answer failed; never scored, re-answered on resume).
 
-A share above the threshold makes the run ``failed``: the evaluator still writes its results (with
-``health``) and then exits non-zero. :func:`health_line` is the part of the final summary line
+A share above the threshold makes the run ``failed``, and so does any history whose construction
+stopped at a failed LLM call (its questions written ``failed`` with ``construction_stopped``:
+a half-built memory answers nothing, whatever the threshold; ``stopped_histories``). The evaluator
+still writes its results (with ``health``) and then exits non-zero; ``remedy`` says what to do. :func:`health_line` is the part of the final summary line
 that is always printed.
 """
 from __future__ import annotations
@@ -42,10 +44,30 @@ def run_health(records: list[dict[str, Any]], max_failed_fraction: float = DEFAU
                              ("questions failed", n_failed_q, len(records))):
         if total and bad / total > limit:
             reasons.append(f"{bad} of {total} {what}")
+    reason = "; ".join(reasons) + f" (more than max_failed_fraction={limit:g})" if reasons else ""
+    stopped = stopped_histories(records)
+    if stopped:
+        reason = "; ".join([f"history {h}: construction stopped at step {s['step']}/{s['steps']} after a failed call"
+                            for h, s in stopped.items()] + ([reason] if reason else []))
     return {"llm_calls": calls, "failed_calls": failed, "structured_calls": structured, "invalid_outputs": invalid,
             "questions": len(records), "failed_questions": n_failed_q, "max_failed_fraction": limit,
-            "status": "failed" if reasons else "ok",
-            "reason": "; ".join(reasons) + f" (more than max_failed_fraction={limit:g})" if reasons else ""}
+            "stopped_histories": stopped, "status": "failed" if reason else "ok", "reason": reason,
+            "remedy": REMEDY_STOPPED if stopped else REMEDY if reason else ""}
+
+
+REMEDY = "fix the backend, or raise max_failed_fraction"
+REMEDY_STOPPED = ("fix the backend and rerun in the same run folder: construction resumes at the step that failed "
+                  "and the history's questions are answered then")
+
+
+def stopped_histories(records: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """History id → ``{"step", "steps", ...}`` for each history whose construction stopped at a failed call."""
+    out: dict[str, dict[str, int]] = {}
+    for r in records:
+        s = r.get("construction_stopped")
+        if r.get("failed") and isinstance(s, dict):
+            out.setdefault(str(r.get("history_id", "")), dict(s))
+    return out
 
 
 def health_line(h: dict[str, Any]) -> str:
