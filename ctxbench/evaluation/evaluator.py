@@ -33,6 +33,7 @@ from typing import Any
 from ctxbench.core.errors import CtxbenchError
 from ctxbench.core.system import System
 from ctxbench.core.types import Sample
+from ctxbench.data.dates import report_line as report_dates_line, session_date_report
 from ctxbench.data.errors import DataError
 from ctxbench.evaluation.finalize import RESULTS_JSON, finalize, summary_line
 from ctxbench.evaluation.resume import SHARD_GLOB
@@ -66,6 +67,9 @@ def main(cfg: Any) -> dict[str, Any]:
         return run_task(cfg, str(cfg.task.name), out, samples)
     if not any(s.questions for s in samples):
         raise DataError(f"dataset={cfg.dataset.name}", "has no questions to answer (eval needs a QA dataset)")
+    dates = session_date_report(samples)  # what the session dates did not say: results.json, warned once
+    if report_dates_line(dates):
+        print(f"warning: dataset={cfg.dataset.name}: {report_dates_line(dates)}", file=sys.stderr)
     systems, llm, name = build_history_systems(cfg, out)
     metrics = metrics_of(cfg, llm)  # with a judge LLM: built before any question, so a bad one fails now
     workers, workers_from = resolve_concurrency(cfg.concurrency, llm)
@@ -78,7 +82,7 @@ def main(cfg: Any) -> dict[str, Any]:
              "concurrency": {"workers": workers, "from": workers_from,
                              "answers": "in dataset order" if system.answer_writes_state or workers == 1
                              else "in parallel"},
-             "llm": llm_record(cfg, llm)}
+             "llm": llm_record(cfg, llm), "session_dates": dates}
     results = finalize(out, records, metrics, cfg, "eval", with_cost=True, extra=extra, progress=bool(cfg.progress),
                        max_failed_fraction=float(cfg.max_failed_fraction), placement=placement_of(system, llm, state))
     if state is not None:

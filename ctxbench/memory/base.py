@@ -16,16 +16,16 @@ and a rerun in the same folder redoes exactly the steps from the failed one on.
 """
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ctxbench.core.errors import ConfigError
+from ctxbench.data.dates import session_clock
 from ctxbench.llm.base import ChatLLM
 from ctxbench.llm.fit import held_text_tokens
 from ctxbench.core.system import System
@@ -35,33 +35,10 @@ from ctxbench.memory.stores.records import Record, RecordStore
 from ctxbench.memory.stores.structured import StructuredCaller, counter_for, output_counts, own_counts
 from ctxbench.memory.stores.vector import VectorIndex
 
-_DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B, %Y", "%d %B %Y",
-                 "%B %d, %Y", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d", "%Y/%m/%d")
-EPOCH = datetime(2000, 1, 1)
-
-
-def parse_date(text: str, fallback: datetime | None = None) -> datetime:
-    """A session date as written by LoCoMo ("1:56 pm on 8 May, 2023") or ISO-like formats.
-
-    Unparseable or missing dates fall back to ``fallback`` (callers pass the previous session's
-    time + 1 day, so time still moves forward).
-    """
-    s = re.sub(r"\s+", " ", (text or "").strip())
-    s = re.sub(r"\b(am|pm)\b", lambda m: m.group(1).upper(), s, flags=re.I)
-    for fmt in _DATE_FORMATS:
-        try:
-            return datetime.strptime(s, fmt)
-        except ValueError:
-            continue
-    return fallback if fallback is not None else EPOCH
-
-
 def session_times(sessions: list[Session]) -> list[datetime]:
-    out: list[datetime] = []
-    for s in sessions:
-        prev = out[-1] + timedelta(days=1) if out else EPOCH
-        out.append(parse_date(s.date, prev))
-    return out
+    """The sessions' conversation times, never decreasing (:func:`ctxbench.data.dates.session_clock`:
+    unread dates one day after the previous session, earlier-dated sessions clamped)."""
+    return session_clock([s.date for s in sessions]).times
 
 
 def days_between(a: datetime, b: datetime) -> float:
