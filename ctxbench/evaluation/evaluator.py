@@ -36,7 +36,7 @@ from ctxbench.core.types import Sample
 from ctxbench.data.dates import report_line as report_dates_line, session_date_report
 from ctxbench.data.errors import DataError
 from ctxbench.evaluation.finalize import RESULTS_JSON, finalize, summary_line
-from ctxbench.evaluation.resume import SHARD_GLOB
+from ctxbench.evaluation.resume import SHARD_GLOB, beyond_plan
 from ctxbench.evaluation.resume import answered as _answered  # noqa: F401  (tests/test_bad_input_run_files.py)
 from ctxbench.evaluation.run import run_system
 from ctxbench.evaluation.score import default_metrics, load_prediction_file, metrics_of, score_main  # noqa: F401
@@ -84,7 +84,8 @@ def main(cfg: Any) -> dict[str, Any]:
                              else "in parallel"},
              "llm": llm_record(cfg, llm), "session_dates": dates}
     results = finalize(out, records, metrics, cfg, "eval", with_cost=True, extra=extra, progress=bool(cfg.progress),
-                       max_failed_fraction=float(cfg.max_failed_fraction), placement=placement_of(system, llm, state))
+                       max_failed_fraction=float(cfg.max_failed_fraction), placement=placement_of(system, llm, state),
+                       kept=beyond_plan(out, [str(r["id"]) for r in records]))
     if state is not None:
         state.wait_for_everyone()
     health = results["health"]
@@ -172,4 +173,5 @@ def evaluate_samples(system: Any, samples: list[Sample], out_dir: str | Path, *,
     ms = build_metrics(metrics or default_metrics(), llm=llm)
     extra = extra or {"system": type(system).__name__}
     return finalize(out, records, ms, cfg if cfg is not None else {}, "eval", with_cost=True,
-                    extra={"qa_prompt": qa_prompt_record(system), **extra}, progress=progress)
+                    extra={"qa_prompt": qa_prompt_record(system), **extra}, progress=progress,
+                    kept=beyond_plan(out, [str(r["id"]) for r in records]))

@@ -18,11 +18,13 @@ RESULTS_JSON, RESULTS_MD = "results.json", "results.md"
 def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric], cfg: Any, command: str,
              with_cost: bool, extra: dict[str, Any] | None = None, progress: bool = True,
              max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION,
-             placement: dict[str, Any] | None = None) -> dict[str, Any]:
+             placement: dict[str, Any] | None = None, kept: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Score ``records``; write predictions.jsonl (with metric fields), results.json, results.md.
 
     Failed answers (``failed: true``) are kept in predictions.jsonl but not scored; ``health``
     says how many calls, structured outputs and answers failed (:mod:`ctxbench.metrics.health`).
+    ``kept``: records outside this run's plan (answered under a higher ``limit``), written after the
+    scored ones as they are, never scored; results.json ``kept_not_scored`` counts them.
     ``placement`` (where the models ran: device, dtype, processes) goes into ``provenance``.
     """
     names = [m.name for m in metrics]
@@ -36,7 +38,9 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     by_id = {str(r["id"]): r for r in scored}
     scored = [by_id.get(str(r["id"]), r) for r in records]  # failed ones as they are, in dataset order
     results.update(run_metadata(cfg, command, extra, placement=placement))
-    write_jsonl(out_dir / PREDICTIONS, scored)
+    if kept is not None:
+        results["kept_not_scored"] = len(kept)
+    write_jsonl(out_dir / PREDICTIONS, scored + list(kept or []))
     write_json(out_dir / RESULTS_JSON, results)
     ex = extra or {}
     title = command + (f": {ex['system']}" if ex.get("system") else "")

@@ -5,6 +5,10 @@ answers anything twice. A failed answer (``failed: true``) is answered again; a 
 interrupted write) is dropped and re-answered. Under ``accelerate launch`` each rank appends to its
 own ``predictions.rank<k>.jsonl`` (:mod:`ctxbench.evaluation.shard`); a rerun at any process count
 reads them all.
+
+``limit`` is not part of a run's config (:data:`ctxbench.runs.guard.EXCLUDED_KEYS`): a rerun with a
+lower limit keeps every answer already paid for (:func:`beyond_plan`) in predictions.jsonl, unscored,
+and a later rerun with a higher limit takes them up again without asking the system twice.
 """
 from __future__ import annotations
 
@@ -55,3 +59,10 @@ def needs_answer(done: dict[str, dict[str, Any]], qid: str) -> bool:
     """Not answered yet, or answered with a failure (re-answered, never counted)."""
     rec = done.get(qid)
     return rec is None or bool(rec.get("failed"))
+
+
+def beyond_plan(out_dir: Path, order: list[str]) -> list[dict[str, Any]]:
+    """The records in the run folder outside this run's plan (``order``: the ids it answers), in file
+    order: answered by an earlier run with a higher ``limit``, kept in predictions.jsonl, not scored."""
+    planned = set(order)
+    return [r for qid, r in answered(out_dir).items() if qid not in planned]

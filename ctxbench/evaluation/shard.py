@@ -14,7 +14,7 @@ from typing import Any
 
 from ctxbench.core.errors import CtxbenchError
 from ctxbench.core.types import Sample
-from ctxbench.evaluation.resume import PREDICTIONS, SHARD_GLOB
+from ctxbench.evaluation.resume import PREDICTIONS, SHARD_GLOB, beyond_plan
 from ctxbench.evaluation.run import plan, run_system
 from ctxbench.runs.results import write_jsonl
 
@@ -38,9 +38,12 @@ def process_state() -> Any:
 
 
 def merge_records(out_dir: Path, records: list[dict[str, Any]], order: list[str]) -> list[dict[str, Any]]:
-    """Rank 0, with every rank's records gathered: one predictions.jsonl in dataset order, shard files removed.
+    """Rank 0, with every rank's records gathered: one predictions.jsonl in dataset order, shard files removed;
+    returns the planned rows.
 
-    The merged file is written (atomically) before any shard file goes, so a crash in between loses nothing.
+    Records answered earlier outside the plan (a higher ``limit``: :func:`~ctxbench.evaluation.resume.beyond_plan`)
+    follow the planned ones. The merged file is written (atomically) before any shard file goes, so a
+    crash in between loses nothing.
     """
     done = {str(r["id"]): r for r in records}
     missing = [q for q in order if q not in done]
@@ -48,7 +51,7 @@ def merge_records(out_dir: Path, records: list[dict[str, Any]], order: list[str]
         raise RuntimeError(f"{len(missing)} questions have no prediction after gathering the ranks' answers "
                            f"(first: {missing[0]})")
     rows = [done[q] for q in order]
-    write_jsonl(out_dir / PREDICTIONS, rows)
+    write_jsonl(out_dir / PREDICTIONS, rows + beyond_plan(out_dir, order))
     for f in out_dir.glob(SHARD_GLOB):
         f.unlink()
     return rows

@@ -99,8 +99,11 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path | None = None, bun
     target = Path(out).expanduser() if out else default_out(ckpt)
     check_target(target)
     method = build_trained(ckpt, bundle)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp", dir=target.parent))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp", dir=target.parent))
+    except OSError as e:  # no permission, a file in the way made meanwhile ...
+        raise ExportError(f"out={target}: cannot create a folder in {target.parent} ({e.strerror or e})") from None
     try:
         write_export(tmp, method, configs, ckpt)
         publish(tmp, target)
@@ -110,9 +113,47 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path | None = None, bun
 
 
 def check_target(target: Path) -> None:
-    """An ``out`` folder may be new, empty, or an earlier export (replaced); anything else is refused."""
-    if target.exists() and (not target.is_dir() or (any(target.iterdir()) and not (target / EXPORT_JSON).exists())):
-        raise ExportError(f"out={target} exists and is not an earlier export: pass another out= folder")
+    """An ``out`` folder may be new, empty, or an earlier export (replaced); anything else is refused.
+
+    An earlier export is replaced only when it provably is one (:func:`earlier_export_problem`): a folder
+    that merely holds a file named ``export.json`` keeps every file. A path below a file is refused too.
+    """
+    above = next((p for p in target.parents if p.exists() or p.is_symlink()), None)
+    if above is not None and not above.is_dir():
+        raise ExportError(f"out={target}: {above} is a file, not a folder: pass another out= folder")
+    if not (target.exists() or target.is_symlink()):
+        return
+    if not target.is_dir() or target.is_symlink():
+        kind = "a symbolic link" if target.is_symlink() else "not a folder"
+        raise ExportError(f"out={target} exists and is {kind}: pass another out= folder")
+    if not any(target.iterdir()):
+        return
+    problem = earlier_export_problem(target)
+    if problem:
+        raise ExportError(f"out={target} exists and is not an earlier export of ctxbench ({problem}); nothing was "
+                          "replaced: pass another out= folder")
+
+
+def earlier_export_problem(folder: Path) -> str | None:
+    """Why ``folder`` is not provably an export this command wrote (None: it is, and may be replaced):
+    its ``export.json`` names :data:`FORMAT`, its manifest checks out, and it holds no file the
+    manifest does not list."""
+    try:
+        info = json.loads((folder / EXPORT_JSON).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"no {EXPORT_JSON}"
+    except (OSError, ValueError, RecursionError):
+        return f"{EXPORT_JSON} is not JSON"
+    if not isinstance(info, dict) or info.get("format") != FORMAT:
+        return f"{EXPORT_JSON} is not a {FORMAT} record"
+    try:
+        manifest = ck.verify(folder)
+    except ck.CheckpointError as e:
+        return first_line(e).replace(f"checkpoint {folder}: ", "").replace(f"checkpoint {folder} ", "")
+    present = {p.relative_to(folder).as_posix() for p in folder.rglob("*")
+               if (p.is_file() or p.is_symlink()) and p.name != ck.MANIFEST}
+    stray = sorted(present - set(manifest))
+    return f"{stray[0]} is not in its {ck.MANIFEST}" if stray else None
 
 
 def write_export(folder: Path, method: Any, configs: dict[str, dict[str, Any]], ckpt: Path) -> None:

@@ -2,6 +2,11 @@
 
 :func:`claim` is called once by ``eval`` and ``train`` as soon as the run folder exists:
 
+0. **No links.** A run folder holding a symbolic link anywhere below it is refused in one line naming
+   the link and its target: a resume would append to, truncate or replace the file outside the folder.
+   (The folder itself may be reached through a link, e.g. ``outputs -> /data/outputs``.) Run files
+   are also opened without following links (``O_NOFOLLOW``: the lock here, ``open_append`` and
+   ``atomic_write_text`` in :mod:`ctxbench.runs.results`), for a link made while a run is on.
 1. **Lock.** ``<run>/.ctxbench/lock`` is locked with ``flock(LOCK_EX | LOCK_NB)`` and held until
    the process exits (the kernel drops it then, so a killed run leaves no stale lock). A second
    process on the same folder is refused in one line naming the holder's pid.
@@ -9,6 +14,9 @@
    fingerprint in ``<run>/.ctxbench/run.json``. A rerun with a different config is refused in one
    line naming each differing key with both values; ``force_resume=true`` accepts the new config
    and records it. Keys that cannot change results are left out (:data:`EXCLUDED_KEYS`).
+   A folder with results files (:data:`RESULT_FILES`) but no run record was not made by a run of
+   this guard: its files are someone else's, and resuming would adopt them as this config's answers.
+   It is refused in one line; ``force_resume=true`` adopts them knowingly (and records the config).
 
 Under a multi-process launch (``WORLD_SIZE > 1``) only rank 0 locks and writes; the other ranks
 check the config read-only, so they are never refused by rank 0's own lock.
@@ -42,6 +50,11 @@ EXCLUDED_KEYS: tuple[str, ...] = (
     "llm.cache", "llm.cache_path", "concurrency", "llm.concurrency", "log_samples",
 )
 
+#: What a run leaves in its folder (fnmatch patterns); beside them a run record must say whose they are.
+RESULT_FILES: tuple[str, ...] = ("predictions.jsonl", "predictions.rank*.jsonl", "samples.jsonl",
+                                 "samples.rank*.jsonl", "results.json", "metrics.jsonl", "checkpoints",
+                                 "train_summary.json")
+
 _HELD: dict[str, int] = {}  # resolved run folder → open lock fd (kept for the process lifetime)
 _FORCED: set[str] = set()  # run folders claimed with force_resume=true
 
@@ -64,6 +77,7 @@ def claim(run_dir: str | Path, cfg: Any, *, main: bool | None = None) -> dict[st
     run = Path(run_dir)
     if main is None:
         main = int(os.environ.get("RANK", "0")) == 0
+    refuse_links(run)
     if main:
         acquire_lock(run)
     return check_config(run, cfg, force=_force(cfg), write=main)
@@ -82,6 +96,32 @@ def _force(cfg: Any) -> bool:
         return False
 
 
+# ---- links ---------------------------------------------------------------------------------------
+
+def links_inside(run_dir: str | Path) -> list[Path]:
+    """Every symbolic link below ``run_dir`` (a linked folder is listed, never entered)."""
+    found: list[Path] = []
+    for root, dirs, files in os.walk(run_dir):  # followlinks=False; the top itself may be reached via a link
+        found += [Path(root) / n for n in sorted(dirs + files) if (Path(root) / n).is_symlink()]
+    return found
+
+
+def refuse_links(run_dir: str | Path) -> None:
+    """A one-line RunFolderError when the run folder holds a symbolic link, before anything is opened."""
+    links = links_inside(run_dir)
+    if not links:
+        return
+    first = links[0]
+    try:
+        target = os.readlink(first)
+    except OSError:
+        target = "?"
+    more = f" (and {len(links) - 1} more)" if len(links) > 1 else ""
+    raise RunFolderError(first, f"{first} is a symbolic link (to {target}) inside the run folder {run_dir}{more}; "
+                                "a run never writes through links: replace it with a real file, "
+                                "or use another hydra.run.dir")
+
+
 # ---- the lock ------------------------------------------------------------------------------------
 
 def acquire_lock(run_dir: str | Path) -> None:
@@ -93,8 +133,8 @@ def acquire_lock(run_dir: str | Path) -> None:
     path = run / GUARD_DIR / LOCK_FILE
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as e:  # .ctxbench is a file, the lock a folder, no permission ...
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as e:  # .ctxbench is a file, the lock a folder or a link (ELOOP), no permission ...
         raise RunFolderError(path, f"{path}: cannot open the run folder's lock file ({e.strerror or e}); "
                                    f"delete {run / GUARD_DIR} if it is damaged, or use another hydra.run.dir") from None
     try:
@@ -146,6 +186,14 @@ def check_config(run_dir: str | Path, cfg: Any, *, force: bool = False, write: b
     path = run / GUARD_DIR / RUN_FILE
     current = resolved_config(cfg)
     recorded = read_run_file(path)
+    if recorded is None:
+        found = result_files(run)
+        if found and not force:
+            raise RunFolderError(run, f"{run} holds results ({', '.join(found)}) but no run record ({path}): "
+                                      "they were not made by this config; move them away (or use a new "
+                                      "hydra.run.dir), or pass force_resume=true to adopt them as this run's")
+        if found:
+            _FORCED.add(str(run.resolve()))
     if recorded is not None:
         diffs = differences(without_keys(recorded.get("config") or {}, EXCLUDED_KEYS), current)
         if diffs and not force:
@@ -162,6 +210,17 @@ def check_config(run_dir: str | Path, cfg: Any, *, force: bool = False, write: b
 
         write_json(path, entry)
     return entry
+
+
+def result_files(run_dir: str | Path) -> list[str]:
+    """The names in ``run_dir`` that are results of a run (:data:`RESULT_FILES`), sorted."""
+    import fnmatch
+
+    try:
+        names = [p.name for p in Path(run_dir).iterdir()]
+    except OSError:
+        return []
+    return sorted(n for n in names if any(fnmatch.fnmatchcase(n, pat) for pat in RESULT_FILES))
 
 
 def read_run_file(path: Path) -> dict[str, Any] | None:

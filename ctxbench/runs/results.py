@@ -41,7 +41,11 @@ def run_dir(cfg: Any, default: str = ".") -> Path:
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write to a temp file in the same folder, fsync, rename over ``path``."""
+    """Write to a temp file in the same folder, fsync, rename over ``path``.
+
+    The temp file is created with ``O_EXCL | O_NOFOLLOW`` (``mkstemp``), and the rename replaces a link
+    at ``path`` itself: nothing is ever written through a link.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
@@ -64,13 +68,31 @@ def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> None:
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows))
 
 
+def open_append(path: str | Path) -> Any:
+    """``path`` opened for appending text, created if missing, never through a link (``O_NOFOLLOW``): a
+    run file that is a symbolic link is a one-line :class:`~ctxbench.runs.guard.RunFolderError`."""
+    import errno
+
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        from ctxbench.runs.guard import RunFolderError
+
+        raise RunFolderError(path, f"{path} is a symbolic link; run files are never written through links "
+                                   "(replace it with a real file, or use another hydra.run.dir)") from None
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
 class JsonlAppender:
     """Append one JSON line at a time, flushed and fsynced, so a crash loses at most one line."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = open(self.path, "a", encoding="utf-8")
+        self._f = open_append(self.path)
 
     def append(self, row: dict[str, Any]) -> None:
         self._f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
@@ -281,6 +303,9 @@ def results_markdown(results: dict[str, Any], metric_names: list[str], title: st
     if qa.get("name"):
         lines += ["", f"Answer prompt: {qa['name']} ({qa.get('version')}; {qa.get('source')}), "
                       f"at most {qa.get('answer_max_tokens')} new tokens."]
+    if results.get("kept_not_scored"):
+        lines += ["", f"{results['kept_not_scored']} more answered questions (from a run with a higher limit) are "
+                      "kept in predictions.jsonl, not scored here."]
     how = results.get("stderr") or {}
     if how.get("method") == "bootstrap":
         lines += ["", f"± = bootstrap standard error over the category's questions ({how.get('resamples')} "

@@ -61,7 +61,9 @@ class MetricsLog:
     def write(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        with open(self.path, "a", encoding="utf-8") as f:
+        from ctxbench.runs.results import open_append
+
+        with open_append(self.path) as f:
             f.write(json.dumps(record) + "\n")
             f.flush()
             os.fsync(f.fileno())
