@@ -5,7 +5,8 @@ A case is a ``python -m ctxbench ...`` command line (``argv``, a template) and a
 writes the bad input into the case's own folder before the command runs. Templates name:
 
 - ``{work}``: the case's folder (a fresh temp folder; the command's run folders go below it);
-- ``{url}``: the fake OpenAI-compatible server's ``/v1`` base URL for the case's ``server`` mode;
+- ``{url}``: the fake OpenAI-compatible server's ``/v1`` base URL for the case's ``server`` mode
+  (``{host}``: its ``127.0.0.1:PORT``);
 - ``{fixtures}``: the shared fixtures folder (the valid base LoCoMo file, the real runs);
 - ``{shared}`` / ``{repo}``: the shared data folder and the checkout under test.
 
@@ -29,8 +30,8 @@ from typing import Any, Callable
 
 HUGE = 64 << 20        # a 64 MiB string: over any sane per-record bound, cheap to write
 DEEP = 100_000         # nesting depth: far past Python's recursion limit
-GROUPS = ("locomo", "pwc", "dialsim", "score", "config_eval", "config_train", "server", "runfiles")
-INPUT_GROUPS = GROUPS[:-1]
+GROUPS = ("locomo", "pwc", "dialsim", "score", "config_eval", "config_train", "server", "runfiles", "faults")
+INPUT_GROUPS = GROUPS[:GROUPS.index("runfiles")]
 MARKER = "PWNED"       # a malicious payload tries to create {work}/PWNED
 
 Make = Callable[[Path, dict], None]
@@ -1005,5 +1006,7 @@ def _eval_with_cache(fixture: str, edit: Callable[[Path], None]) -> Make:
 
 def all_cases() -> list[Case]:
     """Every case, in group order."""
+    from bad_input import faults_server  # it imports Case from here
+
     return (locomo_cases() + pwc_cases() + dialsim_cases() + score_cases() + config_eval_cases()
-            + config_train_cases() + server_cases() + runfile_cases())
+            + config_train_cases() + server_cases() + runfile_cases() + faults_server.cases())

@@ -48,6 +48,7 @@ from typing import Any
 import pytest
 
 from bad_input import cases as bic
+from bad_input import faults_server
 from conftest import REPO, run_cli
 
 OUTCOMES = ("clear", "recovered", "not_recovered", "traceback", "accepted", "unclear", "vague", "timeout", "crash",
@@ -110,9 +111,18 @@ class Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(n)
         try:
-            self._chat(mode)
+            if mode in faults_server.REPLIES:  # what a server sends back: the "faults" group's modes
+                faults_server.REPLIES[mode](self)
+            else:
+                self._chat(mode)
         except OSError:  # the client gave up (timeouts): nothing to answer
             pass
+
+    def send_raw(self, status: str, headers: dict[str, str], body: bytes) -> None:
+        """A reply written byte for byte: header values http.server would refuse (non-Latin-1) go as UTF-8."""
+        head = f"HTTP/1.1 {status}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        self.wfile.write(head.encode("utf-8") + b"Connection: close\r\n\r\n" + body)
+        self.close_connection = True
 
     def _chat(self, mode: str) -> None:
         if mode == "close_mid":
@@ -350,7 +360,7 @@ class Sweep:
 
     def ctx(self) -> dict[str, Any]:
         return {"root": str(self.root), "fixtures": str(self.root / "fixtures"), "shared": str(self.shared),
-                "repo": str(self.repo), "_cache": self.cache}
+                "repo": str(self.repo), "host": f"127.0.0.1:{self.server.port}", "_cache": self.cache}
 
     def base_locomo(self) -> Path:
         """``{fixtures}/base_locomo.json`` (from the shared data; ``SharedDataMissing`` without it)."""
