@@ -69,7 +69,11 @@ def empty(content: Any) -> Callable[[Any], None]:
     return reply(choices=[choice])
 
 
-OK_BODY = json.dumps(body()).encode()
+def length_header(value: str) -> Callable[[Any], None]:
+    """A good reply whose Content-Length is ``value``."""
+    return lambda h: raw("200 OK", {"Content-Length": value}, json.dumps(body()).encode())(h)
+
+
 REPLIES: dict[str, Callable[[Any], None]] = {
     "f_content_surrogate": reply(choices=[{"index": 0, "finish_reason": "stop",
                                            "message": {"role": "assistant", "content": "7 May \ud800 2023"}}]),
@@ -78,7 +82,7 @@ REPLIES: dict[str, Callable[[Any], None]] = {
     "f_retry_after_exponent": retry_after("1e3"),
     "f_retry_after_inf": retry_after("inf"),
     "f_retry_after_negative": retry_after("-5"),
-    "f_content_length_arabic": raw("200 OK", {"Content-Length": "١٢"}, OK_BODY),
+    "f_content_length_arabic": length_header("١٢"),
     "f_choices_missing": reply({k: v for k, v in body().items() if k != "choices"}),
     "f_content_list": reply(choices=[{"index": 0, "finish_reason": "stop",
                                       "message": {"role": "assistant", "content": ["7 May 2023"]}}]),

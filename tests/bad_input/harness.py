@@ -48,7 +48,6 @@ from typing import Any
 import pytest
 
 from bad_input import cases as bic
-from bad_input import faults_server
 from conftest import REPO, run_cli
 
 OUTCOMES = ("clear", "recovered", "not_recovered", "traceback", "accepted", "unclear", "vague", "timeout", "crash",
@@ -110,9 +109,11 @@ class Handler(BaseHTTPRequestHandler):
         mode, _ = self._mode()
         n = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(n)
+        from bad_input.faults_server import REPLIES  # what a server sends back: the "faults" group's modes
+                                                     # (it builds its bodies with chat_body, from here)
         try:
-            if mode in faults_server.REPLIES:  # what a server sends back: the "faults" group's modes
-                faults_server.REPLIES[mode](self)
+            if mode in REPLIES:
+                REPLIES[mode](self)
             else:
                 self._chat(mode)
         except OSError:  # the client gave up (timeouts): nothing to answer
