@@ -20,6 +20,9 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # workers share the cores: one 
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 REPO = Path(__file__).resolve().parents[1]
+# eval on llm.model=tiny (random weights) gets empty replies, which health counts as failed calls (issue 37):
+# the runs that test plumbing on it, not answers, let them pass
+TINY_ANSWERS = "max_failed_fraction=1"
 
 
 def _forget_handlers_without_closing() -> None:

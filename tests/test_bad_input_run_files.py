@@ -573,8 +573,8 @@ def test_a_cache_row_of_the_wrong_type_is_a_miss(tmp_path, row):
     with sqlite3.connect(path) as db:
         db.execute("DROP TABLE calls")
         db.execute("CREATE TABLE calls (key TEXT PRIMARY KEY, text, prompt_tokens, completion_tokens, created REAL, "
-                   "flags)")
-        db.execute("INSERT INTO calls VALUES ('k', ?, ?, ?, 0, NULL)", row)
+                   "flags, model)")
+        db.execute("INSERT INTO calls VALUES ('k', ?, ?, ?, 0, NULL, NULL)", row)
     assert c.get("k") is None  # asked again ...
     c.put("k", ChatResult(text="Paris", prompt_tokens=3, completion_tokens=1))
     got = c.get("k")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, TINY_ANSWERS, run_cli
 
 
 def _losses(run: Path) -> dict[int, float]:
@@ -86,7 +86,7 @@ def _changes(db: Path) -> list[tuple]:
 @pytest.mark.process
 def test_kill9_during_memory_ingestion_then_rerun(tmp_path):
     """memorybank on the tiny model: kill mid-ingest, rerun; same store, same answers, no question twice."""
-    args = ["eval", "memory=memorybank", "dataset=locomo_sample", "llm.model=tiny", "llm.cache=false",
+    args = ["eval", "memory=memorybank", "dataset=locomo_sample", "llm.model=tiny", "llm.cache=false", TINY_ANSWERS,
             "llm.context_window=512", "embedder=minilm", "progress=false", "memory.progress=false"]
     full = tmp_path / "full"
     r = run_cli(*args, f"hydra.run.dir={full}")

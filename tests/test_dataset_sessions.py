@@ -15,7 +15,7 @@ from ctxbench.core import registry
 from ctxbench.bench.scripted_llm import ScriptedChatModel
 from ctxbench.data.errors import DataError
 from ctxbench.data.locomo import load_locomo_file, select
-from tests.conftest import run_cli
+from tests.conftest import TINY_ANSWERS, run_cli
 from ctxbench.config.schemas import load_conf_file
 from ctxbench.config.compose import option_config
 
@@ -175,7 +175,7 @@ def test_eval_cli_asks_only_the_kept_questions(tmp_path):
     kept = [q.id for s in registry.build("dataset", option_config("dataset", {**sample, "sessions": 1})) for q in s.questions]
     assert 0 < len(kept) < len(every)
     out = tmp_path / "run"
-    p = run_cli("eval", "memory=no_context", "dataset=locomo_sample", "dataset.sessions=1", "llm.model=tiny",
+    p = run_cli("eval", "memory=no_context", "dataset=locomo_sample", "dataset.sessions=1", "llm.model=tiny", TINY_ANSWERS,
                 "llm.cache=false", "progress=false", f"hydra.run.dir={out}", env=ENV, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]

@@ -4,10 +4,12 @@ from __future__ import annotations
 import logging
 from ctxbench.config.compose import option_config
 
+from conftest import TINY_ANSWERS
+
 
 def test_rag_eval_stderr_has_no_faiss_module_not_found(cli, tmp_path):
     r = cli("eval", "memory=rag", "llm=hf", "llm.model=tiny", "dataset=locomo_sample", "limit=1", "progress=false",
-            f"hydra.run.dir={tmp_path / 'run'}")
+            TINY_ANSWERS, f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode == 0, r.stderr[-2000:]
     logs = "".join(p.read_text() for p in (tmp_path / "run").glob("*.log"))
     for shown in (r.stdout, r.stderr, logs):  # Hydra logs INFO to stdout and the run's .log file

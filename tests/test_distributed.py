@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import TINY_ANSWERS
+
 pytestmark = pytest.mark.distributed
 
 COMMON = ["method=lm", "model=tiny", "trainer.max_steps=6", "trainer.progress=false", "trainer.save_every=3",
@@ -157,7 +159,7 @@ def test_zero3_icae_matches_one(tmp_path):
     assert max_diff(a, b) < 1e-5
 
 
-EVAL = ["eval", "memory=full_context", "dataset=locomo_sample", "llm.model=tiny", "llm.cache=false",
+EVAL = ["eval", "memory=full_context", "dataset=locomo_sample", "llm.model=tiny", "llm.cache=false", TINY_ANSWERS,
         "llm.context_window=384", "memory.max_new_tokens=6", "progress=false"]
 
 

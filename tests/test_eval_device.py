@@ -22,7 +22,7 @@ from ctxbench.models import loading as L
 from ctxbench.core.paths import conf_dir
 from ctxbench.core.system import System
 from ctxbench.core.types import History, Prediction, Question, Sample, Session, Turn
-from tests.conftest import run_cli
+from tests.conftest import TINY_ANSWERS, run_cli
 from ctxbench.config.compose import option_config
 
 TINY = {"name": "tiny", "hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1,
@@ -245,7 +245,7 @@ ENV = {"OMP_NUM_THREADS": "1"}
 
 def test_results_json_records_where_the_llm_ran(tmp_path):
     out = tmp_path / "run"
-    r = run_cli("eval", "memory=no_context", "dataset=locomo_sample", "llm.model=tiny", "llm.cache=false",
+    r = run_cli("eval", "memory=no_context", "dataset=locomo_sample", "llm.model=tiny", "llm.cache=false", TINY_ANSWERS,
                 "llm.dtype=bfloat16", "limit=1", "memory.max_new_tokens=2", "progress=false",
                 f"hydra.run.dir={out}", env=ENV, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, TINY_ANSWERS, run_cli
 
 ENV = {"CTXBENCH_CACHE": os.environ.get("CTXBENCH_CACHE", "/tmp/cbcache"), "OMP_NUM_THREADS": "1"}
 
@@ -25,7 +25,7 @@ def read_ids(path: Path) -> list[str]:
 def test_eval_cli_killed_midway_resumes(tmp_path):
     """A real kill (SIGKILL) in the middle of an eval run, then a rerun in the same folder."""
     out = tmp_path / "run"
-    args = ["eval", "memory=full_context", "dataset=locomo_sample", "llm.model=tiny", "llm.cache=false",
+    args = ["eval", "memory=full_context", "dataset=locomo_sample", "llm.model=tiny", "llm.cache=false", TINY_ANSWERS,
             "llm.context_window=384", "memory.max_new_tokens=24", "limit=16", "progress=false", f"hydra.run.dir={out}",
             "concurrency=1"]  # one answer at a time, so a kill lands between two (4 workers: test_eval_concurrency_cli)
     proc = subprocess.Popen([sys.executable, "-m", "ctxbench", *args], cwd=REPO, env={**os.environ, **ENV},
@@ -63,7 +63,7 @@ def test_eval_cli_killed_midway_resumes(tmp_path):
 # ---- a run folder is bound to its config and to one process (issue 14) ----------------------------
 
 SMALL = ["eval", "memory=no_context", "dataset=locomo_sample", "llm.model=tiny", "llm.cache=false", "limit=2",
-         "progress=false"]
+         "progress=false", TINY_ANSWERS]
 
 
 def test_eval_cli_refuses_to_resume_a_folder_made_with_another_config(tmp_path):

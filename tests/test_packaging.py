@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import TINY_ANSWERS
+
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "ctxbench"
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
@@ -115,7 +117,7 @@ def test_installed_tiny_train_on_the_shipped_sample(built):
 
 def test_installed_tiny_eval_on_locomo_sample(built):
     out = built["tmp"] / "eval"
-    r = run_installed(built, "eval", "memory=no_context", "llm=hf", "llm.model=tiny", "dataset=locomo_sample",
+    r = run_installed(built, "eval", "memory=no_context", "llm=hf", "llm.model=tiny", "dataset=locomo_sample", TINY_ANSWERS,
                       "limit=2", "progress=false", f"hydra.run.dir={out}")
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"{built['site'] / 'ctxbench' / 'samples' / 'locomo_sample.json'}" in r.stdout + r.stderr

@@ -186,14 +186,17 @@ def test_cached_replies_keep_the_source_of_the_original_call(server, tmp_path, n
     assert token_counts_record(llm)["count_tokens"] == "estimate"
 
 
+OLD_ROW = "INSERT INTO calls (key, text, prompt_tokens, completion_tokens, created, flags) VALUES "
+
+
 def test_a_cache_row_without_a_source_says_cache(tmp_path):
     path = tmp_path / "c.sqlite"
     c = CallCache(path)
     c.put("new", ChatResult("Paris", 3, 1, truncated=True, constrained=True, token_source="tokenizer"))
     with sqlite3.connect(path) as db:  # rows as the cache wrote them before sources were stored
-        db.execute("INSERT INTO calls VALUES ('old', 'Paris', 3, 1, 0, 1)")
-        db.execute("INSERT INTO calls VALUES ('older', 'Paris', 3, 1, 0, NULL)")
-        db.execute("INSERT INTO calls VALUES ('bad', 'Paris', 3, 1, 0, 99)")
+        db.execute(OLD_ROW + "('old', 'Paris', 3, 1, 0, 1)")
+        db.execute(OLD_ROW + "('older', 'Paris', 3, 1, 0, NULL)")
+        db.execute(OLD_ROW + "('bad', 'Paris', 3, 1, 0, 99)")
     new = c.get("new")
     assert (new.token_source, new.truncated, new.constrained) == ("tokenizer", True, True)
     old = c.get("old")

@@ -71,8 +71,8 @@ class ScriptedChatModel:
         route = self._route(system) if system else None
         if route is None and phase == "answer":
             self.kinds["answer"] += 1
-            ctx = [ln for ln in _lines(user) if ":" in ln]
-            return _words(ctx[0].split(":", 1)[1], 8) if ctx else "Not mentioned in the conversation."
+            said = (_words(ln.split(":", 1)[1], 8) for ln in _lines(user) if ":" in ln)
+            return next((w for w in said if w), "Not mentioned in the conversation.")  # never empty: that is no answer
         if route is None:
             self.unknown[_words(system or user, 8)] += 1
             return "{}" if "JSON" in (system + user) else _words(user, 20)

@@ -2,8 +2,13 @@
 
 Configs name the *environment variable* that holds a key (``api_key_env: OPENAI_API_KEY``), never
 the key. Should a key reach a config anyway (``llm.api_key=sk-...`` on the command line), every
-writer passes the config through :func:`redact` first, and :func:`scrub_text` removes the literal
-values of known secret environment variables from text.
+writer passes the config through :func:`redact` first: by key name (the value of ``api_key``,
+``password`` ...) and by value (every string goes through :func:`scrub_text`, so the password of
+``llm.base_url=http://user:pw@host/v1``, a ``?api_key=`` in a URL or a ``Bearer ...`` is hidden
+whatever key holds it). :func:`scrub_text` removes the literal values of known secret environment
+variables (and of the secrets a caller knows, such as the key a backend sends) and key-shaped strings
+from text. A redacted config is what run folders fingerprint, so a changed password, like a changed
+key, is not a changed config.
 """
 from __future__ import annotations
 
@@ -30,11 +35,19 @@ SPECIAL_TOKENS = {"pad", "bos", "eos", "unk", "sep", "cls", "mask", "comp", "mem
 
 
 def redact(obj: Any) -> Any:
-    """A copy of a (nested) dict/list with secret-looking keys' values replaced."""
+    """A copy of a (nested) dict/list with secret-looking keys' values replaced and every string
+    scrubbed (:func:`scrub_text`: a URL's password, a secret query parameter, a known key's value)."""
+    return _redact(obj, _known_values())
+
+
+def _redact(obj: Any, values: list[str]) -> Any:
     if isinstance(obj, dict):
-        return {k: (REDACTED if is_secret_key(k) and v not in (None, "") else redact(v)) for k, v in obj.items()}
+        return {k: (REDACTED if is_secret_key(k) and v not in (None, "") else _redact(v, values))
+                for k, v in obj.items()}
     if isinstance(obj, list):
-        return [redact(v) for v in obj]
+        return [_redact(v, values) for v in obj]
+    if isinstance(obj, str):
+        return _scrub(obj, values)
     return obj
 
 
@@ -43,7 +56,8 @@ def secret_values() -> list[str]:
 
 
 # Key-shaped strings, scrubbed wherever they appear: OpenAI-style sk-..., HF hf_..., other vendors'
-# prefixed tokens, a bearer token, and the user:password part of a URL.
+# prefixed tokens, a bearer token, and the user:password part of a URL (the first three are what
+# :func:`looks_like_secret` goes by).
 KEY_PATTERNS = [
     re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),
     re.compile(r"\b(?:hf|gsk|ghp|xai|pk|rk|sk)_[A-Za-z0-9]{16,}\b"),
@@ -51,16 +65,36 @@ KEY_PATTERNS = [
     re.compile(r"(?<=Bearer )(?=[A-Za-z0-9._~+/=\-]*\d)[A-Za-z0-9._~+/=\-]{12,}"),
     re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"),
 ]
+# A URL query parameter whose name says it holds a secret (``?api_key=``, ``&token=``, ``?key=``,
+# ``?sig=``): its value is scrubbed, the name kept.
+QUERY_PARAM = re.compile(r"(?<=[?&;])([A-Za-z0-9_.\-]+)=([^&#\s\"'<>]+)")
+QUERY_SECRET_NAMES = {"key", "sig", "signature", "pwd", "pass", "auth", "code", "access_key", "sas"}
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def scrub_text(text: str, extra: "list[str] | tuple[str, ...]" = ()) -> str:
-    """``text`` without the values of secret environment variables, of ``extra`` and of key-shaped strings."""
-    for v in sorted({*secret_values(), *(e for e in extra if e and len(e) >= 4)}, key=len, reverse=True):
+def _query_secret(m: "re.Match[str]") -> str:
+    name = m.group(1)
+    secret = is_secret_key(name) or name.lower().replace("-", "_") in QUERY_SECRET_NAMES
+    return f"{name}={REDACTED}" if secret and m.group(2) != REDACTED else m.group(0)
+
+
+def _known_values(extra: "list[str] | tuple[str, ...]" = ()) -> list[str]:
+    """Secret values to scrub, longest first: secret environment variables' and ``extra`` (4+ chars)."""
+    return sorted({*secret_values(), *(e for e in extra if e and len(e) >= 4)}, key=len, reverse=True)
+
+
+def _scrub(text: str, values: list[str]) -> str:
+    for v in values:
         text = text.replace(v, REDACTED)
     for pat in KEY_PATTERNS:
         text = pat.sub(REDACTED, text)
-    return text
+    return QUERY_PARAM.sub(_query_secret, text) if "=" in text else text
+
+
+def scrub_text(text: str, extra: "list[str] | tuple[str, ...]" = ()) -> str:
+    """``text`` without the values of secret environment variables, of ``extra``, of key-shaped strings
+    and of secret URL query parameters."""
+    return _scrub(text, _known_values(extra))
 
 
 def looks_like_secret(value: str) -> bool:

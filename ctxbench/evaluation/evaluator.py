@@ -116,13 +116,15 @@ def answer_all(cfg: Any, systems: HistorySystems, llm: Any, workers: int, sample
 
 
 def llm_record(cfg: Any, llm: Any) -> dict[str, Any] | None:
-    """results.json ``llm``: the shared backend memory systems ran on (None for a method)."""
+    """results.json ``llm``: the shared backend memory systems ran on (None for a method); ``served_models``:
+    this process's successful calls per model the server said answered them (``"cache"``: a cached
+    reply stored without it)."""
     if llm is None:
         return None
     from ctxbench.llm.token_count import token_counts_record
 
     return {"backend": str(cfg.llm.name), "model": llm.model_name, "context_window": llm.context_window,
-            "meter": llm.meter.snapshot(), "token_counts": token_counts_record(llm),
+            "served_models": llm.meter.served_models(), "meter": llm.meter.snapshot(), "token_counts": token_counts_record(llm),
             "truncated_calls": getattr(llm, "truncated_calls", None)}
 
 

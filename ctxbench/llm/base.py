@@ -34,7 +34,8 @@ class ChatResult:
     ``constrained``: the backend enforced the call's schema while decoding (a complete reply is valid);
     ``token_source``: how ``prompt_tokens``/``completion_tokens`` were made — ``"server"``,
     ``"tokenizer"``, ``"estimate"`` or ``"cache"`` (:mod:`.token_count`); ``""`` from a backend
-    that does not say (counted as ``"unknown"``)."""
+    that does not say (counted as ``"unknown"``); ``served_model``: the model the server says answered
+    (a reply's ``model``; ``"cache"`` for a cached reply that did not store it, ``""``: not said)."""
 
     text: str
     prompt_tokens: int
@@ -45,6 +46,12 @@ class ChatResult:
     truncated: bool = False
     constrained: bool = False
     token_source: str = ""
+    served_model: str = ""
+
+
+def empty_reply(r: ChatResult) -> bool:
+    """A successful call that returned no text (a reasoning model out of budget): no answer either."""
+    return not r.failed and not r.text.strip()
 
 
 @dataclass
@@ -54,16 +61,25 @@ class UsageMeter:
     :meth:`add` counts a call in the total and in every :func:`~ctxbench.llm.scope.call_scope` of
     the calling context; :meth:`get` is the innermost scope's count inside a scope (a task's own
     calls, exact while other tasks run beside it), the total outside any; :meth:`snapshot` and
-    :meth:`total` are always the total (:mod:`.scope`).
+    :meth:`total` are always the total (:mod:`.scope`). ``served``: successful calls per model the
+    server said answered them (``ChatResult.served_model``; results.json ``llm.served_models``).
     """
 
     phases: dict[str, PhaseCount] = field(default_factory=dict)
+    served: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, phase: str, r: ChatResult) -> None:
         with self._lock:
             _count(self.phases.setdefault(phase, PhaseCount()), r)
+            if r.served_model and not r.failed:
+                self.served[r.served_model] = self.served.get(r.served_model, 0) + 1
         self.count_in_scopes(phase, r)
+
+    def served_models(self) -> dict[str, int]:
+        """A copy of :attr:`served`, most calls first."""
+        with self._lock:
+            return dict(sorted(self.served.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def count_in_scopes(self, phase: str, r: ChatResult) -> None:
         """Count ``r`` in the calling context's scopes only (its total was counted where it was made)."""
@@ -90,6 +106,7 @@ def _count(c: PhaseCount, r: ChatResult) -> None:
     c.prompt_tokens += r.prompt_tokens
     c.completion_tokens += r.completion_tokens
     c.failures += int(r.failed)
+    c.empty += int(empty_reply(r))
     c.cached += int(r.cached)
     if not r.failed:  # a failed call has no counts to source
         src = r.token_source or "unknown"

@@ -3,11 +3,13 @@
 The key is a SHA-256 of everything that changes a reply: the backend, the model id (the
 backend's ``cache_id``: for ``hf`` name, path, revision and dtype; for ``openai`` model, base_url
 and extra_body), the context window, the messages, max_new_tokens, temperature, json_mode and the
-schema. Only successful, non-empty replies are stored: a failed or empty reply is asked again on
-the next run. A cache hit returns the stored text and token counts (so the
+schema. Only successful, non-empty replies that SQLite holds as they are (UTF-8 text, counts that fit
+its integers) are stored: a failed, empty or malformed reply is asked again on the next run. A cache hit returns the stored text and token counts (so the
 cost a system reports does not depend on the cache) with ``cached=True``, and is counted in the
 meter like any call. The counts keep the ``token_source`` of the call that made them (two bits of
-the ``flags`` column); a row written before sources were stored says ``"cache"``. The file is
+the ``flags`` column); a row written before sources were stored says ``"cache"``. The model the
+server said answered (``ChatResult.served_model``) is kept in the ``model`` column (added to an older
+table; an older row, or an older ctxbench's, says ``"cache"``). The file is
 ``llm.cache_path`` if set, else ``$CTXBENCH_CACHE/llm_cache.sqlite`` (default
 ``~/.cache/ctxbench/llm_cache.sqlite``), shared by runs; ``llm.cache=false`` turns caching off. Safe across threads and processes (WAL, busy timeout).
 A damaged file is a one-line :class:`~ctxbench.data.errors.DataError` naming it (delete it); a row
@@ -42,9 +44,24 @@ def cache_key(backend: str, model: str, messages: list[Message], **params: Any) 
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+MAX_COUNT = (1 << 63) - 1  # SQLite's largest integer
+
+
 def storable(r: ChatResult) -> bool:
-    """Only a successful, non-empty reply goes into the cache (an empty one is asked again)."""
-    return not r.failed and bool(r.text.strip())
+    """Only a successful, non-empty, well-formed reply goes into the cache (an empty one is asked again;
+    text that is not valid Unicode or counts SQLite cannot hold would fail the write, or every rerun)."""
+    if r.failed or not r.text.strip() or not stored_row((r.text, r.prompt_tokens, r.completion_tokens, None)):
+        return False
+    return max(r.prompt_tokens, r.completion_tokens) <= MAX_COUNT and utf8(r.text) and utf8(r.served_model)
+
+
+def utf8(text: str) -> bool:
+    """``text`` encodes to UTF-8 (no lone surrogates, which a JSON ``"\\ud800"`` escape makes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 TRUNCATED, CONSTRAINED = 1, 2  # bits of the ``flags`` column
@@ -72,9 +89,12 @@ def flags_source(flags: int) -> str:
     return SOURCE_OF_CODE.get(flags >> SOURCE_SHIFT, CACHE)
 
 
+COLUMNS = {"flags": "INTEGER", "model": "TEXT"}  # added to a table made before them, in this order
+
+
 class CallCache:
-    """key → (text, prompt_tokens, completion_tokens, flags) in one SQLite table (flags: truncated,
-    constrained, token source: :func:`pack_flags`)."""
+    """key → (text, prompt_tokens, completion_tokens, flags, model) in one SQLite table (flags: truncated,
+    constrained, token source: :func:`pack_flags`; model: the served model, NULL when not known)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path).expanduser()
@@ -83,13 +103,17 @@ class CallCache:
         with self._guard():
             conn = self._conn()
             # one process at a time (several rows of a board may open a new cache together): the table is
-            # made with every column, an older table gains ``flags`` once, inside one write transaction
+            # made with every column, an older table gains the missing :data:`COLUMNS` once, inside one write
+            # transaction
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conn.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, text TEXT NOT NULL, "
-                             "prompt_tokens INTEGER, completion_tokens INTEGER, created REAL, flags INTEGER)")
-                if "flags" not in {r[1] for r in conn.execute("PRAGMA table_info(calls)")}:
-                    conn.execute("ALTER TABLE calls ADD COLUMN flags INTEGER")
+                             "prompt_tokens INTEGER, completion_tokens INTEGER, created REAL, flags INTEGER, "
+                             "model TEXT)")
+                have = {r[1] for r in conn.execute("PRAGMA table_info(calls)")}
+                for name, kind in COLUMNS.items():
+                    if name not in have:
+                        conn.execute(f"ALTER TABLE calls ADD COLUMN {name} {kind}")
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -125,20 +149,22 @@ class CallCache:
 
     def get(self, key: str) -> ChatResult | None:
         with self._guard():
-            row = self._conn().execute("SELECT text, prompt_tokens, completion_tokens, flags FROM calls "
+            row = self._conn().execute("SELECT text, prompt_tokens, completion_tokens, flags, model FROM calls "
                                        "WHERE key=?", (key,)).fetchone()
         if not stored_row(row):
             return None
         flags = row[3] or 0
         return ChatResult(text=row[0], prompt_tokens=row[1], completion_tokens=row[2], cached=True,
                           truncated=bool(flags & TRUNCATED), constrained=bool(flags & CONSTRAINED),
-                          token_source=flags_source(flags))
+                          token_source=flags_source(flags),
+                          served_model=row[4] if isinstance(row[4], str) and row[4] else CACHE)
 
     def put(self, key: str, r: ChatResult) -> None:
         flags = pack_flags(r)
         with self._guard(), self._conn() as c:
-            c.execute("INSERT OR REPLACE INTO calls (key, text, prompt_tokens, completion_tokens, created, flags) "
-                      "VALUES (?, ?, ?, ?, ?, ?)", (key, r.text, r.prompt_tokens, r.completion_tokens, time.time(), flags))
+            c.execute("INSERT OR REPLACE INTO calls (key, text, prompt_tokens, completion_tokens, created, flags, model) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?)", (key, r.text, r.prompt_tokens, r.completion_tokens, time.time(),
+                                                       flags, r.served_model or None))
 
     def __len__(self) -> int:
         with self._guard():

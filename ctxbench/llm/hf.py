@@ -292,7 +292,8 @@ class HFChatLLM:
                     break
             text = self.tokenizer.decode(row[:n], skip_special_tokens=True)
             results.append(ChatResult(text=text.strip(), prompt_tokens=len(s), completion_tokens=n,
-                                      truncated=not stopped and n >= max_new_tokens, token_source=TOKENIZER))
+                                      truncated=not stopped and n >= max_new_tokens, token_source=TOKENIZER,
+                                      served_model=self.model_name))
         return results
 
     def _generate_reusing(self, seq: list[int], ids: Any, mask: Any, gen: Any, processors: Any) -> Any:

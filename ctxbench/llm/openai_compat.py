@@ -18,16 +18,24 @@ What happens when a call goes wrong:
   ``base_url`` path): :class:`~ctxbench.llm.base.LLMUnavailable` at once, one line naming the
   cause, no retries;
 * 429, 5xx, timeouts, malformed replies (not JSON, HTML, no ``choices``, ``choices: []``, content
-  that is not a string), a connection cut mid-reply (fewer bytes than its ``Content-Length``), a
-  reply trickled so slowly it is not complete within ``timeout_s``, and a lost connection once the
-  server has answered before (it may be restarting): retried with exponential backoff (honouring a
-  numeric Retry-After), up to ``max_retries`` retries; then the call returns
+  that is not a string, content that is not valid Unicode — a lone surrogate such as JSON
+  ``"\\ud800"``, which no file or cache could hold), a connection cut mid-reply (fewer bytes than its
+  ``Content-Length``), a reply trickled so slowly it is not complete within ``timeout_s``, and a lost
+  connection once the server has answered before (it may be restarting): retried with exponential
+  backoff (honouring a Retry-After of plain ASCII seconds or an HTTP date; any other value — ``1e3``,
+  ``inf``, ``-5``, other scripts' digits — is ignored), up to ``max_retries`` retries; then the call returns
   ``ChatResult(failed=True)`` with a one-line ``error`` and is counted as a failure — the run goes on;
 * other 4xx, a redirect (not followed: ``base_url`` should be the final address), a reply over
   :data:`REPLY_BYTES` and a reply without content (``content: null``): that call fails at once;
 * ``max_consecutive_failures`` failed calls in a row: ``LLMUnavailable`` naming the last error.
 
-Every error text is scrubbed of the key (and other secrets) before it is stored or raised.
+Every error text is scrubbed of the key (and other secrets) before it is stored or raised, and so
+is every reply's text (:meth:`OpenAIChatLLM.scrub_reply`: the key this backend sends, whatever
+variable holds it, the password of ``base_url``, secret environment variables' values, key-shaped
+strings) before the call cache or the caller sees it: a server that echoes the key writes it nowhere.
+The model a reply says answered (its ``model``) is kept in ``ChatResult.served_model`` and counted
+per name (results.json ``llm.served_models``); one that is not ``llm.model`` (nor a dated snapshot of
+it, ``gpt-4o-mini-2024-07-18`` for ``gpt-4o-mini``) prints one warning.
 :meth:`OpenAIChatLLM.preflight` checks ``GET {base_url}/models`` (reachable, key accepted, model
 listed) before anything heavy loads. ``chat_batch`` runs up to ``concurrency`` calls at a time.
 
@@ -39,7 +47,8 @@ schema checked afterwards); ``none`` sends neither, for servers that reject both
 max_tokens`` keeps its system message and loses the middle of its longest message (:mod:`.fit`).
 
 Token counts come from the server's ``usage`` (its own tokenizer: ``token_source="server"``).
-A count the server leaves out, ``count_tokens`` (the context tokens systems report) and prompt
+A count the server leaves out or reports as anything but an int in ``[0, 2**31)`` (a string, a
+float, a bool, a negative or absurd number: warned once), ``count_tokens`` (the context tokens systems report) and prompt
 fitting use one :class:`~ctxbench.llm.token_count.TokenCounter`: ``llm.tokenizer`` (an HF
 tokenizer id/folder of the served model) if set, else tiktoken's encoding for a model name
 tiktoken knows (``"tokenizer"``), else ``ceil(chars / 4)`` (``"estimate"``) — never another
@@ -50,10 +59,12 @@ per source for results.json.
 from __future__ import annotations
 
 import contextvars
+import email.utils
 import json
 import logging
 import os
 import random
+import re
 import socket
 import sys
 import threading
@@ -66,7 +77,7 @@ from ctxbench.core.registry import register, suggest
 from ctxbench.core.plain import json_kind as _kind
 from ctxbench.core.secrets import check_env_name, scrub_text
 from ctxbench.llm.base import ChatResult, LLMUnavailable, Message, UsageMeter
-from ctxbench.llm.cache import maybe_cached
+from ctxbench.llm.cache import maybe_cached, utf8
 from ctxbench.llm.fit import fit_messages
 from ctxbench.llm.token_count import ESTIMATE, FIX, SERVER, TokenCounter
 
@@ -76,6 +87,9 @@ DETAIL_BYTES = 1 << 16  # of an error reply's body
 MODELS_BYTES = 1 << 22  # of a /models reply
 RESPONSE_FORMATS = ("json_schema", "json_object", "none")  # llm.response_format, for structured calls
 REPLY_BYTES = 32 << 20  # of a chat reply: a larger one fails the call (a broken or hostile server)
+TOKEN_COUNT_LIMIT = 1 << 31  # a reported token count at or above this is not believed
+MODEL_NAME_CHARS = 200  # of a reply's ``model``: a longer one is cut
+PLAIN_NUMBER = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,6})?")  # ASCII digits only: not "1e3", "inf", "-5", "١٢"
 
 
 class _Retryable(Exception):
@@ -123,10 +137,32 @@ def read_capped(resp: Any, limit: int, deadline: float | None = None) -> bytes:
     return bytes(out[:limit])
 
 
+def plain_number(value: Any) -> float | None:
+    """A header's value as a number if it is plain ASCII digits (``"12"``, ``" 1.5 "``), else None:
+    ``str.isdigit`` and ``float`` also take other scripts' digits, superscripts, ``inf``, ``1e3``."""
+    text = value.strip() if isinstance(value, str) else ""
+    return float(text) if PLAIN_NUMBER.fullmatch(text) else None
+
+
+def retry_after_s(value: Any) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait: plain seconds, or an HTTP date; None for anything else."""
+    seconds = plain_number(value)
+    if seconds is not None or not isinstance(value, str):
+        return seconds
+    try:
+        when = email.utils.parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
 def read_reply(resp: Any, deadline: float, timeout_s: float) -> bytes:
     """The whole body of a 2xx chat reply: over :data:`REPLY_BYTES` fails the call, too slow is retried."""
     declared = resp.headers.get("Content-Length", "")
-    if declared.isdigit() and int(declared) > REPLY_BYTES:
+    size = plain_number(declared)
+    if size is not None and size > REPLY_BYTES:
         raise _Fatal(f"reply too large (Content-Length {declared} bytes, over the {REPLY_BYTES >> 20} MiB limit)")
     try:
         raw = read_capped(resp, REPLY_BYTES + 1, deadline)
@@ -154,8 +190,14 @@ def short_usage(usage: dict[str, Any]) -> str:
 
 
 def _count(v: Any) -> bool:
-    """A token count a server may report: an int ≥ 0 (not a bool, a string or a negative number)."""
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    """A token count a server may report: an int in ``[0, TOKEN_COUNT_LIMIT)`` (not a bool, a string, a
+    float, a negative or an absurd number, which no cache row could hold)."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < TOKEN_COUNT_LIMIT
+
+
+def same_model(served: str, requested: str) -> bool:
+    """``served`` is ``requested``, its ``:latest`` tag or a dated snapshot of it (``gpt-4o-mini-2024-07-18``)."""
+    return served in (requested, requested + ":latest") or served.startswith(requested + "-")
 
 
 
@@ -252,9 +294,18 @@ class OpenAIChatLLM:
     def context_window(self) -> int:
         return self._window
 
+    def known_secrets(self) -> list[str]:
+        """What this backend sends that must be written nowhere: the key (whatever variable holds it) and
+        the password of ``base_url`` (httpx sends it as Basic auth)."""
+        return [s for s in (self._api_key, urllib.parse.urlsplit(self.base_url).password) if s]
+
     def scrub(self, text: str) -> str:
         """``text`` without the key, other secrets' values or key-shaped strings, on one line."""
-        return " ".join(scrub_text(str(text), extra=[self._api_key] if self._api_key else []).split())
+        return " ".join(self.scrub_reply(str(text)).split())
+
+    def scrub_reply(self, text: str) -> str:
+        """A reply's ``text`` without :meth:`known_secrets`, secret variables' values or key-shaped strings."""
+        return scrub_text(text, extra=self.known_secrets())
 
     # ---- token counting -------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
@@ -463,9 +514,7 @@ class OpenAIChatLLM:
                 f"llm={self.name}: HTTP 404 from {url}: model {self.model_name!r} not found (or a wrong path) — "
                 "check llm.model and llm.base_url" + (f" (server said: {detail})" if detail else "")))
         if code in RETRY_STATUS:
-            ra = headers.get("Retry-After")
-            return _Retryable(f"HTTP {code}: {detail}",
-                              float(ra) if ra and ra.replace(".", "", 1).isdigit() else None)
+            return _Retryable(f"HTTP {code}: {detail}", retry_after_s(headers.get("Retry-After")))
         if 300 <= code < 400:
             where = headers.get("Location")
             return _Fatal(self.scrub(f"HTTP {code} redirect" + (f" to {where[:200]}" if where else "")
@@ -508,8 +557,20 @@ class OpenAIChatLLM:
         if not _count(ct):
             ct = self.count_tokens(text)
         truncated = data["choices"][0].get("finish_reason") == "length"
-        return ChatResult(text=text.strip(), prompt_tokens=pt, completion_tokens=ct, truncated=truncated,
-                          token_source=source)
+        return ChatResult(text=self.scrub_reply(text.strip()), prompt_tokens=pt, completion_tokens=ct,
+                          truncated=truncated, token_source=source, served_model=self._served(data.get("model")))
+
+    def _served(self, model: Any) -> str:
+        """The reply's ``model`` (scrubbed, cut to :data:`MODEL_NAME_CHARS`; "" when it is not a usable
+        string); one warning when it is not the requested model."""
+        if not isinstance(model, str) or not model.strip() or not utf8(model):
+            return ""
+        served = self.scrub(model)[:MODEL_NAME_CHARS]
+        if not same_model(served, self.model_name):
+            self._warn_once("served", f"asked for model {self.model_name!r}, the server answered with {served!r} "
+                                      "(results.json llm.served_models counts the calls per served model); "
+                                      "check llm.model and llm.base_url")
+        return served
 
     def _parse(self, raw: bytes, content_type: str = "") -> dict[str, Any]:
         """The reply as a dict holding a first choice; anything else is a malformed (retried) reply."""
@@ -537,6 +598,9 @@ class OpenAIChatLLM:
         if not isinstance(text, str):
             raise _Retryable(self.scrub(f"malformed reply (content is a {_kind(text)}, not a string): "
                                         f"{str(text)[:200]!r}"))
+        if not utf8(text):  # a lone surrogate (JSON "\ud800"): no file, cache or terminal could hold it
+            raise _Retryable(self.scrub(f"malformed reply (content is not valid Unicode: "
+                                        f"{text[:200].encode('utf-8', 'backslashreplace').decode()!r})"))
         return text
 
 

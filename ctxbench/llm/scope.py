@@ -39,6 +39,7 @@ class PhaseCount:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     failures: int = 0
+    empty: int = 0  # successful calls that returned no text (health counts them as failed)
     cached: int = 0
     by_source: dict[str, int] = field(default_factory=dict)  # successful calls per ChatResult.token_source
 

@@ -1,14 +1,17 @@
 """The one LLM backend every system of an ``eval`` shares, as the evaluator hands it to them.
 
 :class:`SharedLLM` wraps the built backend (``llm=hf`` / ``llm=openai``, with its call cache) and
-is what memory systems hold as ``self.llm``. It adds three things and changes no reply:
+is what memory systems hold as ``self.llm``. It adds four things and changes no reply but to hide a secret:
 
 - while the evaluator's workers run (:mod:`ctxbench.evaluation.pool`), each call releases the workers'
   lock for its length, so other histories and questions go on while it waits;
 - on a backend that generates in batches (``llm=hf``, ``batch_size > 1``), calls made by several
   workers at once are generated together (:class:`CallBatcher`): they are sent as one
   ``chat_batch`` once no running worker can add a call, or ``batch_size`` are waiting;
-- every call is handed to the calling task's ``log_samples`` scopes (:mod:`.scope`).
+- every call is handed to the calling task's ``log_samples`` scopes (:mod:`.scope`);
+- every reply's text is scrubbed of secrets (:func:`scrub_reply`: the backend's own, such as the key
+  ``llm=openai`` sends, and those :func:`~ctxbench.core.secrets.scrub_text` knows) before a system sees
+  it — a cached reply too, stored before its backend scrubbed replies itself.
 
 Everything else (``meter``, ``count_tokens``, ``context_window``, ``tokenizer`` ...) is the
 backend's own.
@@ -16,15 +19,25 @@ backend's own.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
 
+from ctxbench.core.secrets import scrub_text
 from ctxbench.llm.base import BackendWrapper, ChatResult, Message, backend_kwargs
 from ctxbench.llm.scope import call_record, log_call
 
 DEFAULTS = {"max_new_tokens": 64, "temperature": 0.0, "phase": "answer", "json_mode": False, "schema": None,
             "seed": None}
+
+
+def scrub_reply(backend: Any, r: ChatResult) -> ChatResult:
+    """``r`` with its text scrubbed of ``backend``'s ``known_secrets()`` (if it has them) and of
+    :func:`~ctxbench.core.secrets.scrub_text`'s; ``r`` itself when there was nothing to hide."""
+    known = getattr(backend, "known_secrets", None)
+    text = scrub_text(r.text, extra=known() if callable(known) else [])
+    return r if text == r.text else dataclasses.replace(r, text=text)
 
 
 def call_params(kw: dict[str, Any]) -> dict[str, Any]:
@@ -70,6 +83,7 @@ class SharedLLM(BackendWrapper):
                 r = self.batcher.submit(messages, params)
             else:
                 r = self.inner.chat(messages, **backend_kwargs(params))
+        r = scrub_reply(self.inner, r)
         log_call(call_record(params["phase"], r, messages, params))
         return r
 
@@ -80,6 +94,7 @@ class SharedLLM(BackendWrapper):
                 rs = self.inner.chat_batch(batch, **backend_kwargs(params))
             else:
                 rs = [self.inner.chat(m, **backend_kwargs(params)) for m in batch]
+        rs = [scrub_reply(self.inner, r) for r in rs]
         for m, r in zip(batch, rs):
             log_call(call_record(params["phase"], r, m, params))
         return rs

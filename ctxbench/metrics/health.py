@@ -3,7 +3,9 @@
 :func:`run_health` reads the prediction records the evaluator wrote (so a resumed run counts what
 every process did) and compares each failure share with ``max_failed_fraction``:
 
-- failed LLM calls / all LLM calls (answering, plus building memory);
+- failed LLM calls / all LLM calls (answering, plus building memory); a call that returned no text
+  (``empty_calls``: a reasoning model out of its token budget, ``content: ""``) counts as failed —
+  it answered nothing — and the summary says how many of the failed calls were empty replies;
 - invalid structured outputs / structured requests (a JSON reply still invalid after its retries);
 - failed questions / questions (every LLM call of the answer failed; never scored, re-answered on resume).
 
@@ -23,24 +25,28 @@ DEFAULT_MAX_FAILED_FRACTION = 0.1
 
 def run_health(records: list[dict[str, Any]], max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION
                ) -> dict[str, Any]:
-    calls = failed = 0
+    calls = failed = empty = 0
     histories: dict[str, dict[str, Any]] = {}
     outputs = history_outputs(records)  # per history: its construction's and its answers'
     for r in records:
         u = r.get("usage") or {}
         calls += int(u.get("answer_calls", 0) or 0)
         failed += int((u.get("extra") or {}).get("failed_calls", 0) or 0)
+        empty += int((u.get("extra") or {}).get("empty_calls", 0) or 0)
         h = str(r.get("history_id", ""))
         histories.setdefault(h, r.get("construction") or {})
     for c in histories.values():
         calls += int(c.get("calls", 0) or 0)
         failed += int(c.get("failed_calls", 0) or 0)
+        empty += int(c.get("empty_calls", 0) or 0)
+    failed += empty
     structured = sum(int(o.get("structured_calls", 0) or 0) for o in outputs.values())
     invalid = sum(int(o.get("invalid_outputs", 0) or 0) for o in outputs.values())
     n_failed_q = sum(1 for r in records if r.get("failed"))
     limit = float(max_failed_fraction)
     reasons = []
-    for what, bad, total in (("LLM calls failed", failed, calls), ("structured outputs were invalid", invalid, structured),
+    calls_failed = "LLM calls failed" + (f" ({empty} empty replies)" if empty else "")
+    for what, bad, total in ((calls_failed, failed, calls), ("structured outputs were invalid", invalid, structured),
                              ("questions failed", n_failed_q, len(records))):
         if total and bad / total > limit:
             reasons.append(f"{bad} of {total} {what}")
@@ -49,7 +55,8 @@ def run_health(records: list[dict[str, Any]], max_failed_fraction: float = DEFAU
     if stopped:
         reason = "; ".join([f"history {h}: construction stopped at step {s['step']}/{s['steps']} after a failed call"
                             for h, s in stopped.items()] + ([reason] if reason else []))
-    return {"llm_calls": calls, "failed_calls": failed, "structured_calls": structured, "invalid_outputs": invalid,
+    return {"llm_calls": calls, "failed_calls": failed, "empty_replies": empty, "structured_calls": structured,
+            "invalid_outputs": invalid,
             "questions": len(records), "failed_questions": n_failed_q, "max_failed_fraction": limit,
             "stopped_histories": stopped, "status": "failed" if reason else "ok", "reason": reason,
             "remedy": REMEDY_STOPPED if stopped else REMEDY if reason else ""}
@@ -71,5 +78,7 @@ def stopped_histories(records: list[dict[str, Any]]) -> dict[str, dict[str, int]
 
 
 def health_line(h: dict[str, Any]) -> str:
-    return (f"failed calls {h['failed_calls']}/{h['llm_calls']}, invalid outputs "
-            f"{h['invalid_outputs']}/{h['structured_calls']}, failed questions {h['failed_questions']}")
+    empty = int(h.get("empty_replies", 0) or 0)
+    calls = f"failed calls {h['failed_calls']}/{h['llm_calls']}" + (f" ({empty} empty replies)" if empty else "")
+    return (f"{calls}, invalid outputs {h['invalid_outputs']}/{h['structured_calls']}, "
+            f"failed questions {h['failed_questions']}")

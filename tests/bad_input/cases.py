@@ -5,7 +5,8 @@ A case is a ``python -m ctxbench ...`` command line (``argv``, a template) and a
 writes the bad input into the case's own folder before the command runs. Templates name:
 
 - ``{work}``: the case's folder (a fresh temp folder; the command's run folders go below it);
-- ``{url}``: the fake OpenAI-compatible server's ``/v1`` base URL for the case's ``server`` mode;
+- ``{url}``: the fake OpenAI-compatible server's ``/v1`` base URL for the case's ``server`` mode
+  (``{host}``: its ``127.0.0.1:PORT``);
 - ``{fixtures}``: the shared fixtures folder (the valid base LoCoMo file, the real runs);
 - ``{shared}`` / ``{repo}``: the shared data folder and the checkout under test.
 
@@ -30,7 +31,7 @@ from typing import Any, Callable
 HUGE = 64 << 20        # a 64 MiB string: over any sane per-record bound, cheap to write
 DEEP = 100_000         # nesting depth: far past Python's recursion limit
 GROUPS = ("locomo", "pwc", "dialsim", "score", "config_eval", "config_train", "server", "runfiles", "faults")
-INPUT_GROUPS = GROUPS[:-2]  # faults (issue 37: dates, construction faults ...) are not malformed inputs
+INPUT_GROUPS = GROUPS[:GROUPS.index("runfiles")]  # malformed inputs; runfiles and faults are damaged run folders or faults
 MARKER = "PWNED"       # a malicious payload tries to create {work}/PWNED
 
 Make = Callable[[Path, dict], None]
@@ -1005,8 +1006,8 @@ def _eval_with_cache(fixture: str, edit: Callable[[Path], None]) -> Make:
 
 def all_cases() -> list[Case]:
     """Every case, in group order."""
-    from bad_input import faults_memfault, faults_runfolder  # they build on this module's helpers
+    from bad_input import faults_memfault, faults_runfolder, faults_server  # they build on this module's helpers
 
-    faults = [c for m in (faults_runfolder, faults_memfault) for c in m.cases()]
+    faults = [c for m in (faults_runfolder, faults_server, faults_memfault) for c in m.cases()]
     return (locomo_cases() + pwc_cases() + dialsim_cases() + score_cases() + config_eval_cases()
             + config_train_cases() + server_cases() + runfile_cases() + faults)

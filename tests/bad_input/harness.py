@@ -109,10 +109,21 @@ class Handler(BaseHTTPRequestHandler):
         mode, _ = self._mode()
         n = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(n)
+        from bad_input.faults_server import REPLIES  # what a server sends back: the "faults" group's modes
+                                                     # (it builds its bodies with chat_body, from here)
         try:
-            self._chat(mode)
+            if mode in REPLIES:
+                REPLIES[mode](self)
+            else:
+                self._chat(mode)
         except OSError:  # the client gave up (timeouts): nothing to answer
             pass
+
+    def send_raw(self, status: str, headers: dict[str, str], body: bytes) -> None:
+        """A reply written byte for byte: header values http.server would refuse (non-Latin-1) go as UTF-8."""
+        head = f"HTTP/1.1 {status}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        self.wfile.write(head.encode("utf-8") + b"Connection: close\r\n\r\n" + body)
+        self.close_connection = True
 
     def _chat(self, mode: str) -> None:
         if mode == "close_mid":
@@ -350,7 +361,7 @@ class Sweep:
 
     def ctx(self) -> dict[str, Any]:
         return {"root": str(self.root), "fixtures": str(self.root / "fixtures"), "shared": str(self.shared),
-                "repo": str(self.repo), "_cache": self.cache}
+                "repo": str(self.repo), "host": f"127.0.0.1:{self.server.port}", "_cache": self.cache}
 
     def base_locomo(self) -> Path:
         """``{fixtures}/base_locomo.json`` (from the shared data; ``SharedDataMissing`` without it)."""
