@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 HUGE = 64 << 20        # a 64 MiB string: over any sane per-record bound, cheap to write
 DEEP = 100_000         # nesting depth: far past Python's recursion limit
-GROUPS = ("locomo", "pwc", "dialsim", "score", "config_eval", "config_train", "server", "runfiles")
+GROUPS = ("locomo", "pwc", "dialsim", "score", "config_eval", "config_train", "server", "faults", "runfiles")
 INPUT_GROUPS = GROUPS[:-1]
 MARKER = "PWNED"       # a malicious payload tries to create {work}/PWNED
 
@@ -1004,6 +1004,8 @@ def _eval_with_cache(fixture: str, edit: Callable[[Path], None]) -> Make:
 
 
 def all_cases() -> list[Case]:
-    """Every case, in group order."""
+    """Every case, in group order (the "faults" group's cases live in their own files)."""
+    from bad_input import faults_probe
+
     return (locomo_cases() + pwc_cases() + dialsim_cases() + score_cases() + config_eval_cases()
-            + config_train_cases() + server_cases() + runfile_cases())
+            + config_train_cases() + server_cases() + faults_probe.cases() + runfile_cases())
