@@ -142,7 +142,7 @@ def test_openai_key_comes_from_the_named_env_var(monkeypatch):
 
 def test_openai_json_mode_sends_response_format(server, monkeypatch):
     s = server([(200, ok_body('{"label": "CORRECT"}'))])
-    client(s.url, monkeypatch).chat(MSGS, json_mode=True)
+    client(s.url, monkeypatch, response_format="json_schema").chat(MSGS, json_mode=True)  # no probe
     assert s.requests[0]["body"]["response_format"] == {"type": "json_object"}
 
 

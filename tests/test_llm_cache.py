@@ -24,7 +24,7 @@ SCHEMA = {"type": "object", "properties": {"label": {"type": "string"}}, "requir
 
 def cached_openai(url, path, **kw):
     cfg = {"name": "openai", "model": "m", "base_url": url, "api_key_env": None, "timeout_s": 2,
-           "max_retries": 0, "backoff_s": 0.01, "cache_path": str(path), **kw}
+           "max_retries": 0, "backoff_s": 0.01, "cache_path": str(path), "response_format": "json_schema", **kw}
     llm = maybe_cached(OpenAIChatLLM(option_config("llm", cfg)), option_config("llm", cfg))
     assert isinstance(llm, CachedLLM)
     return llm
@@ -88,7 +88,9 @@ def test_base_url_extra_body_and_formats_are_part_of_the_key(server, tmp_path): 
     assert not cached_openai(a.url, path).chat(MSGS).cached
     assert not cached_openai(b.url, path).chat(MSGS).cached
     assert not cached_openai(a.url, path, extra_body={"top_p": 0.5}).chat(MSGS).cached
-    assert not cached_openai(a.url, path, response_format="none").chat(MSGS).cached
+    assert cached_openai(a.url, path, response_format="none").chat(MSGS).cached  # a plain call is sent alike
+    assert not cached_openai(a.url, path).chat(MSGS, schema=SCHEMA).cached
+    assert not cached_openai(a.url, path, response_format="none").chat(MSGS, schema=SCHEMA).cached
     assert cached_openai(a.url, path).chat(MSGS).cached
 
 

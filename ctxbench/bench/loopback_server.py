@@ -11,7 +11,8 @@ takes (``llm.model=loopback llm.api_key_env=null``).
   whitespace words of every message, completion tokens = words of the reply). The reply text is a
   function of the request alone — by default the last 3 words of the last user message — so a
   run's results do not depend on the order in which concurrent calls complete. ``reply(body)``
-  (the parsed request) replaces it. A reply longer than the request's ``max_tokens`` words is cut
+  (the parsed request) replaces it; a ``reply`` that raises :class:`HTTPError` is answered with that
+  status and ``{"error": {"message": ...}}`` (a server refusing a request, or overloaded). A reply longer than the request's ``max_tokens`` words is cut
   there with ``finish_reason: "length"``.
 * Structured calls (``response_format`` json_schema or json_object) get the text ``{}``: valid JSON,
   but *not* a value checked against the schema (a schema with required fields fails its check in
@@ -33,6 +34,14 @@ from typing import Any, Callable, Iterator
 
 MODEL = "loopback"
 REPLY_WORDS = 3  # words of the last user message in the default reply
+
+
+class HTTPError(Exception):
+    """Raised by a ``reply``: the request is answered with HTTP ``status`` and ``{"error": {"message": message}}``."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = int(status), message
 
 
 def default_reply(body: dict[str, Any]) -> str:
@@ -147,6 +156,9 @@ class LoopbackServer:
                     return
                 try:
                     reply = server.answer(body)
+                except HTTPError as e:
+                    self.send_json(e.status, {"error": {"message": e.message}})
+                    return
                 except Exception as e:  # a custom reply() that raised: the client sees a 500, the run says why
                     self.send_json(500, {"error": {"message": f"reply failed: {type(e).__name__}: {e}"}})
                     return

@@ -125,7 +125,13 @@ def llm_record(cfg: Any, llm: Any) -> dict[str, Any] | None:
 
     return {"backend": str(cfg.llm.name), "model": llm.model_name, "context_window": llm.context_window,
             "served_models": llm.meter.served_models(), "meter": llm.meter.snapshot(), "token_counts": token_counts_record(llm),
-            "truncated_calls": getattr(llm, "truncated_calls", None)}
+            "truncated_calls": getattr(llm, "truncated_calls", None), **backend_record(llm)}
+
+
+def backend_record(llm: Any) -> dict[str, Any]:
+    """What the backend itself adds to results.json ``llm`` (``llm=openai``: ``structured_mode``, ``retries_saved``)."""
+    own = getattr(llm, "results_record", None)
+    return own() if callable(own) else {}
 
 
 def placement_of(system: System, llm: Any, state: Any) -> dict[str, Any]:

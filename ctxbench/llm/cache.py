@@ -2,7 +2,11 @@
 
 The key is a SHA-256 of everything that changes a reply: the backend, the model id (the
 backend's ``cache_id``: for ``hf`` name, path, revision and dtype; for ``openai`` model, base_url
-and extra_body), the context window, the messages, max_new_tokens, temperature, json_mode and the
+and extra_body, and for a structured call the mechanism it is sent with — json_schema,
+json_object_schema, ... (:mod:`.structured_modes`): under ``llm.response_format=auto`` the first
+structured call's key probes the server, so a rerun replaying every call from the cache still sends
+the probe's few tokens and needs the server up, as preflight does; a server that changed what it
+enforces gets new keys, not replies asked another way), the context window, the messages, max_new_tokens, temperature, json_mode and the
 schema. Only successful, non-empty replies that SQLite holds as they are (UTF-8 text, counts that fit
 its integers) are stored: a failed, empty or malformed reply is asked again on the next run. A cache hit returns the stored text and token counts (so the
 cost a system reports does not depend on the cache) with ``cached=True``, and is counted in the
@@ -45,6 +49,15 @@ def cache_key(backend: str, model: str, messages: list[Message], **params: Any) 
 
 
 MAX_COUNT = (1 << 63) - 1  # SQLite's largest integer
+
+
+def call_cache_id(inner: Any, structured: bool) -> str:
+    """The backend's model id for one call's key: ``call_cache_id(structured)`` where it has one (``llm=openai``:
+    a structured call's names how it is sent, which ``auto`` learns by probing the server), else ``cache_id``."""
+    per_call = getattr(inner, "call_cache_id", None)
+    if callable(per_call):
+        return per_call(structured)
+    return getattr(inner, "cache_id", inner.model_name)
 
 
 def storable(r: ChatResult) -> bool:
@@ -186,7 +199,7 @@ class CachedLLM(BackendWrapper):
 
     def _key(self, messages: list[Message], max_new_tokens: int, temperature: float, json_mode: bool,
              schema: dict[str, Any] | None = None, seed: int | None = None) -> str:
-        model_id = getattr(self.inner, "cache_id", self.inner.model_name)
+        model_id = call_cache_id(self.inner, schema is not None or bool(json_mode))
         extra = {} if seed is None else {"seed": int(seed)}  # unseeded keys stay as they were
         return cache_key(self.backend, model_id, messages, max_new_tokens=max_new_tokens,
                          temperature=float(temperature), json_mode=bool(json_mode),

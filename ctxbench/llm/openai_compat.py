@@ -25,8 +25,11 @@ What happens when a call goes wrong:
   backoff (honouring a Retry-After of plain ASCII seconds or an HTTP date; any other value — ``1e3``,
   ``inf``, ``-5``, other scripts' digits — is ignored), up to ``max_retries`` retries; then the call returns
   ``ChatResult(failed=True)`` with a one-line ``error`` and is counted as a failure — the run goes on;
-* other 4xx, a redirect (not followed: ``base_url`` should be the final address), a reply over
-  :data:`REPLY_BYTES` and a reply without content (``content: null``): that call fails at once;
+* a deterministic refusal — any other 4xx, or a 5xx whose body names the request as invalid
+  (:mod:`.refusal`: ``Input should be ...``, ``validation error``, ``unsupported`` ...) — a redirect
+  (not followed: ``base_url`` should be the final address), a reply over :data:`REPLY_BYTES` and a
+  reply without content (``content: null``): that call fails at once; the retries a refused 5xx
+  would have cost are counted in ``retries_saved`` (results.json ``llm.retries_saved``);
 * ``max_consecutive_failures`` failed calls in a row: ``LLMUnavailable`` naming the last error.
 
 Every error text is scrubbed of the key (and other secrets) before it is stored or raised, and so
@@ -39,11 +42,12 @@ it, ``gpt-4o-mini-2024-07-18`` for ``gpt-4o-mini``) prints one warning.
 :meth:`OpenAIChatLLM.preflight` checks ``GET {base_url}/models`` (reachable, key accepted, model
 listed) before anything heavy loads. ``chat_batch`` runs up to ``concurrency`` calls at a time.
 
-Structured calls (a ``schema``): ``llm.response_format=json_schema`` (default) sends
-``response_format={"type": "json_schema", ...}`` — OpenAI, vLLM and llama.cpp's server enforce it,
-and the reply is marked ``constrained``; ``json_object`` sends JSON mode only (valid JSON, the
-schema checked afterwards); ``none`` sends neither, for servers that reject both. A reply with
-``finish_reason: "length"`` is marked ``truncated``. A prompt over ``context_window -
+Structured calls (a ``schema``): ``llm.response_format=auto`` (default) probes, on the first
+structured call, what the server enforces — json_schema, json_object with a ``schema`` field
+(llama-cpp-python), vLLM's ``guided_json``, JSON mode or only free text — and uses the strongest it
+honours, saying which in one line; any other value is used without a probe (:mod:`.structured_modes`).
+Replies under the first three are marked ``constrained``. A reply with ``finish_reason: "length"``
+is marked ``truncated``. A prompt over ``context_window -
 max_tokens`` keeps its system message and loses the middle of its longest message (:mod:`.fit`).
 
 Token counts come from the server's ``usage`` (its own tokenizer: ``token_source="server"``).
@@ -79,13 +83,15 @@ from ctxbench.core.secrets import check_env_name, scrub_text
 from ctxbench.llm.base import ChatResult, LLMUnavailable, Message, UsageMeter
 from ctxbench.llm.cache import maybe_cached, utf8
 from ctxbench.llm.fit import fit_messages
+from ctxbench.llm.refusal import EXHAUSTED, FATAL, REFUSED, CallFailed, is_refusal
+from ctxbench.llm.structured_modes import (CONSTRAINING, PROBE_MESSAGES, PROBE_PHASE, PROBE_TOKENS, RESPONSE_FORMATS,
+                                           StructuredMode, request_fields)
 from ctxbench.llm.token_count import ESTIMATE, FIX, SERVER, TokenCounter
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 AUTH_STATUS = {401: "Unauthorized", 403: "Forbidden"}
 DETAIL_BYTES = 1 << 16  # of an error reply's body
 MODELS_BYTES = 1 << 22  # of a /models reply
-RESPONSE_FORMATS = ("json_schema", "json_object", "none")  # llm.response_format, for structured calls
 REPLY_BYTES = 32 << 20  # of a chat reply: a larger one fails the call (a broken or hostile server)
 TOKEN_COUNT_LIMIT = 1 << 31  # a reported token count at or above this is not believed
 MODEL_NAME_CHARS = 200  # of a reply's ``model``: a longer one is cut
@@ -104,6 +110,14 @@ class _Unreachable(_Retryable):
 
 class _Fatal(Exception):
     """This call fails without retries; the backend stays usable."""
+
+
+class _Refused(_Fatal):
+    """The server named the request invalid (:func:`~.refusal.is_refusal`): a retry would be refused too."""
+
+    def __init__(self, msg: str, status: int, body: str):
+        super().__init__(msg)
+        self.status, self.body = status, body
 
 
 def unreachable_reason(err: BaseException) -> str:
@@ -247,6 +261,8 @@ class OpenAIChatLLM:
         if self.response_format not in RESPONSE_FORMATS:
             raise ModelLoadError(f"llm.response_format={self.response_format!r}: expected one of "
                                  f"{', '.join(RESPONSE_FORMATS)}")
+        self.structured = StructuredMode(self.response_format, self.name)
+        self.retries_saved = 0  # retries not sent after a 5xx that named the request invalid
         self.check_model_listed = cfg.check_model_listed
         self.preflight_timeout_s = float(cfg.preflight_timeout_s)
         self.cache_id = self._cache_id()
@@ -271,13 +287,46 @@ class OpenAIChatLLM:
             return self._http
 
     def _cache_id(self) -> str:
-        """model@base_url, plus whatever else changes the request: extra_body, the response_format flags."""
+        """model@base_url, plus extra_body: what changes every request (:meth:`call_cache_id` adds the rest)."""
         cid = f"{self.model_name}@{self.base_url}"
         if self.extra_body:
             cid += " " + json.dumps(self.extra_body, sort_keys=True, default=str)
-        if self.response_format != "json_schema":
-            cid += f" response_format={self.response_format}"
         return cid
+
+    def call_cache_id(self, structured: bool) -> str:
+        """The call cache's model id of one call: a structured call's names the mechanism it is sent with
+        (probing first under ``auto``), so replies asked one way are never served for another."""
+        mech = self._mechanism() if structured else "json_schema"
+        return self.cache_id + ("" if mech == "json_schema" else f" response_format={mech}")
+
+    def _mechanism(self) -> str:
+        """How structured calls are sent: ``llm.response_format``, or what the probe found."""
+        return self.structured.resolve(self._probe_send)
+
+    def _probe_send(self, fields: dict[str, Any]) -> ChatResult:
+        """One probe request (counted under the ``probe`` phase, never in the failures in a row); a
+        request still failing after its retries stops the run: the server cannot answer yet."""
+        body = {"model": self.model_name, "messages": PROBE_MESSAGES, "max_tokens": PROBE_TOKENS,
+                "temperature": 0.0, **self.extra_body, **fields}
+        try:
+            r = self._send(body, PROBE_MESSAGES)
+        except CallFailed as e:
+            self.meter.add(PROBE_PHASE, ChatResult(text="", prompt_tokens=0, completion_tokens=0, failed=True,
+                                                   error=self.scrub(str(e))))
+            if e.kind == EXHAUSTED:
+                raise LLMUnavailable(self.scrub(
+                    f"llm={self.name}: the structured-output probe got no answer ({e}) — is the server "
+                    "overloaded? llm.response_format=json_schema|json_object_schema|guided_json|json_object|none "
+                    "skips the probe")) from None
+            raise
+        self.meter.add(PROBE_PHASE, r)
+        return r
+
+    def results_record(self) -> dict[str, Any]:
+        """What results.json ``llm`` adds for this backend: the structured-output mechanism (None before any
+        structured call) and the retries saved."""
+        return {"structured_mode": self.structured.record() if self.structured.used else None,
+                "retries_saved": self.retries_saved}
 
     @staticmethod
     def _read_key(env: Any, error: type[Exception]) -> tuple[str | None, str | None]:
@@ -394,10 +443,20 @@ class OpenAIChatLLM:
              phase: str = "answer", json_mode: bool = False,
              schema: dict[str, Any] | None = None, seed: int | None = None) -> ChatResult:
         messages = self._fit(messages, max_new_tokens)
-        body = self._body(messages, max_new_tokens, temperature, json_mode, schema)
+        mech = self._mechanism() if schema is not None or json_mode else "none"
+        body = self._body(messages, max_new_tokens, temperature, json_mode, schema, mech)
         if seed is not None:  # OpenAI's (and vLLM's, llama.cpp's) sampling seed
             body["seed"] = int(seed)
-        constrained = schema is not None and self.response_format == "json_schema"
+        try:
+            r = self._send(body, messages)
+        except CallFailed as e:
+            return self._failed(phase, str(e))
+        r.constrained = schema is not None and mech in CONSTRAINING
+        self.meter.add(phase, r)
+        return r
+
+    def _send(self, body: dict[str, Any], messages: list[Message]) -> ChatResult:
+        """One request under the retry policy (module doc); :class:`~.refusal.CallFailed` when it fails."""
         error = ""
         for attempt in range(self.max_retries + 1):
             try:
@@ -409,16 +468,18 @@ class OpenAIChatLLM:
                 if attempt == self.max_retries:
                     break
                 time.sleep(self._delay(attempt, e.retry_after))
+            except _Refused as e:
+                if e.status in RETRY_STATUS:  # a transient status the old policy would have retried
+                    with self._lock:
+                        self.retries_saved += self.max_retries - attempt
+                raise CallFailed(str(e), REFUSED, e.status, e.body) from None
             except _Fatal as e:
-                error = str(e)
-                break
+                raise CallFailed(str(e), FATAL) from None
             else:
                 with self._lock:
                     self._reached, self._failures_in_a_row = True, 0
-                r.constrained = constrained
-                self.meter.add(phase, r)
                 return r
-        return self._failed(phase, error)
+        raise CallFailed(error, EXHAUSTED)
 
     def _measure(self, msgs: list[Message]) -> int:
         return sum(self.count_tokens(m.get("content", "")) + 4 for m in msgs)
@@ -437,16 +498,11 @@ class OpenAIChatLLM:
         return fitted
 
     def _body(self, messages: list[Message], max_new_tokens: int, temperature: float, json_mode: bool,
-              schema: dict[str, Any] | None) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model_name, "messages": messages,
-                                "max_tokens": int(max_new_tokens), "temperature": float(temperature),
-                                **self.extra_body}
-        fmt = self.response_format
-        if schema is not None and fmt == "json_schema":
-            body["response_format"] = {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
-        elif (schema is not None or json_mode) and fmt in ("json_schema", "json_object"):
-            body["response_format"] = {"type": "json_object"}
-        return body
+              schema: dict[str, Any] | None, mechanism: str) -> dict[str, Any]:
+        """The request; its structure fields are ``mechanism``'s (:func:`~.structured_modes.request_fields`)."""
+        return {"model": self.model_name, "messages": messages, "max_tokens": int(max_new_tokens),
+                "temperature": float(temperature), **self.extra_body,
+                **request_fields(mechanism, schema, json_mode)}
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         delay = min(self.backoff_max_s, self.backoff_s * (2 ** attempt))
@@ -513,6 +569,8 @@ class OpenAIChatLLM:
             return LLMUnavailable(self.scrub(
                 f"llm={self.name}: HTTP 404 from {url}: model {self.model_name!r} not found (or a wrong path) — "
                 "check llm.model and llm.base_url" + (f" (server said: {detail})" if detail else "")))
+        if is_refusal(code, detail):  # the request itself is invalid: the same request is refused again
+            return _Refused(f"HTTP {code}: {detail}", code, detail)
         if code in RETRY_STATUS:
             return _Retryable(f"HTTP {code}: {detail}", retry_after_s(headers.get("Retry-After")))
         if 300 <= code < 400:

@@ -49,6 +49,7 @@ import pytest
 
 from bad_input import cases as bic
 from conftest import REPO, run_cli
+from structured_servers import LLAMA_CPP_PYTHON_REFUSAL, SERVERS, shape
 
 OUTCOMES = ("clear", "recovered", "not_recovered", "traceback", "accepted", "unclear", "vague", "timeout", "crash",
             "EXECUTED")
@@ -68,6 +69,10 @@ def chat_body(content: Any = REPLY, usage: dict | None = None) -> dict:
 
 
 MODELS = {"object": "list", "data": [{"id": "fake", "object": "model"}]}
+STRUCTURED = {  # "faults" modes (bad_input/faults_probe.py SERVER_MODES) served by tests/structured_servers.py
+    "llama_cpp_python": SERVERS["llama_cpp_python"][0],
+    "openai_like": SERVERS["openai"][0],
+}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -108,11 +113,13 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server hook
         mode, _ = self._mode()
         n = int(self.headers.get("Content-Length") or 0)
-        self.rfile.read(n)
+        raw = self.rfile.read(n)
         from bad_input.faults_server import REPLIES  # what a server sends back: the "faults" group's modes
                                                      # (it builds its bodies with chat_body, from here)
         try:
-            if mode in REPLIES:
+            if mode in STRUCTURED:
+                self._structured(STRUCTURED[mode], raw)
+            elif mode in REPLIES:
                 REPLIES[mode](self)
             else:
                 self._chat(mode)
@@ -124,6 +131,20 @@ class Handler(BaseHTTPRequestHandler):
         head = f"HTTP/1.1 {status}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         self.wfile.write(head.encode("utf-8") + b"Connection: close\r\n\r\n" + body)
         self.close_connection = True
+
+    def _structured(self, behaviour: Any, raw: bytes) -> None:
+        """A "faults" mode: a structured request as ``behaviour`` (tests/structured_servers.py) answers it; a
+        plain one gets the usual reply."""
+        from ctxbench.bench.loopback_server import HTTPError
+
+        body = json.loads(raw or b"{}")
+        if shape(body)[0] is None:
+            self._send(200, chat_body())
+            return
+        try:
+            self._send(200, chat_body(behaviour(body)))
+        except HTTPError as e:
+            self._send(e.status, {"error": {"message": e.message}})
 
     def _chat(self, mode: str) -> None:
         if mode == "close_mid":
@@ -151,6 +172,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, bodies[mode])
         elif mode == "http500":
             self._send(500, {"error": {"message": "internal error"}})
+        elif mode == "refuse_invalid":  # a 500 naming the request invalid: not worth a retry
+            self._send(500, {"error": {"message": LLAMA_CPP_PYTHON_REFUSAL}})
         elif mode in ("http404", "http401"):
             self._send(int(mode[4:]), {"error": {"message": "no"}})
         elif mode == "nonjson":

@@ -46,7 +46,7 @@ class OpenaiLlm:
     concurrency: int = setting(4, 'parallel requests in chat_batch', POSITIVE)
     context_window: int = setting(128000, 'prompt + answer budget in tokens (SmolLM2 supports 8192; 2048 keeps CPU runs fast)', POSITIVE)
     tokenizer: str | None = setting(None, "HF tokenizer id/folder of the served model: counts tokens the server's usage leaves out, count_tokens and prompt fitting; null = tiktoken for a model name it knows (OpenAI's), else ceil(chars/4) estimates, with one warning (results.json llm.token_counts)")
-    response_format: str = setting('json_schema', 'structured calls: json_schema | json_object | none (for servers that reject it)', choices=('json_schema', 'json_object', 'none'))
+    response_format: str = setting('auto', 'structured calls: auto (probe what the server enforces, use the strongest; results.json llm.structured_mode) | json_schema | json_object_schema (llama-cpp-python) | guided_json (older vLLM) | json_object | none: sent as given, no probe', choices=('auto', 'json_schema', 'json_object_schema', 'guided_json', 'json_object', 'none'))
     extra_body: dict | None = setting({}, 'extra request fields (e.g. {top_p: 1.0})')
     cache: bool = setting(True, 'SQLite call cache: a rerun repeats no calls')
     cache_path: str | None = setting(None, 'null = $CTXBENCH_CACHE/llm_cache.sqlite')
