@@ -96,9 +96,10 @@ def _valid(value: Any, schema: dict[str, Any]) -> bool:
 
 def normalise(value: Any, schema: dict[str, Any]) -> tuple[Any, list[str]]:
     """``value`` with its harmless variants rewritten where it fails ``schema``, and the kinds applied
-    (the caller validates the result: the kinds count only if it is valid)."""
+    (each once; the caller validates the result: the kinds count only if it is valid)."""
     kinds: list[str] = []
-    return _fix(value, schema, kinds), kinds
+    value = _fix(value, schema, kinds)
+    return value, list(dict.fromkeys(kinds))
 
 
 def _fix(value: Any, schema: dict[str, Any], kinds: list[str]) -> Any:

@@ -112,7 +112,7 @@ def read_reply(reply: str, schema: Schema) -> tuple[Any, list[str]]:
         if not more:
             raise
         try:
-            return validate(fixed, schema), kinds + more
+            return validate(fixed, schema), list(dict.fromkeys(kinds + more))
         except SchemaError:
             raise first from None
 
