@@ -31,8 +31,6 @@ import json
 import re
 from typing import Any
 
-KINDS = ("fence", "prose", "whitespace", "quotes", "name_colon", "bare_list", "single_object", "int_string",
-         "enum_case")
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?```\s*$", re.S | re.I)
 _QUOTES = {('"', '"'), ("'", "'"), ("\u201c", "\u201d"), ("\u2018", "\u2019"), ("`", "`")}
 _INT = re.compile(r"[+-]?\d+")
