@@ -3,6 +3,8 @@ evaluation keeps them (mem0ai/mem0 evaluation/src/memzero/add.py, search.py): ea
 gets that speaker's facts only and its update decisions see only that store; a question searches
 each store with its own top-k, and Mem0's answer prompt shows both lists with timestamps exactly
 as the source's ``ANSWER_PROMPT`` renders them. ``shared`` keeps one store searched once.
+Extraction is one call per message pair for both layouts; per speaker, each fact goes to the store of
+the speaker it starts with (also when written ``Name: fact``).
 
 Also: an UPDATE carries the date of the message that updated it (``time``, ``meta.updated``; the
 first date in ``meta.created``), and the running summary counts in the memory footprint.
@@ -26,11 +28,8 @@ from memory_scripted import BowEmbedder, ScriptedLLM, prompt_text
 from ctxbench.config.compose import option_config
 
 S1, S2 = "1:56 pm on 8 May, 2023", "10:00 am on 9 June, 2023"
-FACTS = {  # (owner, words of the new pair) -> the facts the "LLM" extracts for that owner's store
-    ("Alice", "tea a lot"): ["Alice likes tea"], ("Bob", "tea a lot"): ["Bob has a dog named Rex"],
-    ("Alice", "green tea now"): ["Alice likes green tea"], ("Bob", "green tea now"): [],
-}
-SHARED = {"tea a lot": ["Alice likes tea", "Bob has a dog named Rex"], "green tea now": ["Alice likes green tea"]}
+SHARED = {  # words of the new pair -> the facts the "LLM" extracts (once per pair, whatever the layout)
+"tea a lot": ["Alice likes tea", "Bob has a dog named Rex"], "green tea now": ["Alice likes green tea"]}
 # the reference template's tail (evaluation/prompts.py ANSWER_PROMPT), rendered by jinja2 as search.py does
 REF_TAIL = ("    Memories for user {{speaker_1_user_id}}:\n\n    {{speaker_1_memories}}\n\n"
             "    Memories for user {{speaker_2_user_id}}:\n\n    {{speaker_2_memories}}\n\n"
@@ -52,9 +51,7 @@ def responder(messages, phase):
         return "green tea"
     if "New messages (" in user:
         new = user.split("New messages (")[1]
-        key = next(k for k in SHARED if k in new)
-        owner = re.search(r"^Facts about (\w+) \(from \1's messages only", new, re.M)
-        return json.dumps({"facts": FACTS[(owner.group(1), key)] if owner else SHARED[key]})
+        return json.dumps({"facts": SHARED[next(k for k in SHARED if k in new)]})
     if "NEW FACT: " in user:
         fact = user.split("NEW FACT: ")[1].split("\n")[0]
         shown = dict(re.findall(r"^(\d+): (.*)$", user.split("EXISTING MEMORIES:")[1], re.M))
@@ -81,8 +78,7 @@ def test_each_speaker_has_a_store_of_their_own_facts(tmp_path):
     facts = {r.text: r.meta["speaker"] for r in mem.store.records("h", "fact")}
     assert facts == {"Alice likes green tea": "Alice", "Bob has a dog named Rex": "Bob"}
     extracts = [m[-1]["content"] for _, m in llm.calls if "New messages (" in m[-1]["content"]]
-    cues = [re.search(r"^Facts about (\w+) ", u, re.M).group(1) for u in extracts]
-    assert cues == ["Alice", "Bob", "Alice", "Bob"]  # every pair goes to both speakers' stores
+    assert len(extracts) == 2  # one extraction per pair (not per pair and speaker); facts routed by name
     # an update decision sees its own store only: Bob's first fact met an empty store (no call), and
     # Alice's update was shown Alice's memory alone, not Bob's
     updates = [m[-1]["content"] for _, m in llm.calls if "NEW FACT: " in m[-1]["content"]]

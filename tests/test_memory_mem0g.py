@@ -237,5 +237,5 @@ def test_entity_schema_constrains_a_random_hf_model():
     schema = P.entities_schema(2)
     r = llm.chat(P.entity_messages("1 May, 2023", "Caroline: I paint."), max_new_tokens=240, schema=schema)
     assert r.constrained and not r.truncated, r.text
-    out = parse_reply(r.text, schema, constrained=True)
+    out = parse_reply(r.text, schema)
     assert all(set(e) == {"entity", "entity_type"} for e in out["entities"])

@@ -219,13 +219,13 @@ def test_call_schema_accepts_exactly_the_function_shapes():
     for call in ({"function": "send_message", "args": {"message": "Paris"}},
                  {"function": "archival_memory_search", "args": {"query": "x"}},
                  {"function": "core_memory_replace", "args": {"old_content": "a", "new_content": "b"}}):
-        assert parse_reply(json.dumps(call), schema, constrained=True) == call
+        assert parse_reply(json.dumps(call), schema) == call
     for bad in ({"function": "send_message", "args": {}}, {"function": "nope", "args": {"query": "x"}},
                 {"function": "conversation_search", "query": "y"},  # flattened arguments
                 {"function": "send_message", "args": {"message": "x" * 161}},  # over the length bound
                 {"function": "send_message", "args": {"message": "a", "extra": "b"}}, [1, 2]):
         with pytest.raises(SchemaError):
-            parse_reply(json.dumps(bad), schema, constrained=True)
+            parse_reply(json.dumps(bad), schema)
 
 
 def test_config_validation(tmp_path):

@@ -108,7 +108,8 @@ class System(abc.ABC):
         """Structured replies building the current history asked for and those without a usable value
         (an answer's own come back in ``Prediction.outputs``):
         ``{"structured_calls": n, "invalid_outputs": m, "structured_output": {phase: {calls, valid,
-        invalid, truncated, failed, retried, by_kind}}}`` (``{}`` for a system that asks for none)."""
+        invalid, truncated, failed, retried, retries_saved, normalised, unenforced, normalised_by,
+        by_kind}}}`` (``{}`` for a system that asks for none)."""
         return {}
 
     def close(self) -> None:

@@ -7,18 +7,22 @@ reply: strings have ``maxLength``, lists ``maxItems``, objects no extra keys, so
 reply closes within its token budget. Ids a model may name are an ``enum`` of the ids it was
 shown, so an invented id cannot be generated.
 
-:func:`parse_reply` reads a reply strictly: the whole reply is the JSON value (code fences
-allowed); only for an unconstrained backend is the first ``{``/``[`` outside the leading prose
-tried, once, never later brackets (they may lie inside string literals of a cut reply). A reply
-cut at the token limit is never parsed (the caller counts it as truncated).
+:func:`read_reply` reads a reply against its schema: the JSON value (the whole reply, or inside a
+code fence, or after leading prose), validated as written; if it fails, its harmless variants
+(``Name: fact`` for ``Name fact``, surrounding whitespace or quotes, a bare list for an object of one
+list field, ``"3"`` for 3, an enum value in another case ...) are normalised by
+:mod:`.normalize`, the documented list of what is rewritten and what never is, and the result is
+validated again; the kinds it needed are returned for the caller to count. The schema stays the
+contract: nothing that changes meaning is rewritten, and a reply still invalid is rejected with
+the error of what the model wrote. A reply cut at the token limit is never parsed (the caller
+counts it as truncated).
 """
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 from ctxbench.core.errors import CtxbenchError
+from ctxbench.llm.normalize import NotJSON, named_pattern, normalise, read_json
 
 Schema = dict[str, Any]
 
@@ -68,34 +72,20 @@ def any_of(*options: Schema) -> Schema:
     return {"anyOf": list(options)}
 
 
+def named(names: list[str], rest: str) -> Schema:
+    """A string that starts with one of ``names`` followed by ``rest`` (a regex tail, ``$``-anchored):
+    ``Name: ...`` is normalised to ``Name ...`` before validation (:func:`.normalize.name_prefixes`)."""
+    return {"type": "string", "pattern": named_pattern(names, rest)}
+
+
 # ---- reading a reply --------------------------------------------------------------------------
-_FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?```\s*$", re.S)
-
-
-def load_json(reply: str, constrained: bool) -> Any:
-    """The JSON value of a reply.
-
-    Constrained replies are the value itself (``json.loads``). Unconstrained ones may wrap it in a
-    code fence or put prose before it: then the first ``{`` or ``[`` is decoded once, and what
-    follows the value is ignored; no later bracket is tried.
-    """
-    s = reply.strip()
-    m = _FENCE.match(s)
-    if m:
-        s = m.group(1).strip()
+def load_json(reply: str, kinds: list[str] | None = None) -> Any:
+    """The JSON value of a reply (:func:`.normalize.read_json`: a code fence or leading prose is
+    allowed and appended to ``kinds``), else :class:`SchemaError`."""
     try:
-        return json.loads(s)
-    except ValueError:
-        if constrained:
-            raise SchemaError("the reply is not JSON") from None
-    starts = [i for i in (s.find("{"), s.find("[")) if i >= 0]
-    if not starts:
-        raise SchemaError("no JSON object or array in the reply")
-    try:
-        value, _ = json.JSONDecoder().raw_decode(s[min(starts):])
-    except ValueError as e:
-        raise SchemaError(f"the JSON in the reply does not parse ({e.msg})") from None
-    return value
+        return read_json(reply, [] if kinds is None else kinds)
+    except NotJSON as e:
+        raise SchemaError(str(e)) from None
 
 
 def validate(value: Any, schema: Schema) -> Any:
@@ -110,6 +100,23 @@ def validate(value: Any, schema: Schema) -> Any:
     return value
 
 
-def parse_reply(reply: str, schema: Schema, constrained: bool = False) -> Any:
-    """Load and validate a (complete, not truncated) reply."""
-    return validate(load_json(reply, constrained), schema)
+def read_reply(reply: str, schema: Schema) -> tuple[Any, list[str]]:
+    """The valid value of a (complete, not truncated) reply and the normalisations it needed
+    (:mod:`.normalize`); :class:`SchemaError` naming what the model wrote wrong when none makes it valid."""
+    kinds: list[str] = []
+    value = load_json(reply, kinds)
+    try:
+        return validate(value, schema), kinds
+    except SchemaError as first:
+        fixed, more = normalise(value, schema)
+        if not more:
+            raise
+        try:
+            return validate(fixed, schema), list(dict.fromkeys(kinds + more))
+        except SchemaError:
+            raise first from None
+
+
+def parse_reply(reply: str, schema: Schema) -> Any:
+    """Load, normalise and validate a (complete, not truncated) reply: its valid value."""
+    return read_reply(reply, schema)[0]

@@ -75,6 +75,7 @@ class MemorySystem(System):
         self.hid = None
         self.index = VectorIndex(self.embedder.dim, self.cfg.index) if self.embedder else None
         self.counts.clear()
+        self.call.forget()
         self.ingest_seconds = 0.0
         self.construction = {}
         self.stopped = None
@@ -107,6 +108,7 @@ class MemorySystem(System):
         st = self.store.get_state(self.hid, "_cost", {})
         self.construction = st.get("construction", {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0})
         self.counts.update(st.get("counts", {}))
+        self.call.forget(st.get("unusable"))  # a resumed build sends no request an earlier part found unusable
         self.ingest_seconds = float(st.get("seconds", 0.0))
         try:
             from tqdm import tqdm
@@ -130,6 +132,7 @@ class MemorySystem(System):
             self.save_state()
             self.store.set_state(self.hid, "_cost", {"construction": self.construction,
                                                      "counts": dict(self.counts),
+                                                     "unusable": self.call.remembered(),
                                                      "seconds": self.ingest_seconds})
             self.store.set_progress(self.hid, i + 1)
             self.store.commit()

@@ -10,17 +10,28 @@ or DELETE can only name an id that was shown (an enum), so an invented id cannot
 summary is refreshed once per session (the paper's asynchronous summary, cached in the store).
 
 Stores (``stores``): ``per_speaker`` (the paper setting) keeps one store per speaker, as Mem0's
-evaluation does (mem0ai/mem0 evaluation/src/memzero/add.py: each speaker's messages are added to
-that speaker's ``user_id`` with the other side's as context). A message pair goes to the store of
-each speaker who speaks in it, and that store's extraction asks for the speaker's own facts only
-(the reference's "Extract memories only from user messages"; a speaker silent in the pair would get
-none there, so the call is not made). The running summary and the last ``m`` messages are the
-conversation's, shared by both. At question time each speaker's store is searched with its own
-top ``k`` (evaluation/src/memzero/search.py ``answer_question``) and the context lists every
-speaker with memories, in the history's speaker order, as ``"timestamp: memory"`` under
-``Memories for user NAME:`` (:func:`ctxbench.qa.prompts.mem0.speaker_memories`, the layout of
-evaluation/prompts.py ``ANSWER_PROMPT``). ``shared`` is one store for all speakers, searched once
-with top ``k`` (ctxbench before issue 16).
+evaluation does (mem0ai/mem0 evaluation/src/memzero/add.py: each speaker's ``user_id`` gets the
+conversation with that speaker's messages as ``user`` and the other side's as ``assistant``, and
+its custom instructions ask for memories "only from user messages", each naming the person). Each
+speaker's store holds facts about that speaker, and update decisions compare a fact with that store
+only. At question time each speaker's store is searched with its own top ``k``
+(evaluation/src/memzero/search.py ``answer_question``) and the context lists every speaker with
+memories, in the history's speaker order, as ``"timestamp: memory"`` under ``Memories for user
+NAME:`` (:func:`ctxbench.qa.prompts.mem0.speaker_memories`, the layout of evaluation/prompts.py
+``ANSWER_PROMPT``). ``shared`` is one store for all speakers, searched once with top ``k``
+(ctxbench before issue 16).
+
+How per-speaker extraction differs from the reference: mem0ai adds every message pair to both
+users, so ``Memory.add`` → ``_add_to_vector_store`` runs its fact-extraction call
+(``FACT_RETRIEVAL_PROMPT`` / the custom instructions) once per speaker: two calls per pair. Here
+the pair is extracted ONCE, with the facts of both speakers, each starting with the name of the
+speaker it is about (the fact schema's name prefix), and each fact is routed to that speaker's
+store (:func:`.prompts.mem0.speaker_of`); the update step then runs per store as before. The
+stores hold the same kind of content — facts about their speaker, from the same pair, the same
+summary and recent messages — for half the extraction calls (issue 44: 203 ingest calls against
+102). What differs: a fact is routed by whom it is about, where the reference files it by whose
+messages it came from (a remark by one speaker about the other lands in the other's store here),
+and the model sees the pair once with both names rather than twice from each side.
 
 An UPDATE gives the memory the time of the message that updated it (``time``; ``meta.updated``),
 keeping when it was first stored in ``meta.created``: mem0's ``Memory._update_memory`` replaces the
@@ -97,22 +108,21 @@ class Mem0(MemorySystem):
         pair = s.turns[ti:ti + 2]
         recent, new = render_turns(self._recent(si, ti)), render_turns(pair)
         meta = {"session": s.id, "turns": [t.id for t in pair]}
-        for owner in self.owners(pair):
-            for f in self.extract(recent, s.date, new, owner):
-                self.update(f, s.date, meta if owner is None else {**meta, "speaker": owner}, owner)
-
-    def owners(self, pair: list[Turn]) -> list[str | None]:
-        """The stores a message pair is added to: each speaker's who speaks in it, or the one shared (None)."""
-        if self.stores == "shared":
-            return [None]
-        return list(dict.fromkeys(t.speaker for t in pair))
+        for f in self.extract(recent, s.date, new):
+            if self.stores == "shared":
+                self.update(f, s.date, meta)
+                continue
+            owner = P.speaker_of(f, self._speakers)
+            if owner is None:  # only a schema without names (a history with no speakers) lets one through
+                self.counts["facts_unrouted"] += 1
+                continue
+            self.update(f, s.date, {**meta, "speaker": owner}, owner)
 
     # ---- the two phases ------------------------------------------------------------------------
-    def extract(self, recent: str, date: str, new: str, owner: str | None = None) -> list[str]:
-        """Candidate facts of the new pair: anyone's (shared store) or ``owner``'s (their store)."""
-        names = getattr(self, "_speakers", []) if owner is None else [owner]
-        schema = P.facts_schema(names, self.cfg.max_facts)
-        out = self.call(P.extract_messages(self.summary, recent, date, new, owner), schema, kind="extract",
+    def extract(self, recent: str, date: str, new: str) -> list[str]:
+        """Candidate facts of the new pair, each starting with the name of the speaker it is about."""
+        schema = P.facts_schema(getattr(self, "_speakers", []), self.cfg.max_facts)
+        out = self.call(P.extract_messages(self.summary, recent, date, new), schema, kind="extract",
                         max_new_tokens=self.cfg.extract_max_tokens)
         if out is None:
             return []

@@ -281,7 +281,7 @@ def structured_table(rep: dict[str, Any]) -> list[str]:
     """The ``cost.structured_output`` table (one row per phase and kind of call), or no lines."""
     if not rep:
         return []
-    fields = ("calls", "valid", "invalid", "truncated", "failed", "retried")
+    fields = ("calls", "valid", "invalid", "truncated", "failed", "retried", "retries_saved", "normalised")
     out = ["", "## Structured output", "", "| phase | call | " + " | ".join(fields) + " |", "|---|---|" + "---|" * len(fields)]
     for phase, ph in rep.items():
         for kind, c in sorted((ph.get("by_kind") or {}).items()):

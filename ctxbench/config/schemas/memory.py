@@ -31,7 +31,7 @@ class AmemMemory:
     index: str = setting('flat', 'faiss index for archival storage: flat (exact) | hnsw', choices=('flat', 'hnsw'))
     max_sessions: int | None = setting(None, 'ingest only the first N sessions (CPU smoke runs); null = all', ge(1, note='null = all'))
     max_turns: int | None = setting(None, '... and at most N turns in all (CPU smoke runs); null = all', ge(1, note='null = all'))
-    json_retries: int = setting(1, 'a truncated reply is retried with 2x the tokens, an invalid one with the error shown', COUNT)
+    json_retries: int = setting(1, 'retries per structured request: a truncated reply once with 2x the tokens, an invalid one once with the error shown; a request identical to one that gave an unusable reply is not sent again (retries_saved)', COUNT)
     rebuild: bool = setting(False, "true = drop this history's stored memory and rebuild (default: resume)")
     progress: bool = setting(True, 'tqdm progress bars')
 
@@ -52,7 +52,7 @@ class Mem0Memory:
 
     name: str = setting('mem0', 'the registered name this config builds (ctxbench ls lists them)')
     needs_embedder: bool = setting(True, 'the evaluator builds the embedder for this system')
-    stores: str = setting('per_speaker', 'per_speaker | shared. per_speaker (the paper setting; Mem0\'s evaluation, evaluation/src/memzero/add.py + search.py): one store per speaker, a pair goes to each speaker\'s store who speaks in it (their own facts; the rest is context), and a question searches every store with its own top-k and shows one "Memories for user NAME:" list of "timestamp: memory" per speaker. shared: one store for everyone, searched once with top-k (ctxbench before issue 16).', choices=('per_speaker', 'shared'))
+    stores: str = setting('per_speaker', 'per_speaker | shared. per_speaker (the paper setting; Mem0\'s evaluation, evaluation/src/memzero/add.py + search.py): one store per speaker holding the facts about that speaker: each message pair is extracted once (every speaker\'s facts, each starting with its speaker\'s name; the reference extracts once per speaker) and each fact goes to its speaker\'s store, and a question searches every store with its own top-k and shows one "Memories for user NAME:" list of "timestamp: memory" per speaker. shared: one store for everyone, searched once with top-k (ctxbench before issue 16).', choices=('per_speaker', 'shared'))
     k: int = setting(10, "memories retrieved per question, per speaker with stores=per_speaker (MemorySearch's top_k default; the evaluation's Makefile runs --top_k 30)", POSITIVE)
     m: int = setting(10, 'recent messages shown to extraction (paper: 10)', COUNT)
     s: int = setting(10, 'similar memories shown to each update decision (paper: 10)', COUNT)
@@ -64,7 +64,7 @@ class Mem0Memory:
     index: str = setting('flat', 'faiss index for archival storage: flat (exact) | hnsw', choices=('flat', 'hnsw'))
     max_sessions: int | None = setting(None, 'ingest only the first N sessions (CPU smoke runs); null = all', ge(1, note='null = all'))
     max_turns: int | None = setting(None, '... and at most N turns in all (CPU smoke runs); null = all', ge(1, note='null = all'))
-    json_retries: int = setting(1, 'a truncated reply is retried with 2x the tokens, an invalid one with the error shown', COUNT)
+    json_retries: int = setting(1, 'retries per structured request: a truncated reply once with 2x the tokens, an invalid one once with the error shown; a request identical to one that gave an unusable reply is not sent again (retries_saved)', COUNT)
     rebuild: bool = setting(False, "true = drop this history's stored memory and rebuild (default: resume)")
     progress: bool = setting(True, 'tqdm progress bars')
 
@@ -111,7 +111,7 @@ class Mem0gMemory:
     index: str = setting('flat', 'faiss index for archival storage: flat (exact) | hnsw', choices=('flat', 'hnsw'))
     max_sessions: int | None = setting(None, 'ingest only the first N sessions (CPU smoke runs); null = all', ge(1, note='null = all'))
     max_turns: int | None = setting(None, '... and at most N turns in all (CPU smoke runs); null = all', ge(1, note='null = all'))
-    json_retries: int = setting(1, 'a truncated reply is retried with 2x the tokens, an invalid one with the error shown', COUNT)
+    json_retries: int = setting(1, 'retries per structured request: a truncated reply once with 2x the tokens, an invalid one once with the error shown; a request identical to one that gave an unusable reply is not sent again (retries_saved)', COUNT)
     rebuild: bool = setting(False, "true = drop this history's stored memory and rebuild (default: resume)")
     progress: bool = setting(True, 'tqdm progress bars')
 
@@ -140,7 +140,7 @@ class MemgptMemory:
     index: str = setting('flat', 'faiss index for archival storage: flat (exact) | hnsw', choices=('flat', 'hnsw'))
     max_sessions: int | None = setting(None, 'ingest only the first N sessions (CPU smoke runs); null = all', ge(1, note='null = all'))
     max_turns: int | None = setting(None, '... and at most N turns in all (CPU smoke runs); null = all', ge(1, note='null = all'))
-    json_retries: int = setting(1, 'a truncated reply is retried with 2x the tokens, an invalid one with the error shown', COUNT)
+    json_retries: int = setting(1, 'retries per structured request: a truncated reply once with 2x the tokens, an invalid one once with the error shown; a request identical to one that gave an unusable reply is not sent again (retries_saved)', COUNT)
     rebuild: bool = setting(False, "true = drop this history's stored memory and rebuild (default: resume)")
     progress: bool = setting(True, 'tqdm progress bars')
 
@@ -163,7 +163,7 @@ class MemorybankMemory:
     index: str = setting('flat', 'faiss index for archival storage: flat (exact) | hnsw', choices=('flat', 'hnsw'))
     max_sessions: int | None = setting(None, 'ingest only the first N sessions (CPU smoke runs); null = all', ge(1, note='null = all'))
     max_turns: int | None = setting(None, '... and at most N turns in all (CPU smoke runs); null = all', ge(1, note='null = all'))
-    json_retries: int = setting(1, 'a truncated reply is retried with 2x the tokens, an invalid one with the error shown', COUNT)
+    json_retries: int = setting(1, 'retries per structured request: a truncated reply once with 2x the tokens, an invalid one once with the error shown; a request identical to one that gave an unusable reply is not sent again (retries_saved)', COUNT)
     rebuild: bool = setting(False, "true = drop this history's stored memory and rebuild (default: resume)")
     progress: bool = setting(True, 'tqdm progress bars')
 
@@ -191,7 +191,7 @@ class RagMemory:
     summary_max_tokens: int = setting(128, 'generation cap of one summary call (construction phase)', POSITIVE)
     max_sessions: int | None = setting(None, 'ingest only the first N sessions (CPU smoke runs); null = all', ge(1, note='null = all'))
     max_turns: int | None = setting(None, '... and at most N turns in all (CPU smoke runs); null = all', ge(1, note='null = all'))
-    json_retries: int = setting(1, 'a truncated reply is retried with 2x the tokens, an invalid one with the error shown', COUNT)
+    json_retries: int = setting(1, 'retries per structured request: a truncated reply once with 2x the tokens, an invalid one once with the error shown; a request identical to one that gave an unusable reply is not sent again (retries_saved)', COUNT)
     rebuild: bool = setting(False, "true = drop this history's stored memory and rebuild (default: resume)")
     progress: bool = setting(True, 'tqdm progress bars')
 
@@ -212,7 +212,7 @@ class ReadagentMemory:
     lookup_max_tokens: int = setting(48, 'generation cap of the lookup call (answer phase)', POSITIVE)
     answer_max_tokens: int | None = setting(None, "answer cap; null = the qa_prompt's max_new_tokens (locomo: 32)", POSITIVE)
     max_sessions: int | None = setting(None, 'paginate only the first N sessions (CPU smoke runs); null = all', ge(1, note='null = all'))
-    json_retries: int = setting(1, 'a truncated reply is retried with 2x the tokens, an invalid one with the error shown', COUNT)
+    json_retries: int = setting(1, 'retries per structured request: a truncated reply once with 2x the tokens, an invalid one once with the error shown; a request identical to one that gave an unusable reply is not sent again (retries_saved)', COUNT)
     rebuild: bool = setting(False, "true = drop this history's pages and gists and rebuild (default: resume)")
     progress: bool = setting(True, 'tqdm progress bars')
 

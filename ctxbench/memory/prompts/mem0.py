@@ -4,10 +4,12 @@ Each structured call's JSON Schema is declared here beside its prompt: a fact st
 name and is at most ``FACT_CHARS`` long, an update names one of the ids shown. The extraction
 example is a separate exchange about invented people; a fact that names them is never stored.
 
-With one store per speaker (``stores=per_speaker``) extraction is asked for one speaker, the *owner*:
-facts about the owner from the owner's messages, the other messages being context only, as Mem0's
-evaluation adds a speaker's messages as ``user`` and the other side's as ``assistant`` with the
-instruction "Extract memories only from user messages" (mem0ai/mem0 evaluation/src/memzero/add.py).
+Extraction is one call per message pair, whatever the store layout: the facts of every speaker,
+each starting with the name of the speaker it is about. With one store per speaker
+(``stores=per_speaker``) each fact goes to the store of the speaker it starts with
+(:func:`speaker_of`); see :mod:`ctxbench.memory.mem0` for how this differs from Mem0's evaluation,
+which extracts each speaker's store in a call of its own. A fact written ``Name: ...`` is read as
+``Name ...`` (the schema's name prefix, :mod:`ctxbench.llm.normalize`).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from ctxbench.llm import schema as sch
 
 from ctxbench.memory.prompts import scripting as S
 
-VERSION = "mem0-v3"
+VERSION = "mem0-v4"  # v4: one extraction per pair for per-speaker stores too (no owner cue)
 
 FACT_CHARS = 140  # characters per fact (the schema's bound: a reply closes within its token budget)
 
@@ -43,30 +45,28 @@ def fact_schema(speakers: list[str], max_chars: int = FACT_CHARS) -> dict[str, A
     names = [n for n in speakers if n.strip()]
     if not names:
         return sch.text(max_chars, 8)
-    alt = "|".join(re.escape(n) for n in names)
-    return {"type": "string", "pattern": f"^({alt})[ '][^\"\\\\\\n]{{8,{max_chars}}}$"}
+    return sch.named(names, f"[ '][^\"\\\\\\n]{{8,{max_chars}}}$")
 
 
 def facts_schema(speakers: list[str], max_facts: int) -> dict[str, Any]:
     return sch.obj(facts=sch.items(fact_schema(speakers), max_facts))
 
 
-def facts_cue(owner: str | None) -> str:
-    """The line that asks for the facts: of everyone (one shared store) or of ``owner`` only."""
-    if owner is None:
-        return "Facts:"
-    return f"Facts about {owner} (from {owner}'s messages only; the other messages are context):"
+def speaker_of(fact: str, speakers: list[str]) -> str | None:
+    """The speaker a fact is about: the longest name it starts with (then a space or ``'``), or None."""
+    for name in sorted((n for n in speakers if n.strip()), key=len, reverse=True):
+        if fact.startswith(name) and fact[len(name):len(name) + 1] in (" ", "'"):
+            return name
+    return None
 
 
-def extract_messages(summary: str, recent: str, date: str, new: str,
-                     owner: str | None = None) -> list[dict[str, str]]:
-    """The extraction prompt; ``owner`` (a speaker's store) asks for that speaker's facts only."""
+def extract_messages(summary: str, recent: str, date: str, new: str) -> list[dict[str, str]]:
+    """The extraction prompt: the facts of the new pair, each starting with its speaker's name."""
     user = (f"Summary: {summary or '(none)'}\n\nRecent messages:\n{recent or '(none)'}\n\n"
-            f"New messages ({date}):\n{new}\n{facts_cue(owner)}")
-    example = EXAMPLE_FACTS if owner is None else EXAMPLE_FACTS[:1]
+            f"New messages ({date}):\n{new}\nFacts:")
     return [{"role": "system", "content": EXTRACT_SYSTEM},
-            {"role": "user", "content": EXAMPLE_NEW + facts_cue(None if owner is None else "Zorvan")},
-            {"role": "assistant", "content": json.dumps({"facts": example})},
+            {"role": "user", "content": EXAMPLE_USER},
+            {"role": "assistant", "content": json.dumps({"facts": EXAMPLE_FACTS})},
             {"role": "user", "content": user}]
 
 
@@ -108,14 +108,11 @@ def summary_messages(summary: str, date: str, session: str) -> list[dict[str, st
 # ---- scripted replies (a zero-cost chat model for tests and bench; see prompts/scripting.py) ----
 def _facts(user: str) -> str:
     """A fact per new message: "<speaker> said <first words>" (starts with the speaker's name, as the
-    schema wants); asked for one owner's facts, only that speaker's messages give one."""
-    owner = re.search(r"^Facts about (.+?) \(from ", user, re.M)
+    schema wants)."""
     new = [ln for ln in S.lines(S.after(user, "New messages ("))[1:3] if not ln.startswith("Facts")]
     facts = []
     for ln in new:
         speaker, _, text = ln.partition(": ")
-        if owner and speaker != owner.group(1):
-            continue
         if text and len(text.split()) > 2:
             facts.append(f"{speaker} said {S.words(text, 12)}"[:FACT_CHARS].replace('"', "'").replace("\\", " "))
     return json.dumps({"facts": facts})
