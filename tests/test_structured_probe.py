@@ -50,7 +50,7 @@ def test_the_probe_picks_the_strongest_mechanism_the_server_honours(name, capsys
     assert sent[1] - sent[0] == 1 and llm.meter.total("probe").calls == len(rec["probed"])
     assert r.constrained == (expected in ("json_schema", "json_object_schema", "guided_json"))
     if r.constrained:  # the server decoded under the call's schema
-        assert parse_reply(r.text, FACTS, constrained=True)
+        assert parse_reply(r.text, FACTS)
     lines = announcements(capsys.readouterr().err)
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"{ANNOUNCED} {LABELS[expected]}")

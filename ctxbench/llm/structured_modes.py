@@ -25,13 +25,14 @@ other ``llm.response_format`` is used as given, without a probe.
 """
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from typing import Any, Callable
 
 from ctxbench.llm.base import ChatResult
 from ctxbench.llm.refusal import REFUSED, CallFailed, server_message
-from ctxbench.llm.schema import SchemaError, const, load_json, obj, validate
+from ctxbench.llm.schema import SchemaError, const, obj, validate
 
 MECHANISMS = ("json_schema", "json_object_schema", "guided_json", "json_object", "none")
 AUTO = "auto"
@@ -66,7 +67,7 @@ def probe_outcome(mechanism: str, r: ChatResult) -> str:
     if r.truncated:
         return "ignored: the reply was cut at the token limit"
     try:
-        value = load_json(r.text, constrained=True)
+        value = strict_json(r.text)  # as sent: an enforcing server writes bare JSON (no fence, no prose)
         if mechanism == "json_object":
             if not isinstance(value, dict):
                 raise SchemaError("the reply is not a JSON object")
@@ -134,3 +135,12 @@ class StructuredMode:
         """results.json ``llm.structured_mode``."""
         return {"used": self.used, "set_by": "probe" if self.setting == AUTO else "llm.response_format",
                 "probed": dict(self.probed)}
+
+
+def strict_json(text: str) -> Any:
+    """The reply parsed as bare JSON, nothing normalised (:mod:`.normalize` would hide a server that ignored
+    the schema), else :class:`SchemaError`."""
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise SchemaError(f"the reply is not bare JSON ({e})") from None
