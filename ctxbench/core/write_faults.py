@@ -85,19 +85,21 @@ def _disk_full(path: object) -> bool:
 def write_fault(e: BaseException, path: object) -> WriteFault | None:
     """The one-line error for ``e`` (or an exception chained to it) raised while writing ``path``;
     None when it is not such a fault (a bug keeps its traceback)."""
+    chain: list[BaseException] = []
     cur: BaseException | None = e
-    for _ in range(8):
-        if cur is None:
-            break
+    while cur is not None and len(chain) < 8:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    for cur in chain:
         if isinstance(cur, WriteFault):
             return cur
         cause = _cause(cur)
         if cause is not None:
             return WriteFault(path, cause)
-        if any(s in str(cur) for s in _SHORT_WRITE):
-            return WriteFault(path, CAUSES[errno.ENOSPC] if _disk_full(path) else
-                              f"the write was cut short: {str(cur).splitlines()[0][:120]}")
-        cur = cur.__cause__ or cur.__context__
+    short = next((c for c in chain if any(s in str(c) for s in _SHORT_WRITE)), None)
+    if short is not None:
+        return WriteFault(path, CAUSES[errno.ENOSPC] if _disk_full(path) else
+                          f"the write was cut short: {str(short).splitlines()[0][:120]}")
     return None
 
 

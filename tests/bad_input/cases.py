@@ -29,8 +29,8 @@ from typing import Any, Callable
 
 HUGE = 64 << 20        # a 64 MiB string: over any sane per-record bound, cheap to write
 DEEP = 100_000         # nesting depth: far past Python's recursion limit
-GROUPS = ("locomo", "pwc", "dialsim", "score", "config_eval", "config_train", "server", "runfiles")
-INPUT_GROUPS = GROUPS[:-1]
+GROUPS = ("locomo", "pwc", "dialsim", "score", "config_eval", "config_train", "server", "runfiles", "faults")
+INPUT_GROUPS = GROUPS[:-2]
 MARKER = "PWNED"       # a malicious payload tries to create {work}/PWNED
 
 Make = Callable[[Path, dict], None]
@@ -1004,6 +1004,8 @@ def _eval_with_cache(fixture: str, edit: Callable[[Path], None]) -> Make:
 
 
 def all_cases() -> list[Case]:
+    from bad_input import faults_osfault
+
     """Every case, in group order."""
     return (locomo_cases() + pwc_cases() + dialsim_cases() + score_cases() + config_eval_cases()
-            + config_train_cases() + server_cases() + runfile_cases())
+            + config_train_cases() + server_cases() + runfile_cases() + faults_osfault.cases())
