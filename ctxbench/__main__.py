@@ -62,17 +62,56 @@ def check_group_choices(argv: list[str]) -> None:
                 _fail(f"unknown {key} {v!r}.{suggest(v, options)}")
 
 
-def check_run_dirs(argv: list[str]) -> None:
-    """``hydra.run.dir=`` / ``hydra.sweep.dir=`` naming an existing file: one line, before Hydra tries mkdir."""
-    for arg in argv:
-        key, _, value = arg.partition("=")
-        if key not in ("hydra.run.dir", "hydra.sweep.dir") or not value or "$" in value:
-            continue
-        existing = os.path.abspath(value)
-        while not os.path.exists(existing) and os.path.dirname(existing) != existing:
-            existing = os.path.dirname(existing)
-        if not os.path.isdir(existing):
-            _fail(f"{key}={value}: {existing} is a file, not a folder (a run folder is created there)")
+def check_run_dirs(command: str, argv: list[str]) -> None:
+    """The run folder (``hydra.run.dir=``, or ``hydra.sweep.dir=`` under ``-m``, or the command's default)
+    must be a folder this process can write: a file in the way, a read-only folder (permissions or a
+    read-only disk) or, when it exists, a read-only ``.hydra/`` or log inside is one line here, before
+    Hydra fails to mkdir or to open its log ("Unable to configure handler 'file'")."""
+    from ctxbench.core.write_faults import folder_problem
+
+    key = "hydra.sweep.dir" if any(a in ("-m", "--multirun") for a in argv) else "hydra.run.dir"
+    given = [a.partition("=")[2] for a in argv if a.partition("=")[0] == key]
+    value = given[-1] if given else _default_run_dir(command, key)
+    folder = _static_part(value or "")
+    if not folder or (not given and folder == "."):  # "." by default: the command writes no run folder
+        return
+    problem = folder_problem(folder) or _inside_problem(folder)
+    if problem:
+        where = f"{key}={value}" if given else f"the run folder {value} ({key} by default)"
+        _fail(f"{where}: {problem} (a run folder is created there)")
+
+
+def _default_run_dir(command: str, key: str) -> str | None:
+    """``hydra.run.dir`` / ``hydra.sweep.dir`` as conf/<command>.yaml sets it (None: Hydra's own default)."""
+    import yaml
+
+    try:
+        node = yaml.safe_load((CONF_DIR / f"{command}.yaml").read_text(encoding="utf-8")) or {}
+        for part in key.split("."):
+            node = node[part]
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return None
+    return node if isinstance(node, str) else None
+
+
+def _static_part(value: str) -> str:
+    """The folder a run dir template surely lies in: its part before the first ``${`` interpolation."""
+    if "$" not in value:
+        return value
+    head = value[:value.index("$")]
+    return head if head.endswith("/") else os.path.dirname(head)
+
+
+def _inside_problem(folder: str) -> str | None:
+    """An existing run folder's ``.hydra/`` and ``*.log`` (what Hydra rewrites first) must be writable."""
+    if not os.path.isdir(folder):
+        return None
+    hydra_dir = os.path.join(folder, ".hydra")
+    inside = [os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".log")]
+    if os.path.isdir(hydra_dir):
+        inside += [hydra_dir] + [os.path.join(hydra_dir, n) for n in os.listdir(hydra_dir)]
+    bad = next((p for p in inside if not os.access(p, os.W_OK)), None)
+    return f"{bad} is not writable (permission denied)" if bad else None
 
 
 def run_command(command: str, argv: list[str]) -> None:
@@ -90,8 +129,13 @@ def run_command(command: str, argv: list[str]) -> None:
             fn(cfg)
         except user_errors() as e:  # noqa: B030 - a tuple built at call time
             _fail(_one_line(e))
-        except Exception:  # Hydra would print the overrides (keys included) with the traceback
+        except Exception as e:  # Hydra would print the overrides (keys included) with the traceback
             import traceback
+
+            from ctxbench.core.write_faults import disk_fault
+
+            if disk_fault(e) is not None:  # a full or read-only disk under a writer that does not name it
+                _fail(str(disk_fault(e)))
 
             from ctxbench.core.secrets import scrub_text
 
@@ -171,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     if hint:
         _fail(hint)
     check_group_choices(rest)
-    check_run_dirs(rest)
+    check_run_dirs(command, rest)
     check_overrides(command, rest)
     quiet_cpu_warnings()
     run_command(command, rest)

@@ -19,7 +19,7 @@ from conftest import REPO
 
 # exact, so a case added or lost is a deliberate change here too
 COUNTS = {"locomo": 68, "pwc": 29, "dialsim": 50, "score": 33, "config_eval": 40, "config_train": 37,
-          "server": 20, "runfiles": 46, "faults": 33}
+          "server": 20, "runfiles": 46, "faults": 41}
 # the default suite's share of the sweep: one case per group, each refused before any model loads
 FAST = {"locomo.not_json", "pwc.empty_file", "dialsim.os_system", "score.not_json",
         "config_eval.dataset_path_nonexistent", "config_train.lr_neg", "server.http401",
@@ -71,7 +71,7 @@ def test_tiers():
     assert FAST <= set(by_id) and {by_id[i].group for i in FAST} == set(bic.GROUPS)
     assert not any(by_id[i].control or harness.must_spawn(by_id[i]) for i in FAST)
     spawned = [c for c in CASES if harness.must_spawn(c)]
-    assert all(c.mem_bound_mb for c in spawned) and len(spawned) == sum(bool(c.mem_bound_mb) for c in CASES) == 39
+    assert all(c.mem_bound_mb for c in spawned) and len(spawned) == sum(bool(c.mem_bound_mb) for c in CASES) == 41
 
 
 def test_every_input_builds(shared_data, tmp_path):
@@ -81,7 +81,10 @@ def test_every_input_builds(shared_data, tmp_path):
             continue
         work = tmp_path / c.id
         work.mkdir()
-        c.make(work, dict(ctx, work=work))
+        try:
+            c.make(work, dict(ctx, work=work))
+        except pytest.skip.Exception:  # a case that cannot hold here (a permission, as root)
+            continue
         assert any(work.iterdir()), c.id
         for f in work.rglob("*"):
             f.unlink() if f.is_file() else None

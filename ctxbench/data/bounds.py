@@ -18,7 +18,9 @@ limit and this module, so a user with a genuinely larger file knows what to chan
 """
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +41,62 @@ _JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|"', re.S)
 
 
 def check_file_size(path: Path, limit: int = MAX_FILE_BYTES) -> int:
-    """The file's size in bytes; DataError if it cannot be read or is over ``limit``."""
+    """The file's size in bytes; DataError if it cannot be read, is not a regular file or is over ``limit``."""
     try:
-        size = Path(path).stat().st_size
+        st = Path(path).stat()
     except OSError as e:
         raise DataError(path, f"cannot be read: {e.strerror}") from None
-    if size > limit:
-        raise DataError(path, f"is {size} bytes, over the {limit}-byte limit for a data file {WHERE}")
-    return size
+    _check_regular(path, st.st_mode)
+    if st.st_size > limit:
+        raise DataError(path, f"is {st.st_size} bytes, over the {limit}-byte limit for a data file {WHERE}")
+    return st.st_size
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _check_regular(path: object, mode: int) -> None:
+    """A device, FIFO or socket reports size 0 and may never end (or block forever): only files are read."""
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise DataError(path, f"is {kind}, not a regular file; give a data file")
+
+
+def open_regular(path: Path) -> int:
+    """A file descriptor of ``path`` opened for reading, checked to be a regular file *after* opening
+    (``O_NONBLOCK``: opening a FIFO does not wait for a writer); DataError otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise DataError(path, f"cannot be read: {e.strerror}") from None
+    try:
+        _check_regular(path, os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_bounded(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file, reading at most ``limit`` + 1 (a file that reports a small size and
+    keeps growing, a /proc file, is bounded by what is read, not by what it reports); DataError past it."""
+    fd = open_regular(path)
+    chunks, total = [], 0
+    try:
+        while chunk := os.read(fd, min(CHUNK, limit + 1 - total)):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise DataError(path, f"is over the {limit}-byte limit for a data file {WHERE}")
+    except OSError as e:
+        raise DataError(path, f"cannot be read: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+CHUNK = 16 * 1024 ** 2
 
 
 def decode_utf8(raw: bytes, path: object, record: object = None, offset: int = 0) -> str:

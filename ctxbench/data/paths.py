@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ctxbench.core.paths import samples_dir, source_root
+from ctxbench.core.paths import cache_root, samples_dir, source_root
 from ctxbench.data.errors import DataError
 
 SAMPLES_PREFIX = ("data", "samples")  # how configs name a shipped sample: data/samples/<file>
@@ -18,7 +18,7 @@ def data_root() -> Path:
     root = source_root()
     if root is not None:
         return root / "data"
-    return Path(os.environ.get("CTXBENCH_CACHE", Path.home() / ".cache" / "ctxbench")) / "data"
+    return cache_root() / "data"
 
 
 def candidates(path: str | os.PathLike) -> list[Path]:

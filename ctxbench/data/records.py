@@ -9,12 +9,14 @@ name the byte offset of non-UTF-8 bytes, and refuse ``NaN``/``Infinity``/``-Infi
 from __future__ import annotations
 
 import json
+import os
 import re
 import reprlib
 from pathlib import Path
 from typing import Any, Iterator
 
-from ctxbench.data.bounds import MAX_LINE_BYTES, WHERE, check_file_size, check_json_text, decode_utf8
+from ctxbench.data.bounds import (MAX_LINE_BYTES, WHERE, check_file_size, check_json_text, decode_utf8, open_regular,
+                                  read_bounded)
 from ctxbench.data.errors import DataError
 
 _TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "an object", float: "a number"}
@@ -62,11 +64,7 @@ def loads_strict(text: str, path: object, record: object = None) -> Any:
 def read_json(path: Path) -> Any:
     """One JSON document, or a DataError naming the file and the line/column of the fault."""
     check_file_size(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as e:
-        raise DataError(path, f"cannot be read: {e.strerror}") from None
-    return loads_strict(decode_utf8(raw, path), path)
+    return loads_strict(decode_utf8(read_bounded(path), path), path)
 
 
 def open_binary(path: Path) -> Any:
@@ -77,12 +75,9 @@ def open_binary(path: Path) -> Any:
         except ImportError:
             raise DataError(path, "is zstandard-compressed; install the reader with `pip install zstandard`"
                                   " or decompress it first (`zstd -d FILE`)") from None
-        raw = open(path, "rb")
+        raw = os.fdopen(open_regular(path), "rb")
         return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
-    try:
-        return open(path, "rb")
-    except OSError as e:
-        raise DataError(path, f"cannot be read: {e.strerror}") from None
+    return os.fdopen(open_regular(path), "rb")
 
 
 CHUNK_BYTES = 1024 ** 2

@@ -21,7 +21,7 @@ import pickle
 from pathlib import Path
 from typing import Any, Callable
 
-from ctxbench.data.bounds import MAX_FILE_BYTES, WHERE, build_budget, check_built, check_file_size
+from ctxbench.data.bounds import MAX_FILE_BYTES, WHERE, build_budget, check_built, check_file_size, read_bounded
 from ctxbench.data.errors import DataError
 from ctxbench.data.records import short_text
 
@@ -126,8 +126,4 @@ def safe_loads(data: bytes, source: object = "<bytes>") -> Any:
 
 def safe_load(path: Path) -> Any:
     check_file_size(path, MAX_FILE_BYTES)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise DataError(path, f"cannot be read: {e.strerror}") from None
-    return safe_loads(data, path)
+    return safe_loads(read_bounded(path, MAX_FILE_BYTES), path)

@@ -10,7 +10,7 @@ from typing import Any
 
 from ctxbench.core.registry import register
 from ctxbench.core.types import History, Sample
-from ctxbench.data.bounds import check_file_size, decode_utf8
+from ctxbench.data.bounds import check_file_size, decode_utf8, read_bounded
 from ctxbench.data.errors import DataError
 from ctxbench.data.paths import resolve
 from ctxbench.data.records import field, iter_jsonl
@@ -32,10 +32,7 @@ def read_text_documents(path: Path, text_field: str = "text", limit: int | None 
                 break
         return docs
     check_file_size(path)
-    try:
-        raw = decode_utf8(path.read_bytes(), path)
-    except OSError as e:
-        raise DataError(path, f"cannot be read: {e.strerror}") from None
+    raw = decode_utf8(read_bounded(path), path)
     if not raw.strip():
         raise DataError(path, "file is empty")
     return [raw]

@@ -31,15 +31,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from ctxbench.core.paths import cache_root
+from ctxbench.core.write_faults import FaultMappedConnection, write_fault, writing
 from ctxbench.data.errors import DataError
 from ctxbench.llm.base import BackendWrapper, ChatResult, Message, backend_kwargs, preflight
 from ctxbench.llm.token_count import CACHE, ESTIMATE, SERVER, TOKENIZER
 
 
 def default_cache_path() -> Path:
-    from ctxbench.models.loading import cache_dir
-
-    return cache_dir() / "llm_cache.sqlite"
+    return cache_root() / "llm_cache.sqlite"
 
 
 def cache_key(backend: str, model: str, messages: list[Message], **params: Any) -> str:
@@ -111,7 +111,8 @@ class CallCache:
 
     def __init__(self, path: str | Path):
         self.path = Path(path).expanduser()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with writing(self.path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         with self._guard():
             conn = self._conn()
@@ -134,10 +135,14 @@ class CallCache:
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
-        """SQLite errors become one line naming the file (a damaged file: delete it)."""
+        """SQLite errors become one line naming the file (a full disk or a read-only file: a
+        :class:`~ctxbench.core.write_faults.WriteFault`; a damaged file: delete it)."""
         try:
             yield
         except sqlite3.OperationalError as e:
+            fault = write_fault(e, self.path)
+            if fault is not None:
+                raise fault from None
             raise DataError(self.path, f"the LLM call cache cannot be used ({e}); fix the file or its "
                                        "folder, or run with llm.cache=false") from None
         except sqlite3.DatabaseError as e:

@@ -47,7 +47,10 @@ class ModelBundle:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("CTXBENCH_CACHE", Path.home() / ".cache" / "ctxbench"))
+    """ctxbench's cache folder (:func:`ctxbench.core.paths.cache_root`, checked)."""
+    from ctxbench.core.paths import cache_root
+
+    return cache_root()
 
 
 DEVICES = "auto, cpu, cuda or cuda:N"

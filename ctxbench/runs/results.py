@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ctxbench.core.secrets import redact, redact_override
+from ctxbench.core.write_faults import names_write_faults, writing
 from ctxbench.core.plain import json_kind, plain_config  # noqa: F401 - re-exported
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -40,11 +41,13 @@ def run_dir(cfg: Any, default: str = ".") -> Path:
     return Path(cfg.get("run_dir") or default)
 
 
+@names_write_faults
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write to a temp file in the same folder, fsync, rename over ``path``.
 
     The temp file is created with ``O_EXCL | O_NOFOLLOW`` (``mkstemp``), and the rename replaces a link
-    at ``path`` itself: nothing is ever written through a link.
+    at ``path`` itself: nothing is ever written through a link. A disk or permission fault: the temp
+    file is removed and :class:`~ctxbench.core.write_faults.WriteFault` names ``path``.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -69,7 +72,7 @@ def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> None:
 
 
 def open_append(path: str | Path) -> Any:
-    """``path`` opened for appending text, created if missing, never through a link (``O_NOFOLLOW``): a
+    """``path`` opened for appending bytes (unbuffered), created if missing, never through a link (``O_NOFOLLOW``): a
     run file that is a symbolic link is a one-line :class:`~ctxbench.runs.guard.RunFolderError`."""
     import errno
 
@@ -83,21 +86,27 @@ def open_append(path: str | Path) -> Any:
 
         raise RunFolderError(path, f"{path} is a symbolic link; run files are never written through links "
                                    "(replace it with a real file, or use another hydra.run.dir)") from None
-    return os.fdopen(fd, "a", encoding="utf-8")
+    return os.fdopen(fd, "ab", buffering=0)
 
 
 class JsonlAppender:
-    """Append one JSON line at a time, flushed and fsynced, so a crash loses at most one line."""
+    """Append one JSON line at a time, unbuffered and fsynced, so a crash loses at most one line; a disk
+    or permission fault cuts the file back to its last whole line and is a one-line
+    :class:`~ctxbench.core.write_faults.WriteFault` naming it."""
 
+    @names_write_faults
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._f = open_append(self.path)
 
     def append(self, row: dict[str, Any]) -> None:
-        self._f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        line = memoryview((json.dumps(row, ensure_ascii=False, default=str) + "\n").encode("utf-8"))
+        start = self._f.seek(0, os.SEEK_END)
+        with writing(self.path, cleanup=lambda: os.ftruncate(self._f.fileno(), start)):
+            while line:
+                line = line[self._f.write(line):]
+            os.fsync(self._f.fileno())
 
     def close(self) -> None:
         self._f.close()

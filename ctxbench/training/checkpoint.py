@@ -63,6 +63,7 @@ from ctxbench.core.errors import CtxbenchError
 from ctxbench.data.errors import first_line
 from ctxbench.core.dotted import flatten, set_dotted
 from ctxbench.core.plain import json_kind as _kind
+from ctxbench.core.write_faults import writing
 from ctxbench.training.accelerator import distributed_kind
 
 MANIFEST = "MANIFEST.json"
@@ -118,10 +119,20 @@ def save_checkpoint(ckpt_root: Path, step: int, *, trainable: dict[str, torch.Te
                     optimizer: Any = None, scheduler: Any = None,
                     state: dict[str, Any] | None = None, keep: int = 0) -> Path:
     """One process's checkpoint (single process, DDP): begin, write every file, publish."""
-    tmp = begin_checkpoint(ckpt_root, step)
-    write_files(tmp, step, trainable=trainable, method_config=method_config, model_config=model_config,
-                optimizer=optimizer, scheduler=scheduler, state=state)
-    return publish_checkpoint(ckpt_root, step, keep=keep)
+    with unpublished_on_fault(ckpt_root, step):
+        tmp = begin_checkpoint(ckpt_root, step)
+        write_files(tmp, step, trainable=trainable, method_config=method_config, model_config=model_config,
+                    optimizer=optimizer, scheduler=scheduler, state=state)
+        return publish_checkpoint(ckpt_root, step, keep=keep)
+
+
+def unpublished_on_fault(ckpt_root: Path, step: int, is_main: bool = True) -> Any:
+    """A disk or permission fault while ``step_<N>`` is written: rank 0 removes the half-written
+    ``step_<N>.tmp`` (resume never reads a ``.tmp`` folder anyway) and a one-line
+    :class:`~ctxbench.core.write_faults.WriteFault` names the checkpoint; resume starts from the one before."""
+    tmp = tmp_folder(ckpt_root, step)
+    return writing(Path(ckpt_root) / f"step_{step:07d}",
+                   cleanup=(lambda: shutil.rmtree(tmp, ignore_errors=True)) if is_main else None)
 
 
 def tmp_folder(ckpt_root: Path, step: int) -> Path:
@@ -195,20 +206,21 @@ def save_training_checkpoint(acc: Any, model: Any, ckpt_root: Path, step: int, *
     mine = json.dumps({**rng_state(), "method": acc.unwrap_model(model).rng_state()})
     rngs = acc.gather_for_metrics([mine], use_gather_object=True) if acc.num_processes > 1 else [mine]
     is_main, split = acc.is_main_process, is_sharded(acc)
-    tmp = begin_checkpoint(ckpt_root, step) if is_main else tmp_folder(ckpt_root, step)
-    acc.wait_for_everyone()
-    if split:  # every rank's shards; then the whole trainable weights gathered (a collective too)
-        save_sharded(acc, tmp)
-        trainable = full_trainable(acc, model)
-    else:  # DDP / one process: the weights are whole on rank 0
-        trainable = acc.unwrap_model(model).trainable_state_dict() if is_main else {}
-    acc.wait_for_everyone()
-    if is_main:
-        write_files(tmp, step, trainable=trainable, method_config=acc.unwrap_model(model).export_config(),
-                    model_config=model_config, optimizer=None if split else optimizer, scheduler=scheduler,
-                    state={"micro": micro, "rng": {str(i): json.loads(r) for i, r in enumerate(rngs)},
-                           "model": model_name, "method": method_name, "layout": layout(acc)})
-        publish_checkpoint(ckpt_root, step, keep=keep)
+    with unpublished_on_fault(ckpt_root, step, is_main):
+        tmp = begin_checkpoint(ckpt_root, step) if is_main else tmp_folder(ckpt_root, step)
+        acc.wait_for_everyone()
+        if split:  # every rank's shards; then the whole trainable weights gathered (a collective too)
+            save_sharded(acc, tmp)
+            trainable = full_trainable(acc, model)
+        else:  # DDP / one process: the weights are whole on rank 0
+            trainable = acc.unwrap_model(model).trainable_state_dict() if is_main else {}
+        acc.wait_for_everyone()
+        if is_main:
+            write_files(tmp, step, trainable=trainable, method_config=acc.unwrap_model(model).export_config(),
+                        model_config=model_config, optimizer=None if split else optimizer, scheduler=scheduler,
+                        state={"micro": micro, "rng": {str(i): json.loads(r) for i, r in enumerate(rngs)},
+                               "model": model_name, "method": method_name, "layout": layout(acc)})
+            publish_checkpoint(ckpt_root, step, keep=keep)
     acc.wait_for_everyone()
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ctxbench.core.errors import ConfigError
-from ctxbench.runs.results import atomic_write_text
+from ctxbench.runs.results import JsonlAppender, atomic_write_text
 
 
 class MetricsLog:
@@ -61,12 +61,8 @@ class MetricsLog:
     def write(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        from ctxbench.runs.results import open_append
-
-        with open_append(self.path) as f:
-            f.write(json.dumps(record) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        with JsonlAppender(self.path) as log:
+            log.append(record)
         if self.acc is not None:
             self.acc.log({k: v for k, v in record.items() if k != "step"}, step=record["step"])
 

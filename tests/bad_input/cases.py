@@ -1006,8 +1006,8 @@ def _eval_with_cache(fixture: str, edit: Callable[[Path], None]) -> Make:
 
 def all_cases() -> list[Case]:
     """Every case, in group order (the "faults" group's cases live in their own files)."""
-    from bad_input import faults_memfault, faults_probe, faults_runfolder, faults_server  # they build on this module's helpers
+    from bad_input import faults_memfault, faults_osfault, faults_probe, faults_runfolder, faults_server  # they build on this module's helpers
 
-    faults = [c for m in (faults_runfolder, faults_server, faults_probe, faults_memfault) for c in m.cases()]
+    faults = [c for m in (faults_runfolder, faults_server, faults_probe, faults_memfault, faults_osfault) for c in m.cases()]
     return (locomo_cases() + pwc_cases() + dialsim_cases() + score_cases() + config_eval_cases()
             + config_train_cases() + server_cases() + runfile_cases() + faults)

@@ -34,6 +34,6 @@ def cases() -> list[Case]:
                       r"json_schema: HTTP 500"),
         Case("faults.response_format_unknown", "faults", "llm.response_format=json_shema (a typo)",
              EVAL + ["dataset=locomo_sample", "llm.response_format=json_shema"], expect=("response_format",)),
-        Case("faults.control", "faults", "memory=mem0 on a server enforcing json_schema (control)", MEM0,
+        Case("faults.probe_control", "faults", "memory=mem0 on a server enforcing json_schema (control)", MEM0,
              server="openai_like", timeout=60, control=True),
     ]

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxbench.core.write_faults import FaultMappedConnection
 from ctxbench.data.errors import DataError, first_line
 
 SCHEMA = """
@@ -66,7 +67,7 @@ def open_sqlite(path: Path, schema: str, what: str) -> sqlite3.Connection:
     """Connect to ``path`` and apply ``schema``; a damaged file is a one-line :class:`StoreError`."""
     existed = path.exists() and path.stat().st_size > 0
     # the evaluator's workers use a history's store from several threads, one at a time (eval_pool.Gate)
-    conn = sqlite3.connect(str(path), check_same_thread=False)
+    conn = sqlite3.connect(str(path), check_same_thread=False, factory=FaultMappedConnection)  # a full disk: one line
     try:
         if existed:
             bad = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall() if r[0] != "ok"]
