@@ -27,6 +27,10 @@ INTERNAL = {
     "ctxbench.llm.openai_compat._Unreachable": "a _Retryable: retried, or LLMUnavailable before any reply",
     "ctxbench.llm.openai_compat._Fatal": "the call is recorded failed without retries",
     "ctxbench.llm.openai_compat._TooSlow": "a trickled reply body: retried like a timeout, then a failed call",
+    "ctxbench.llm.openai_compat._Refused": "a _Fatal the server named invalid: a failed call at once, no backoff",
+    "ctxbench.llm.refusal.CallFailed": "_send's outcome: the chat call records a failed call, the probe an outcome",
+    "ctxbench.llm.normalize.NotJSON": "schema.load_json turns it into a SchemaError: an invalid structured output",
+    "ctxbench.bench.loopback_server.HTTPError": "a scripted reply's way to answer with an HTTP error (loopback server)",
 }
 
 

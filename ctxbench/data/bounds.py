@@ -4,6 +4,9 @@ A dataset or predictions file is read before anything about it is known, so each
 cheaply and without recursion, that the file cannot make it allocate without limit or recurse
 past Python's stack:
 
+- only regular files are read (a device, FIFO, socket or folder is refused: ``open_regular`` opens
+  non-blocking and checks the type after opening), and a read stops at its bound plus one byte
+  (``read_bounded``), since a special file reports size 0;
 - ``MAX_FILE_BYTES`` (2 GiB): a JSON document or a pickle is read whole; a larger one is refused;
 - ``MAX_LINE_BYTES`` (256 MiB): one JSONL line (JSONL files are streamed, so only a line is bounded);
 - ``MAX_DEPTH`` (64): lists/objects nested deeper are refused (every real file nests < 10 levels);
