@@ -26,20 +26,13 @@ from ctxbench.runs.results import JsonlAppender, atomic_write_text
 from ctxbench.training import checkpoint as ck
 from tests.scripted_llm import ScriptedLLM
 from tests.test_evaluate import Counting, oracle, samples
+from tests.test_run_guard import run  # noqa: F401 - the run folder fixture (locked, released after)
 
 CFG = {"seed": 0, "limit": 5, "force_resume": False, "memory": {"name": "rag", "k": 10}}
 
 
 def cfg(**over):
     return OmegaConf.create({**CFG, **over})
-
-
-@pytest.fixture
-def run(tmp_path):
-    path = tmp_path / "run"
-    path.mkdir()
-    yield path
-    run_guard.release_lock(path)
 
 
 def one_line(text: str) -> str:
