@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ctxbench.core.errors import CtxbenchError
 
-KINDS = ("model", "method", "memory", "dataset", "metric", "llm", "embedder", "bench", "table", "task")
+KINDS = ("model", "method", "memory", "dataset", "metric", "llm", "embedder", "bench", "table", "task", "format")
 PACKAGES = (
     "ctxbench.models",
     "ctxbench.methods",
@@ -25,6 +25,7 @@ PACKAGES = (
     "ctxbench.report",
     "ctxbench.bench",
     "ctxbench.evaluation.tasks",
+    "ctxbench.referee",
 )
 
 SYSTEM_KINDS = ("method", "memory")  # checked against the System contract (ctxbench.core.system) at registration

@@ -67,13 +67,72 @@ def load_prediction_file(path: str | Path) -> list[dict[str, Any]]:
 
 
 def score_main(cfg: Any) -> dict[str, Any]:
-    """``python -m ctxbench score predictions=FILE.jsonl [metrics=[...]] hydra.run.dir=DIR``."""
+    """``python -m ctxbench score predictions=FILE.jsonl [metrics=[...]] hydra.run.dir=DIR``; with
+    ``format=mem0|zep|evermemos`` a published artifact (:mod:`ctxbench.referee`)."""
     if not cfg.predictions:
         raise DataError("score", "set predictions=FILE.jsonl", field="predictions")
+    fmt = str(cfg.get("format") or "ctxbench")
+    if fmt != "ctxbench":
+        return score_artifact(cfg, fmt)
     records = load_prediction_file(cfg.predictions)
     metrics = metrics_of(cfg)
     out = run_dir(cfg)
     results = finalize(out, records, metrics, cfg, "score", with_cost=False,
                        extra={"predictions": str(cfg.predictions)}, progress=bool(cfg.progress))
+    print(f"score: {summary_line(results, [m.name for m in metrics])} → {out}")
+    return results
+
+
+def format_metrics(cfg: Any, fmt: Any) -> list[str]:
+    """``metrics=`` as given, or the format's own metrics when ``metrics=`` is left at its default."""
+    given = [str(m) for m in cfg.metrics]
+    if fmt.metrics and given == default_score_metrics():
+        return list(fmt.metrics)
+    return given
+
+
+def default_score_metrics() -> list[str]:
+    from ctxbench.config.schemas import command_schema
+    from ctxbench.config.setting import defaults
+
+    return list(defaults(command_schema("score"))["metrics"])
+
+
+def score_artifact(cfg: Any, fmt_name: str) -> dict[str, Any]:
+    """A published artifact: read in its format, matched to LoCoMo, scored, the import reported."""
+    from ctxbench.data.paths import resolve
+    from ctxbench.evaluation.finalize import RESULTS_MD
+    from ctxbench.metrics.aggregate import record_question
+    from ctxbench.referee.formats import get_format
+    from ctxbench.referee.importer import console_lines, import_artifact, markdown_section, stored_check
+    from ctxbench.runs.results import atomic_write_text
+
+    path = resolve(cfg.predictions, what="predictions", hint=f"predictions= takes the {fmt_name} artifact file")
+    if path.is_dir():
+        raise DataError(path, f"is a folder; format={fmt_name} reads one artifact file")
+    names = format_metrics(cfg, get_format(fmt_name)())
+    records, metrics, block, judge, fmt = import_artifact(path, fmt_name, cfg.get("dataset"), names)
+    if fmt.stored_metrics:  # the stored per-question scores beside ctxbench's metric of the same code
+        by_name = {m.name: m for m in metrics}
+        scored = []
+        for rec in records:
+            q, row = record_question(rec), {"id": rec["id"]}
+            for metric in fmt.stored_metrics.values():
+                if metric in by_name:
+                    v = by_name[metric].score(str(rec["prediction"]), q)
+                    row[metric] = None if v is None else float(v)
+            scored.append(row)
+        block["stored_scores"] = stored_check(scored, {r["id"]: r["source"]["stored"] for r in records},
+                                              fmt.stored_metrics)
+    out = run_dir(cfg)
+    extra = {"predictions": str(cfg.predictions), "import": block}
+    if judge:
+        extra["judge"] = judge
+    results = finalize(out, records, metrics, cfg, "score", with_cost=False, extra=extra,
+                       progress=bool(cfg.progress))
+    md = (out / RESULTS_MD).read_text(encoding="utf-8")
+    atomic_write_text(out / RESULTS_MD, md + markdown_section(block, judge))
+    for line in console_lines(block):
+        print(f"score: {line}")
     print(f"score: {summary_line(results, [m.name for m in metrics])} → {out}")
     return results

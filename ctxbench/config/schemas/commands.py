@@ -319,7 +319,8 @@ class BenchConfig:
 class ScoreConfig:
     """python -m ctxbench score predictions=FILE.jsonl [metrics=[f1,bleu1]] [hydra.run.dir=DIR] Each line: {"id", "prediction", "answer", "category"} (+ optional "category_name", "adversarial_answer", "question"). Category ids 1-5 are LoCoMo's (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial); other categories are reported under their own name."""
 
-    predictions: str | None = setting(None, 'required: the JSONL file to score')
+    predictions: str | None = setting(None, 'required: the JSONL file to score (with format=NAME: a published artifact)')
+    format: str = setting('ctxbench', "ctxbench | mem0 | zep | evermemos | longmemeval   how predictions= is read: ctxbench = an eval run's predictions.jsonl; the others a published artifact as published, matched to the LoCoMo questions of dataset=locomo dataset.path=... (ctxbench/referee/; longmemeval: not yet, needs the LongMemEval loader)", choices=('ctxbench', 'mem0', 'zep', 'evermemos', 'longmemeval'))
     metrics: list = setting(['f1', 'f1_set', 'bleu1', 'rouge1', 'rouge2', 'rougeL'], 'add llm_judge for J (the llm above judges)', nonempty='name at least one metric (e.g. metrics=[f1,bleu1]); `python -m ctxbench ls` lists them')
     judge_llm: dict | None = setting(None, 'an llm config for llm_judge (null = the llm above)')
     judge: EvalConfigJudge | None = nested(EvalConfigJudge, "llm_judge's runs (the Mem0 paper's J: mean ± std over 10 judge runs; metrics/judge.py)")
