@@ -21,10 +21,12 @@ from ctxbench.config.setting import (  # noqa: F401 - re-exported: the bound kit
 from ctxbench.core.errors import ConfigError
 
 
-def field_of(key: str, cfg: Any = None) -> Field | None:
+def field_of(key: str, cfg: Any = None, command: str | None = None) -> Field | None:
     """The schema field that declares ``key`` (below a free mapping: that mapping's field).
 
-    A group key is looked up in the schemas of the option's ``name`` first, then in every schema of the group.
+    A group key is looked up in the schemas of the option's ``name`` first, then in every schema of the group;
+    a top-level key in ``command``'s schema first (two commands may declare one name: ``format`` of data
+    and of score), then in every command's.
     """
     bkey = bound_key(key)
     head, _, rest = bkey.partition(".")
@@ -34,16 +36,16 @@ def field_of(key: str, cfg: Any = None) -> Field | None:
             f = find(schema, rest)
             if f is not None:
                 return f
-    for command in COMMANDS:
-        f = find(command_schema(command), bkey)
+    for name in ([command] if command in COMMANDS else []) + list(COMMANDS):
+        f = find(command_schema(name), bkey)
         if f is not None:
             return f
     return None
 
 
-def _meta(key: str, cfg: Any = None) -> dict[str, Any]:
+def _meta(key: str, cfg: Any = None, command: str | None = None) -> dict[str, Any]:
     """The field's bound metadata; below a free mapping (``memory.k_by_category.4``), its ``values`` range."""
-    f = field_of(key, cfg)
+    f = field_of(key, cfg, command)
     if f is None:
         return {}
     if f.name != key.rsplit(".", 1)[-1] and f.metadata.get("values") is not None:
@@ -75,9 +77,9 @@ def choices_of(key: str, cfg: Any = None) -> tuple[Any, ...] | None:
     return _meta(key, cfg).get("choices")
 
 
-def problem(key: str, value: Any, cfg: Any = None) -> str | None:
+def problem(key: str, value: Any, cfg: Any = None, command: str | None = None) -> str | None:
     """The one-line complaint about ``key=value``, or None if the value is accepted (or not checked)."""
-    meta = _meta(key, cfg)
+    meta = _meta(key, cfg, command)
     if isinstance(value, list):
         return _list_problem(meta, key, value)
     if value is None or isinstance(value, dict):
@@ -120,9 +122,9 @@ def _url_problem(key: str, value: Any) -> str | None:
     return f"config key {key!r} must be an http(s) URL (e.g. http://127.0.0.1:8080/v1), got {scrub_text(str(value))!r}"
 
 
-def check_bounds(cfg: Any, values: Iterator[tuple[str, Any]]) -> None:
+def check_bounds(cfg: Any, values: Iterator[tuple[str, Any]], command: str | None = None) -> None:
     """Raise :class:`ConfigError` for the first (key, value) outside its range or choices."""
     for key, value in values:
-        msg = problem(key, value, cfg)
+        msg = problem(key, value, cfg, command)
         if msg:
             raise ConfigError(msg)

@@ -97,7 +97,7 @@ def check_types(cfg: Any, command: str) -> None:
             continue
         if not kt.accepts(value):
             raise ConfigTypeError(f"config key {key!r} must be {kt.describe()}, got {_show(value)}")
-    check_bounds(cfg, iter(values))
+    check_bounds(cfg, iter(values), command)
 
 
 def config_values(cfg: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
