@@ -66,14 +66,26 @@ def load_prediction_file(path: str | Path) -> list[dict[str, Any]]:
     return read_prediction_lines(p)
 
 
+def errata_of(cfg: Any) -> Any:
+    """``dataset.errata`` resolved against ``dataset=`` (its loader reads the file), or None."""
+    dataset = cfg.get("dataset")
+    if not dataset or not dataset.get("errata"):
+        return None
+    from ctxbench.core.registry import build
+
+    return getattr(build("dataset", dataset), "errata", None)
+
+
 def score_main(cfg: Any) -> dict[str, Any]:
-    """``python -m ctxbench score predictions=FILE.jsonl [metrics=[...]] hydra.run.dir=DIR``."""
+    """``python -m ctxbench score predictions=FILE.jsonl [metrics=[...]] [dataset=locomo dataset.path=FILE
+    dataset.errata=ERRATA] hydra.run.dir=DIR``."""
     if not cfg.predictions:
         raise DataError("score", "set predictions=FILE.jsonl", field="predictions")
     records = load_prediction_file(cfg.predictions)
     metrics = metrics_of(cfg)
     out = run_dir(cfg)
     results = finalize(out, records, metrics, cfg, "score", with_cost=False,
-                       extra={"predictions": str(cfg.predictions)}, progress=bool(cfg.progress))
+                       extra={"predictions": str(cfg.predictions)}, progress=bool(cfg.progress),
+                       errata=errata_of(cfg))
     print(f"score: {summary_line(results, [m.name for m in metrics])} → {out}")
     return results
