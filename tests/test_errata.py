@@ -170,3 +170,17 @@ def test_the_full_locomo_fits_and_a_relabelled_copy_is_warned_about(shared_data,
     lines = [r.getMessage() for r in caplog.records if "category" in r.getMessage()]
     assert len(lines) == 1 and "\n" not in lines[0] and str(copy) in lines[0] and "look relabelled" in lines[0]
     assert "id 2 has 96 questions (LoCoMo's 3 open-domain)" in lines[0]
+
+
+def test_errata_are_scoring_only_so_a_run_folder_resumes_with_them(tmp_path):
+    from omegaconf import OmegaConf
+
+    from ctxbench.runs import guard
+
+    run = tmp_path / "run"
+    run.mkdir()
+    base = {"seed": 0, "dataset": {"name": "locomo_sample", "path": str(SAMPLE), "errata": None}}
+    guard.claim(run, OmegaConf.create(base))
+    base["dataset"]["errata"] = str(tmp_path / "errata.json")
+    guard.claim(run, OmegaConf.create(base))  # no "different config" refusal: the answers do not change
+    guard.release_lock(run)

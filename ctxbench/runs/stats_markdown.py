@@ -18,6 +18,10 @@ def _pct(v: Any) -> str:
     return "–" if v is None else f"{100 * v:.2f}%"
 
 
+def _int(v: Any) -> str:
+    return "–" if v is None else f"{v:,}"
+
+
 def _num(v: Any) -> str:
     return "–" if v is None else (f"{v:.4f}" if isinstance(v, float) else str(v))
 
@@ -58,9 +62,10 @@ def corrected_lines(results: dict[str, Any], names: list[str],
            f"{er.get('unchanged')} unchanged, {er.get('mismatched')} whose gold answer or question is not the "
            f"dataset's and {er.get('unknown')} with an unknown question id (neither applied).",
            "",
-           f"**Ceiling: {_pct(whole.get('ceiling'))}** — {whole.get('marked')} of {whole.get('n')} gold answers in the "
+           f"**Ceiling: {_pct(whole.get('ceiling'))}** — {_int(whole.get('marked'))} of {_int(whole.get('n'))} gold "
+           "answers in the "
            f"audited categories ({cats}) are marked wrong, so a system that is always right scores at most this "
-           f"under the original gold. This run: {ceil.get('marked')} of {ceil.get('n')} questions "
+           f"under the original gold. This run: {_int(ceil.get('marked'))} of {_int(ceil.get('n'))} questions "
            f"(ceiling {_pct(ceil.get('ceiling'))}; per category: "
            + ", ".join(f"{name} {_pct(c.get('ceiling'))}" for name, c in (ceil.get("categories") or {}).items())
            + ").", ""]
