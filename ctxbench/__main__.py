@@ -205,6 +205,7 @@ def main(argv: list[str] | None = None) -> None:
         rest = [f"{k}={v}" for k, v in zip(("action", "name"), pos)] + rest
     if command == "report":  # `report sweep=DIR`: conf/sweep/ is a config group, so the folder travels as sweep_dir
         rest = ["sweep_dir=" + a.partition("=")[2] if a.startswith("sweep=") else a for a in rest]
+        rest = [quote_list_value(a) for a in rest]  # `report compare=A,B`: one value, not a sweep
     if command == "reproduce":  # `reproduce scale=cpu`: conf/scale/ is a config group, so the scale travels as table_scale
         rest = ["table_scale=" + a.partition("=")[2] if a.startswith("scale=") else a for a in rest]
     from ctxbench.config.hints import dashed_key_hint
@@ -219,6 +220,20 @@ def main(argv: list[str] | None = None) -> None:
     check_overrides(command, rest)
     quiet_cpu_warnings()
     run_command(command, rest)
+
+
+LIST_VALUE_KEYS = ("compare=", "reruns=")
+
+
+def quote_list_value(arg: str) -> str:
+    """``compare=A,B`` → ``compare='A,B'``: Hydra reads an unquoted comma as a sweep; the folders are
+    one string, split by the report. A value already quoted or bracketed is left as it is."""
+    if not arg.startswith(LIST_VALUE_KEYS):
+        return arg
+    key, _, value = arg.partition("=")
+    if not value or value[0] in "'\"[":
+        return arg
+    return f"{key}='" + value.replace("'", "\\'") + "'"
 
 
 def quiet_cpu_warnings() -> None:

@@ -1,5 +1,6 @@
-"""A run whose LLM calls fail is not a result: failed answers are not scored, are re-answered on
-resume, and a run over ``max_failed_fraction`` exits non-zero with the counts in its last line."""
+"""A run whose LLM calls fail is not a result: failed answers count as wrong (0) in the headline and are
+shown apart (``failed_n``, ``answered_only``), are re-answered on resume, and a run over
+``max_failed_fraction`` exits non-zero with the counts in its last line."""
 from __future__ import annotations
 
 import json
@@ -29,13 +30,18 @@ def read(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_failed_answers_are_not_scored_and_are_answered_again(tmp_path):
+def test_failed_answers_count_as_wrong_and_are_answered_again(tmp_path):
     llm = ScriptedLLM("Paris", fail_on={1, 2})
     res = evaluate_samples(FullContext(option_config("memory", {"name": "full_context"}), llm=llm), samples(), tmp_path, llm=llm)
     recs = read(tmp_path / "predictions.jsonl")
     assert [r.get("failed", False) for r in recs] == [False, True, True, False]
-    assert "scripted failure" in recs[1]["error"]
-    assert res["overall"]["n"] == 2 and res["overall"]["f1"] == 1.0  # the failures are not zeros in the mean
+    assert "scripted failure" in recs[1]["error"] and "f1" not in recs[1]  # a failed line keeps no scores
+    # the headline counts the failures as wrong: failing on hard questions cannot raise the mean
+    assert res["overall"]["n"] == 4 and res["overall"]["f1"] == 0.5 and res["overall"]["failed_n"] == 2
+    assert res["by_category"]["single-hop"]["failed_n"] == 2 and res["by_category"]["single-hop"]["bleu1"] == 0.5
+    assert res["answered_only"]["overall"]["n"] == 2 and res["answered_only"]["overall"]["f1"] == 1.0
+    md = (tmp_path / "results.md").read_text()
+    assert "Failed answers: 2 of 4" in md and "Over the answered questions alone" in md
     assert res["health"]["failed_calls"] == 2 and res["health"]["failed_questions"] == 2
     assert res["health"]["status"] == "failed"  # 2 of 4 > 0.1
 
@@ -44,7 +50,7 @@ def test_failed_answers_are_not_scored_and_are_answered_again(tmp_path):
     assert len(llm2.calls) == 2  # only the two failed questions are asked again
     recs = read(tmp_path / "predictions.jsonl")
     assert [r["id"] for r in recs] == ["q0", "q1", "q2", "q3"] and not any(r.get("failed") for r in recs)
-    assert res2["overall"]["n"] == 4 and res2["health"]["status"] == "ok"
+    assert res2["overall"]["n"] == 4 and res2["health"]["status"] == "ok" and res2["overall"]["failed_n"] == 0
 
 
 def test_health_thresholds():
@@ -90,4 +96,5 @@ def test_a_run_whose_calls_all_fail_exits_non_zero(broken_server, tmp_path):
     err = [ln for ln in p.stderr.splitlines() if ln.startswith("ctxbench: error:")]
     assert len(err) == 1 and "3 of 3 LLM calls failed" in err[0] and "Traceback" not in p.stderr
     saved = json.loads((run / "results.json").read_text())
-    assert saved["health"]["status"] == "failed" and saved["overall"]["n"] == 0
+    assert saved["health"]["status"] == "failed" and saved["overall"]["n"] == 3  # every one failed: scored 0
+    assert saved["overall"]["failed_n"] == 3 and saved["overall"]["f1"] == 0.0 and saved["answered_only"]["overall"]["n"] == 0

@@ -4,6 +4,7 @@ Papers renumber these (the Mem0 paper's labels differ): always report by name, k
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ctxbench.data.errors import DataError
@@ -66,3 +67,73 @@ def parse_categories(values: Iterable[object] | None, where: object = "dataset.c
             known = ", ".join(f"{i} {n}" for i, n in LOCOMO_CATEGORIES.items())
             raise DataError(where, f"unknown LoCoMo category {v!r} (known: {known})")
     return out or None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Category ids checked by count. LoCoMo's own file (locomo10.json) has these many questions per id;
+# repositories and papers renumber them (Zep's README swaps temporal and open-domain), so a set of
+# labels is checked against the counts before its per-category numbers are read by name.
+LOCOMO_COUNTS: dict[int, int] = {1: 282, 2: 321, 3: 96, 4: 841, 5: 446}
+#: The ten conversations of the full LoCoMo file, in file order (locomo-audit's ``locomo_<i>``).
+LOCOMO10_IDS: tuple[str, ...] = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47",
+                                 "conv-48", "conv-49", "conv-50")
+
+
+@dataclass(frozen=True)
+class CategoryFit:
+    """What :func:`category_fit` found.
+
+    ``verdict``: ``fits`` (every id has LoCoMo's count for that id; ids may be missing, e.g. an artifact
+    without adversarial questions), ``relabelled`` (every count is LoCoMo's count of *another* id:
+    ``relabel`` maps each id given to LoCoMo's id with that count) or ``mismatch`` (neither: a subset of
+    the questions, or a different file). ``line``: one sentence saying so, for a warning or a report.
+    """
+
+    verdict: str
+    counts: dict[Any, int]
+    relabel: dict[Any, int]
+    line: str
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict == "fits"
+
+
+def _id_of(key: Any) -> Any:
+    """``1`` / ``"1"`` → 1; a LoCoMo name → its id; anything else as given."""
+    if isinstance(key, bool):
+        return key
+    if isinstance(key, int):
+        return key
+    text = str(key).strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    return NAME_TO_ID.get(canonical_name(text), _UNHYPHENATED.get(canonical_name(text).replace("-", ""), key))
+
+
+def _label(i: Any) -> str:
+    return f"{i} {LOCOMO_CATEGORIES[i]}" if i in LOCOMO_CATEGORIES else str(i)
+
+
+def category_fit(counts: dict[Any, int]) -> CategoryFit:
+    """Check question counts per category id (``{1: 282, "2": 321, ...}``; LoCoMo names are read as
+    their ids) against LoCoMo's full set (:data:`LOCOMO_COUNTS`): do these labels mean what LoCoMo's
+    ids mean? Meaningful for the full question set only (a subset's counts are a ``mismatch``)."""
+    got: dict[Any, int] = {}
+    for k, v in counts.items():
+        got[_id_of(k)] = got.get(_id_of(k), 0) + int(v)
+    ids = sorted(got, key=str)
+    if got and all(LOCOMO_COUNTS.get(i) == got[i] for i in ids):
+        missing = [i for i in LOCOMO_COUNTS if i not in got]
+        tail = f" (no questions of {', '.join(_label(i) for i in missing)})" if missing else ""
+        return CategoryFit("fits", got, {}, f"category ids fit LoCoMo's counts{tail}")
+    by_count = {c: i for i, c in LOCOMO_COUNTS.items()}  # the five counts differ, so a count names an id
+    relabel = {i: by_count[got[i]] for i in ids if got[i] in by_count}
+    if got and len(relabel) == len(ids) and len(set(relabel.values())) == len(ids):
+        moved = "; ".join(f"id {i} has {got[i]} questions (LoCoMo's {_label(relabel[i])})"
+                          for i in ids if relabel[i] != i)
+        return CategoryFit("relabelled", got, relabel,
+                           f"category ids do not fit LoCoMo's counts, they look relabelled: {moved}")
+    diff = "; ".join(f"id {i}: {got[i]} (LoCoMo {LOCOMO_COUNTS[i] if i in LOCOMO_COUNTS else 'has no such id'})"
+                     for i in ids if LOCOMO_COUNTS.get(i) != got[i])
+    return CategoryFit("mismatch", got, {}, f"category counts do not fit LoCoMo's full set: {diff}")

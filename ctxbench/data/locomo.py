@@ -14,6 +14,9 @@ Quirks of the official file, each handled and counted in ``Samples.quirks`` (nev
 
 Subsetting: ``dataset.conversations=[conv-26]``, ``dataset.sessions=N``, ``dataset.categories=[1,temporal]``,
 ``dataset.limit=N`` (first N questions per conversation after the other filters), applied in that order.
+``dataset.errata=FILE``: a published errata file of gold answers (:mod:`ctxbench.data.errata`), resolved
+against the whole file before subsetting; every run is then scored under the original and the
+corrected gold. The full file's category counts are checked (:func:`check_category_counts`).
 
 ``dataset.sessions=N`` cuts each conversation to its sessions 1..N (numbered by the ``session_N`` key;
 turns untouched) and keeps only the questions whose evidence lies there: every evidence id parsed by
@@ -32,7 +35,8 @@ from typing import Any, Iterable
 
 from ctxbench.core.registry import register
 from ctxbench.core.types import History, Question, Sample, Session, Turn
-from ctxbench.data.categories import ADVERSARIAL_GOLD, LOCOMO_CATEGORIES, category_name, parse_categories
+from ctxbench.data.categories import (ADVERSARIAL_GOLD, LOCOMO10_IDS, LOCOMO_CATEGORIES, category_fit, category_name,
+                                      parse_categories)
 from ctxbench.data.errors import DataError
 from ctxbench.data.invariants import answer_text, check_samples, nonblank
 from ctxbench.data.records import field, read_json, short_repr, short_text
@@ -169,7 +173,22 @@ def load_locomo_file(path: Path) -> Samples:
             raise DataError(path, "duplicate sample_id", record=short_text(s.history.id, 60), field="sample_id")
         seen.add(s.history.id)
     check_samples(samples, path, conversational=True, categories=LOCOMO_CATEGORIES, questions="each")
+    check_category_counts(samples, path)
     return Samples(samples, source=str(path), quirks=quirks)
+
+
+def check_category_counts(samples: list[Sample], path: object) -> str | None:
+    """The full LoCoMo (its ten conversation ids) must have LoCoMo's questions per category id
+    (:func:`ctxbench.data.categories.category_fit`); a copy whose ids do not fit (relabelled, cut) is
+    warned about in one line, returned too. Any other file (a subset, the shipped sample) is not checked."""
+    if sorted(s.history.id for s in samples) != sorted(LOCOMO10_IDS):
+        return None
+    fit = category_fit(Counter(q.category for s in samples for q in s.questions))
+    if fit.fits:
+        return None
+    line = f"{path}: the ten LoCoMo conversations, but {fit.line}; per-category numbers are named by id"
+    log.warning(line)
+    return line
 
 
 def session_number(session: Session, source: str, conversation: str) -> int:
@@ -258,4 +277,10 @@ def load_locomo(cfg: Any) -> Samples:
     path = locate(cfg.path, "locomo")
     samples = load_locomo_file(path)
     samples.log_quirks("locomo")
+    if cfg.get("errata"):  # resolved against the whole file (locomo-audit's ids count its conversations)
+        from ctxbench.data.errata import load_errata, mismatch_line
+
+        samples.errata = load_errata(cfg.errata, samples)
+        if mismatch_line(samples.errata):
+            log.warning(mismatch_line(samples.errata))
     return select(samples, cfg.conversations, cfg.categories, cfg.limit, cfg.sessions)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Iterable
+from typing import Any, Iterable
 
 from ctxbench.core.types import Sample
 
@@ -15,16 +15,19 @@ log = logging.getLogger(__name__)
 
 
 class Samples(list):
-    """A list of :class:`Sample` plus ``source`` (file or hub id) and ``quirks`` (name → count)."""
+    """A list of :class:`Sample` plus ``source`` (file or hub id), ``quirks`` (name → count) and
+    ``errata`` (``dataset.errata``: the corrected gold, :class:`ctxbench.data.errata.Errata`, or None)."""
 
-    def __init__(self, items: Iterable[Sample] = (), source: str = "", quirks: Counter | dict | None = None):
+    def __init__(self, items: Iterable[Sample] = (), source: str = "", quirks: Counter | dict | None = None,
+                 errata: Any = None):
         super().__init__(items)
         self.source = source
         self.quirks: Counter = Counter(quirks or {})
+        self.errata = errata
 
     def derive(self, items: Iterable[Sample]) -> "Samples":
-        """A subset that keeps the source and the (whole-file) quirk counts."""
-        return Samples(items, self.source, self.quirks)
+        """A subset that keeps the source, the (whole-file) quirk counts and the errata."""
+        return Samples(items, self.source, self.quirks, self.errata)
 
     def log_quirks(self, dataset: str) -> None:
         found = {k: v for k, v in self.quirks.items() if v}

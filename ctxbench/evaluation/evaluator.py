@@ -85,7 +85,7 @@ def main(cfg: Any) -> dict[str, Any]:
              "llm": llm_record(cfg, llm), "session_dates": dates}
     results = finalize(out, records, metrics, cfg, "eval", with_cost=True, extra=extra, progress=bool(cfg.progress),
                        max_failed_fraction=float(cfg.max_failed_fraction), placement=placement_of(system, llm, state),
-                       kept=beyond_plan(out, [str(r["id"]) for r in records]))
+                       kept=beyond_plan(out, [str(r["id"]) for r in records]), errata=getattr(samples, "errata", None))
     if state is not None:
         state.wait_for_everyone()
     health = results["health"]
@@ -174,7 +174,8 @@ def run_task(cfg: Any, task: str, out: Path, samples: list[Sample]) -> dict[str,
 def evaluate_samples(system: Any, samples: list[Sample], out_dir: str | Path, *, cfg: Any = None,
                      llm: Any = None, metrics: list[str] | None = None, limit: int | None = None,
                      progress: bool = False, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run ``system`` on in-memory samples and write the three result files (no Hydra needed)."""
+    """Run ``system`` on in-memory samples and write the three result files (no Hydra needed); a
+    :class:`~ctxbench.data.samples.Samples` with ``errata`` is also scored under the corrected gold."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     records = run_system(system, samples, out, llm=llm, limit=limit, progress=progress)
@@ -182,4 +183,4 @@ def evaluate_samples(system: Any, samples: list[Sample], out_dir: str | Path, *,
     extra = extra or {"system": type(system).__name__}
     return finalize(out, records, ms, cfg if cfg is not None else {}, "eval", with_cost=True,
                     extra={"qa_prompt": qa_prompt_record(system), **extra}, progress=progress,
-                    kept=beyond_plan(out, [str(r["id"]) for r in records]))
+                    kept=beyond_plan(out, [str(r["id"]) for r in records]), errata=getattr(samples, "errata", None))

@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import Any
 
 from ctxbench.evaluation.resume import PREDICTIONS
-from ctxbench.metrics.aggregate import aggregate, metric_versions, score_records
+from ctxbench.metrics.aggregate import aggregate, count_failed, failed_as_wrong, metric_versions, score_records
 from ctxbench.metrics.base import Metric
+from ctxbench.metrics.corrected import CORRECTED, corrected_block
 from ctxbench.metrics.cost import aggregate_cost
 from ctxbench.metrics.health import DEFAULT_MAX_FAILED_FRACTION, run_health
+from ctxbench.metrics.stats import statistics_block
 from ctxbench.runs.results import atomic_write_text, results_markdown, run_metadata, write_json, write_jsonl
 
 RESULTS_JSON, RESULTS_MD = "results.json", "results.md"
@@ -18,25 +20,43 @@ RESULTS_JSON, RESULTS_MD = "results.json", "results.md"
 def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric], cfg: Any, command: str,
              with_cost: bool, extra: dict[str, Any] | None = None, progress: bool = True,
              max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION,
-             placement: dict[str, Any] | None = None, kept: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+             placement: dict[str, Any] | None = None, kept: list[dict[str, Any]] | None = None,
+             errata: Any = None) -> dict[str, Any]:
     """Score ``records``; write predictions.jsonl (with metric fields), results.json, results.md.
 
-    Failed answers (``failed: true``) are kept in predictions.jsonl but not scored; ``health``
-    says how many calls, structured outputs and answers failed (:mod:`ctxbench.metrics.health`).
+    Failed answers (``failed: true``) count as wrong in the headline numbers (``overall`` /
+    ``by_category``: 0 in every metric, J included; ``failed_n`` counts them) and are left out of
+    ``answered_only`` (the same shape, over the answered questions); in predictions.jsonl they are
+    kept as they are, without metric fields, and re-answered on resume. ``health`` says how many
+    calls, structured outputs and answers failed (:mod:`ctxbench.metrics.health`).
+    ``statistics``: per metric and category the per-question std, the minimum detectable difference
+    and, for J, the Wilson 95% interval (:mod:`ctxbench.metrics.stats`).
+    ``errata`` (:class:`ctxbench.data.errata.Errata`, from ``dataset.errata``): also scored under the
+    corrected gold, results.json ``corrected`` (:mod:`ctxbench.metrics.corrected`).
     ``kept``: records outside this run's plan (answered under a higher ``limit``), written after the
     scored ones as they are, never scored; results.json ``kept_not_scored`` counts them.
     ``placement`` (where the models ran: device, dtype, processes) goes into ``provenance``.
     """
     names = [m.name for m in metrics]
+    records = [{k: v for k, v in r.items() if k != CORRECTED} for r in records]  # a previous scoring's
     answered = [r for r in records if not r.get("failed")]
     scored = score_records(answered, metrics, progress=progress)
-    results = aggregate(scored, names)
+    failed = failed_as_wrong([r for r in records if r.get("failed")], metrics)
+    results = aggregate(scored + failed, names)
+    count_failed(results, failed)
+    only = aggregate(scored, names)
+    results["answered_only"] = {"overall": only["overall"], "by_category": only["by_category"]}
+    results["statistics"] = statistics_block(scored + failed, names)
+    fixes: dict[str, dict[str, Any]] = {}
+    if errata is not None:
+        results[CORRECTED], fixes = corrected_block(scored + failed, errata, metrics, progress=progress)
     results["metrics"] = metric_versions(metrics)
     if with_cost:
         results["cost"] = aggregate_cost(records)
         results["health"] = run_health(records, max_failed_fraction)
     by_id = {str(r["id"]): r for r in scored}
     scored = [by_id.get(str(r["id"]), r) for r in records]  # failed ones as they are, in dataset order
+    scored = [dict(r, **{CORRECTED: fixes[str(r["id"])]}) if str(r["id"]) in fixes else r for r in scored]
     results.update(run_metadata(cfg, command, extra, placement=placement))
     if kept is not None:
         results["kept_not_scored"] = len(kept)
@@ -50,7 +70,11 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
 
 
 def summary_line(results: dict[str, Any], names: list[str]) -> str:
-    """``n=… f1=… …``: the overall numbers, for the command's last line."""
+    """``n=… f1=… …``: the overall numbers, for the command's last line (failed answers count 0;
+    with errata, the corrected gold's numbers follow as ``f1@corrected=…``)."""
     ov = results["overall"]
-    parts = [f"n={ov['n']}"] + [f"{m}={ov[m]:.4f}" for m in names if ov.get(m) is not None]
+    parts = [f"n={ov['n']}" + (f" ({ov['failed_n']} failed, scored 0)" if ov.get("failed_n") else "")]
+    parts += [f"{m}={ov[m]:.4f}" for m in names if ov.get(m) is not None]
+    fixed = (results.get(CORRECTED) or {}).get("overall") or {}
+    parts += [f"{m}@corrected={fixed[m]:.4f}" for m in names if fixed.get(m) is not None]
     return " ".join(parts)

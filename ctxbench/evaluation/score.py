@@ -66,9 +66,20 @@ def load_prediction_file(path: str | Path) -> list[dict[str, Any]]:
     return read_prediction_lines(p)
 
 
+def errata_of(cfg: Any) -> Any:
+    """``dataset.errata`` resolved against ``dataset=`` (its loader reads the file), or None."""
+    dataset = cfg.get("dataset")
+    if not dataset or not dataset.get("errata"):
+        return None
+    from ctxbench.core.registry import build
+
+    return getattr(build("dataset", dataset), "errata", None)
+
+
 def score_main(cfg: Any) -> dict[str, Any]:
-    """``python -m ctxbench score predictions=FILE.jsonl [metrics=[...]] hydra.run.dir=DIR``; with
-    ``format=mem0|zep|evermemos`` a published artifact (:mod:`ctxbench.referee`)."""
+    """``python -m ctxbench score predictions=FILE.jsonl [metrics=[...]] [dataset=locomo dataset.path=FILE
+    dataset.errata=ERRATA] hydra.run.dir=DIR``; with ``format=mem0|zep|evermemos`` a published artifact
+    (:mod:`ctxbench.referee`)."""
     if not cfg.predictions:
         raise DataError("score", "set predictions=FILE.jsonl", field="predictions")
     fmt = str(cfg.get("format") or "ctxbench")
@@ -78,7 +89,8 @@ def score_main(cfg: Any) -> dict[str, Any]:
     metrics = metrics_of(cfg)
     out = run_dir(cfg)
     results = finalize(out, records, metrics, cfg, "score", with_cost=False,
-                       extra={"predictions": str(cfg.predictions)}, progress=bool(cfg.progress))
+                       extra={"predictions": str(cfg.predictions)}, progress=bool(cfg.progress),
+                       errata=errata_of(cfg))
     print(f"score: {summary_line(results, [m.name for m in metrics])} → {out}")
     return results
 
@@ -129,7 +141,7 @@ def score_artifact(cfg: Any, fmt_name: str) -> dict[str, Any]:
     if judge:
         extra["judge"] = judge
     results = finalize(out, records, metrics, cfg, "score", with_cost=False, extra=extra,
-                       progress=bool(cfg.progress))
+                       progress=bool(cfg.progress), errata=errata_of(cfg))
     md = (out / RESULTS_MD).read_text(encoding="utf-8")
     atomic_write_text(out / RESULTS_MD, md + markdown_section(block, judge))
     for line in console_lines(block):

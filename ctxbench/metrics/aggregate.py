@@ -62,6 +62,31 @@ def score_records(records: list[dict[str, Any]], metrics: list[Metric],
 
 
 RUNS_SUFFIX, STD_SUFFIX = "_runs", "_std"
+FAILED_N = "failed_n"  # results.json: failed answers in a group, each scored 0 in the headline numbers
+
+
+def failed_as_wrong(records: list[dict[str, Any]], metrics: list[Metric]) -> list[dict[str, Any]]:
+    """Failed answers (``failed: true``) as scored rows for the headline numbers: 0 in every metric (J
+    included, and 0 in each judge run), so a system cannot gain by failing on its hardest questions.
+    Nothing is asked of a judge."""
+    out = []
+    for rec in records:
+        row = dict(rec)
+        row["category_name"] = category_name(record_question(rec))
+        for m in metrics:
+            runs = int(getattr(m, "runs", 1) or 1)
+            if runs > 1 and hasattr(m, "score_runs"):
+                row[m.name + RUNS_SUFFIX] = [0.0] * runs
+            row[m.name] = 0.0
+        out.append(row)
+    return out
+
+
+def count_failed(results: dict[str, Any], failed_rows: list[dict[str, Any]]) -> None:
+    """``failed_n`` in ``overall`` and in every category of an :func:`aggregate` result (0 where none)."""
+    results["overall"][FAILED_N] = len(failed_rows)
+    for name, row in results["by_category"].items():
+        row[FAILED_N] = sum(1 for r in failed_rows if r["category_name"] == name)
 
 
 def _run_scores(metric: Metric, prediction: str, question: Question) -> list[float | None] | None:
@@ -161,6 +186,14 @@ def _cat_key(cat: Any) -> tuple[int, Any]:
         return (0, int(cat))
     except (TypeError, ValueError):
         return (1, str(cat))
+
+
+def category_order(scored: list[dict[str, Any]]) -> list[str]:
+    """The category names of scored rows in results.json order (by id: 1..5, then names)."""
+    ids: dict[str, Any] = {}
+    for r in scored:
+        ids.setdefault(r["category_name"], r.get("category"))
+    return sorted(ids, key=lambda n: _cat_key(ids[n]))
 
 
 def aggregate(scored: list[dict[str, Any]], metric_names: list[str], resamples: int = BOOTSTRAP_RESAMPLES,

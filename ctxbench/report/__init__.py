@@ -2,6 +2,8 @@
 
     python -m ctxbench report sweep=multirun/train/<time>            # sweep.md + sweep.png in that folder
     python -m ctxbench report table=amem_locomo_table1 [runs=DIR]   # ours vs the paper, with differences
+    python -m ctxbench report compare=RUN_A,RUN_B                    # B - A per metric: paired bootstrap CI, p
+    python -m ctxbench report reruns=RUN1,RUN2,...                   # the variance of the system vs the judge
     python -m ctxbench report                                        # list the paper tables
 """
 from __future__ import annotations
@@ -44,9 +46,24 @@ def main(cfg: Any) -> dict[str, Any] | None:
         print(f"report: wrote {result['path']}{png} (runs searched: {', '.join(map(str, roots))}; "
               f"experiments found: {', '.join(result['found']) or 'none'})")
         return result
+    if cfg.get("compare"):
+        from ctxbench.report.compare import compare_report
+
+        result = compare_report(cfg.compare, cfg.out)
+        print(result["markdown"])
+        print(f"report: wrote {result['path']} and {Path(result['path']).with_suffix('.json')}")
+        return result
+    if cfg.get("reruns"):
+        from ctxbench.report.reruns import reruns_report
+
+        result = reruns_report(cfg.reruns, cfg.out)
+        print(result["markdown"])
+        print(f"report: wrote {result['path']} and {Path(result['path']).with_suffix('.json')}")
+        return result
     from ctxbench.report.tables import table_names
 
-    print("usage: python -m ctxbench report sweep=DIR | table=NAME [runs=DIR]\npaper tables: "
+    print("usage: python -m ctxbench report sweep=DIR | table=NAME [runs=DIR] | compare=RUN_A,RUN_B | "
+          "reruns=RUN1,RUN2,...\npaper tables: "
           + ", ".join(table_names()) + "\nboards (systems side by side): " + ", ".join(table_names("board")))
     return None
 

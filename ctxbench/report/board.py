@@ -56,6 +56,12 @@ def question_ids(run: Run) -> list[str]:
     return ids
 
 
+def question_hash(ids: list[str]) -> str | None:
+    """The question set's hash (12 hex digits of sha256 over the sorted ids; None for no ids): rows, and
+    the runs ``report compare`` / ``report reruns`` pair, must share it."""
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:12] if ids else None
+
+
 def _num(node: Any, *keys: str) -> float | None:
     for k in keys:
         if not isinstance(node, dict) or k not in node:
@@ -88,8 +94,7 @@ def row_record(spec: dict[str, Any], run: Run | None) -> dict[str, Any]:
                ingest_s=_num(cost, "latency_s", "ingest", "total"),
                health=(res.get("health") or {}).get("status"),
                checkpoint=(res.get("config") or {}).get("checkpoint"))
-    ids = question_ids(run)
-    rec["questions"] = hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:12] if ids else None
+    rec["questions"] = question_hash(question_ids(run))
     return rec
 
 

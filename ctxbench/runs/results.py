@@ -299,8 +299,11 @@ def structured_table(rep: dict[str, Any]) -> list[str]:
 
 
 def results_markdown(results: dict[str, Any], metric_names: list[str], title: str = "Results") -> str:
-    """A per-category table (rows: categories then overall; cells: mean ± bootstrap stderr) and cost."""
+    """A per-category table (rows: categories then overall; cells: mean ± bootstrap stderr; failed answers
+    count 0), the failed count and the answered-only numbers, the corrected gold and its ceiling, the
+    statistics (:mod:`ctxbench.runs.stats_markdown`) and cost."""
     from ctxbench.core.markdown_table import md_table
+    from ctxbench.runs.stats_markdown import corrected_lines, failed_lines, statistics_lines
 
     lines = [f"# {title}", ""]
     rows = [[name, _fmt(row.get("id")), _fmt(row["n"]), *(_fmt_se(row, m) for m in metric_names)]
@@ -308,6 +311,7 @@ def results_markdown(results: dict[str, Any], metric_names: list[str], title: st
     ov = results["overall"]
     rows.append(["**overall**", "", _fmt(ov["n"]), *(_fmt_se(ov, m) for m in metric_names)])
     lines += md_table(["category", "id", "n", *metric_names], rows, formatter=str).split("\n")
+    lines += failed_lines(results, metric_names, _fmt_se)
     qa = results.get("qa_prompt") or {}
     if qa.get("name"):
         lines += ["", f"Answer prompt: {qa['name']} ({qa.get('version')}; {qa.get('source')}), "
@@ -319,6 +323,7 @@ def results_markdown(results: dict[str, Any], metric_names: list[str], title: st
     if how.get("method") == "bootstrap":
         lines += ["", f"± = bootstrap standard error over the category's questions ({how.get('resamples')} "
                       f"resamples, seed {how.get('seed')}); none for n < 2."]
+    lines += corrected_lines(results, metric_names, _fmt_se) + statistics_lines(results, metric_names)
     cost = results.get("cost")
     if cost and cost.get("n_questions"):
         tq, lat, mem = cost["tokens_per_question"], cost["latency_s"], cost["memory_per_history"]

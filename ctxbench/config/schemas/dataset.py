@@ -100,6 +100,7 @@ class LocomoDataset:
     sessions: int | None = setting(None, 'first N sessions per conversation, and only the questions with evidence in them (null = all)', ge(1, note='null = all'))
     categories: list | None = setting(None, 'subset by category id or name, e.g. [1,4] or [multi-hop,single-hop]; 5 = adversarial')
     limit: int | None = setting(None, 'first N questions per conversation (after the sessions and category filters)', ge(0, note='0 or null = all'))
+    errata: str | None = setting(None, "a published errata file of gold answers (dial481/locomo-audit's errors.json shape): every run is also scored under the corrected gold, results.md states the ceiling (ctxbench/data/errata.py)")
 
 
 @dataclass
@@ -126,6 +127,7 @@ class LocomoSampleDataset:
     sessions: int | None = setting(None, 'first N sessions, and the questions whose evidence lies in them', ge(1, note='null = all'))
     categories: list | None = setting(None, 'ids or names')
     limit: int | None = setting(None, 'questions per conversation', ge(0, note='0 or null = all'))
+    errata: str | None = setting(None, 'an errata file of gold answers (see the locomo dataset; ctxbench/data/errata.py)')
 
 
 @dataclass

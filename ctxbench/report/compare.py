@@ -1,0 +1,178 @@
+"""``python -m ctxbench report compare=RUN_A,RUN_B``: is B better than A, and by how much?
+
+Each run folder's predictions.jsonl gives the per-question scores. The two runs must have been asked the
+same questions (the board's question hash, :func:`ctxbench.report.board.question_hash`, over every id
+in predictions.jsonl, failed ones included); otherwise the command refuses in one line. The pairs are the
+questions both runs answered (a failed answer in either run leaves the question out; the counts are
+in compare.json ``failed``). For every metric both runs scored — results.json ``metrics``, every
+per-question ``llm_judge*`` field (each judge of a panel), and, when both runs were scored under
+corrected gold, ``<metric>@corrected`` — overall and per category:
+Δ = mean(B) − mean(A), its 95% paired-bootstrap interval and two-sided p
+(:func:`ctxbench.metrics.stats.paired_bootstrap`: 10,000 resamples, seed 1234; the same command gives
+the same numbers). Writes ``compare.json`` and ``compare.md`` (``out=`` names the markdown file; by
+default ``outputs/report/compare_<A>_vs_<B>.md``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ctxbench.metrics.aggregate import RUNS_SUFFIX, STD_SUFFIX, _cat_key
+from ctxbench.metrics.stats import COMPARE_RESAMPLES, COMPARE_SEED, paired_bootstrap
+from ctxbench.report.board import question_hash
+from ctxbench.report.runs import RESULTS_JSON, ReportError, read_json_object
+from ctxbench.runs.results import atomic_write_text, read_jsonl_tolerant, write_json
+
+PREDICTIONS = "predictions.jsonl"
+CORRECTED = "corrected"
+_NOT_METRIC = (RUNS_SUFFIX, STD_SUFFIX, "_stderr", "_n")
+SIGNIFICANT = 0.05
+
+
+@dataclass
+class RunScores:
+    """One run folder's per-question records and the metric names its results.json lists."""
+
+    path: Path
+    records: list[dict[str, Any]]
+    metrics: list[str]
+    results: dict[str, Any]
+
+    @property
+    def ids(self) -> list[str]:
+        return [str(r["id"]) for r in self.records]
+
+    @property
+    def answered(self) -> dict[str, dict[str, Any]]:
+        return {str(r["id"]): r for r in self.records if not r.get("failed")}
+
+
+def run_paths(value: Any, what: str) -> list[Path]:
+    """``A,B`` / ``[A,B]`` → paths (each must be a folder or a predictions.jsonl)."""
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    return [Path(p.strip()) for p in items if str(p).strip()]
+
+
+def load_scores(path: Path) -> RunScores:
+    """A run folder (or its predictions.jsonl) as :class:`RunScores`; a folder without predictions is a
+    one-line :class:`ReportError`."""
+    folder = path.parent if path.name == PREDICTIONS else path
+    preds = folder / PREDICTIONS
+    if not folder.is_dir():
+        raise ReportError(f"{path}: no such run folder")
+    if not preds.is_file():
+        raise ReportError(f"{folder}: no {PREDICTIONS} (give an eval or score run folder)")
+    records, _ = read_jsonl_tolerant(preds, required=("id",))
+    results = read_json_object(folder / RESULTS_JSON) if (folder / RESULTS_JSON).is_file() else {}
+    names = list((results.get("metrics") or {}).keys())
+    judges = sorted({k for r in records for k, v in r.items() if k.startswith("llm_judge")
+                     and not k.endswith(_NOT_METRIC) and _number(v)})
+    names += [j for j in judges if j not in names]
+    if results.get(CORRECTED):
+        names += [f"{m}@{CORRECTED}" for m in list(names)]
+    return RunScores(folder, records, names, results)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def value(rec: dict[str, Any], metric: str) -> float | None:
+    """A record's score for ``metric``; ``m@corrected`` is its corrected score where its gold was
+    corrected, else its score under the original gold."""
+    tag = f"@{CORRECTED}"
+    name = metric[: -len(tag)] if metric.endswith(tag) else metric
+    if name != metric and isinstance(rec.get(CORRECTED), dict) and _number(rec[CORRECTED].get(name)):
+        return float(rec[CORRECTED][name])
+    v = rec.get(name)
+    return float(v) if _number(v) else None
+
+
+def check_same_questions(a: RunScores, b: RunScores) -> str:
+    """The shared question hash, or a one-line ReportError naming both runs and how they differ."""
+    ha, hb = question_hash(a.ids), question_hash(b.ids)
+    if ha != hb or ha is None:
+        only_a, only_b = len(set(a.ids) - set(b.ids)), len(set(b.ids) - set(a.ids))
+        raise ReportError(f"{a.path} and {b.path} were asked different questions (question hash {ha} vs {hb}: "
+                          f"{only_a} only in the first, {only_b} only in the second); compare runs on the same "
+                          "questions")
+    return ha
+
+
+def category_of(rec: dict[str, Any]) -> str:
+    return str(rec.get("category_name") or rec.get("category") or "uncategorised")
+
+
+def compare_runs(a: RunScores, b: RunScores, resamples: int = COMPARE_RESAMPLES,
+                 seed: int = COMPARE_SEED) -> dict[str, Any]:
+    """compare.json: per metric, overall and per category, the paired bootstrap of B − A."""
+    qhash = check_same_questions(a, b)
+    ans_a, ans_b = a.answered, b.answered
+    both = [i for i in a.ids if i in ans_a and i in ans_b]  # A's order (dataset order)
+    metrics = [m for m in a.metrics if m in b.metrics]
+    cats: dict[str, list[str]] = {}
+    for i in both:
+        cats.setdefault(category_of(ans_a[i]), []).append(i)
+    cats = {c: cats[c] for c in sorted(cats, key=lambda c: _cat_key(ans_a[cats[c][0]].get("category")))}
+    out: dict[str, Any] = {"a": str(a.path), "b": str(b.path), "questions": qhash, "n_questions": len(a.ids),
+                           "paired": len(both),
+                           "failed": {"a": len(a.ids) - len(ans_a), "b": len(b.ids) - len(ans_b),
+                                      "either": len(a.ids) - len(both)},
+                           "only_in_one": sorted(set(a.metrics) ^ set(b.metrics)),
+                           "method": {"test": "paired bootstrap", "resamples": resamples, "seed": seed,
+                                      "delta": "mean(B) - mean(A)", "ci": "percentile 95%",
+                                      "p": "two-sided: min(1, 2*min(P*(d<=0), P*(d>=0))), P* = (count+1)/(B+1)"},
+                           "metrics": {}}
+    for m in metrics:
+        groups = {"overall": both, **cats}
+        node = {}
+        for g, ids in groups.items():
+            pairs = [(value(ans_a[i], m), value(ans_b[i], m)) for i in ids]
+            pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
+            node[g] = paired_bootstrap([x for x, _ in pairs], [y for _, y in pairs], resamples, seed)
+        out["metrics"][m] = node
+    return out
+
+
+def _fmt(v: Any, signed: bool = False) -> str:
+    if v is None:
+        return "–"
+    return f"{v:+.4f}" if signed else f"{v:.4f}"
+
+
+def compare_markdown(res: dict[str, Any]) -> str:
+    from ctxbench.core.markdown_table import md_table
+
+    lines = ["# Compare: B − A", "", f"- A: `{res['a']}`", f"- B: `{res['b']}`", "",
+             f"Questions: {res['n_questions']} (hash {res['questions']}), paired over the {res['paired']} both "
+             f"answered (failed answers left out: {res['failed']['a']} in A, {res['failed']['b']} in B). "
+             f"Δ = mean(B) − mean(A) with its 95% paired-bootstrap interval ({res['method']['resamples']} "
+             f"resamples, seed {res['method']['seed']}) and two-sided p; * = p < {SIGNIFICANT}.", ""]
+    for m, node in res["metrics"].items():
+        rows = []
+        for g, r in node.items():
+            ci = r.get("ci95")
+            star = " *" if r.get("p") is not None and r["p"] < SIGNIFICANT else ""
+            rows.append([f"**{g}**" if g == "overall" else g, r["n"], _fmt(r["a"]), _fmt(r["b"]),
+                         _fmt(r["delta"], True) + star, "–" if not ci else f"[{ci[0]:+.4f}, {ci[1]:+.4f}]",
+                         _fmt(r["p"])])
+        lines += [f"## {m}", "", md_table(["group", "n", "A", "B", "Δ", "95% CI", "p"], rows, formatter=str), ""]
+    if res["only_in_one"]:
+        lines += [f"Metrics only one run has (not compared): {', '.join(res['only_in_one'])}.", ""]
+    return "\n".join(lines)
+
+
+def compare_report(value_: Any, out: str | None = None) -> dict[str, Any]:
+    """``report compare=A,B``: compare.json and compare.md; returns the comparison plus ``path``."""
+    paths = run_paths(value_, "compare")
+    if len(paths) != 2:
+        raise ReportError(f"compare= takes two run folders, A,B; got {len(paths)}")
+    a, b = (load_scores(p) for p in paths)
+    res = compare_runs(a, b)
+    md = Path(out) if out else Path("outputs/report") / f"compare_{a.path.name}_vs_{b.path.name}.md"
+    write_json(md.with_suffix(".json"), res)
+    atomic_write_text(md, compare_markdown(res))
+    return {**res, "path": str(md), "markdown": compare_markdown(res)}

@@ -1,0 +1,130 @@
+"""``report compare=RUN_A,RUN_B`` (paired bootstrap of B − A) and ``report reruns=RUN1,RUN2,...`` (the
+variance of the system beside the judge's): ctxbench/report/compare.py, ctxbench/report/reruns.py."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctxbench.__main__ import quote_list_value
+from ctxbench.data.errata import Correction, Errata
+from ctxbench.evaluation.finalize import finalize
+from ctxbench.metrics.base import build_metrics
+from ctxbench.metrics.stats import paired_bootstrap
+from ctxbench.report.compare import compare_runs, load_scores
+from ctxbench.report.runs import ReportError
+
+from conftest import run_cli
+from test_stats import ExactJudge
+
+N = 120
+
+
+def questions(n: int = N) -> list[dict]:
+    return [{"id": f"q{i:03d}", "question": f"Q{i}", "answer": f"answer {i}", "category": 1 + i % 4} for i in range(n)]
+
+
+def run(tmp: Path, name: str, right: set[int], n: int = N, failed: set[int] = frozenset(), judge_runs: int = 1,
+        errata=None) -> Path:
+    """A finished run folder in which the questions in ``right`` were answered with their gold answer."""
+    recs = []
+    for i, q in enumerate(questions(n)):
+        rec = dict(q, prediction=q["answer"] if i in right else "no idea")
+        if i in failed:
+            rec.update(prediction="", failed=True, error="down")
+        recs.append(rec)
+    out = tmp / name
+    finalize(out, recs, build_metrics(["f1", "bleu1"]) + [ExactJudge(runs=judge_runs)], {"seed": 0}, "score",
+             with_cost=False, progress=False, errata=errata)
+    return out
+
+
+BASE = set(range(0, N, 2))              # A: right on every other question
+BETTER = BASE | set(range(1, N, 4))     # B: right on 30 more
+
+
+def test_compare_detects_a_planted_difference(tmp_path):
+    a, b = run(tmp_path, "a", BASE), run(tmp_path, "b", BETTER)
+    md = tmp_path / "cmp.md"
+    p = run_cli("report", f"compare={a},{b}", f"out={md}")
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(md.with_suffix(".json").read_text())
+    assert res["paired"] == N and res["failed"] == {"a": 0, "b": 0, "either": 0}
+    assert set(res["metrics"]) == {"f1", "bleu1", "llm_judge"}  # every metric and every judge both runs have
+    j = res["metrics"]["llm_judge"]["overall"]
+    assert j["delta"] == pytest.approx(30 / N) and j["a"] == 0.5 and j["p"] < 0.001 and j["ci95"][0] > 0
+    assert list(res["metrics"]["f1"]) == ["overall", "multi-hop", "temporal", "open-domain", "single-hop"]
+    # B gained on every question with i % 4 == 1, the temporal ones (category 2); the others are unchanged
+    assert res["metrics"]["llm_judge"]["temporal"]["delta"] == 1.0
+    for cat in ("multi-hop", "open-domain", "single-hop"):
+        assert res["metrics"]["llm_judge"][cat]["delta"] == 0.0 and res["metrics"]["llm_judge"][cat]["p"] == 1.0
+    text = md.read_text()
+    assert "## llm_judge" in text and "+0.2500 *" in text
+    # the same command, the same numbers (seeded)
+    assert run_cli("report", f"compare={a},{b}", f"out={md}").returncode == 0
+    assert json.loads(md.with_suffix(".json").read_text()) == res
+
+
+def test_identical_runs_differ_by_nothing(tmp_path):
+    a, b = run(tmp_path, "a", BASE), run(tmp_path, "b", BASE)
+    res = compare_runs(load_scores(a), load_scores(b))
+    for node in res["metrics"].values():
+        for r in node.values():
+            assert r["delta"] == 0.0 and r["p"] == 1.0 and r["ci95"] == [0.0, 0.0]
+
+
+def test_runs_on_different_questions_are_refused_in_one_line(tmp_path):
+    a, b = run(tmp_path, "a", BASE), run(tmp_path, "b", BASE, n=N - 1)
+    p = run_cli("report", f"compare={a},{b}", f"out={tmp_path / 'c.md'}")
+    assert p.returncode == 2
+    err = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(err) == 1 and "different questions" in err[0] and str(a) in err[0] and "1 only in the first" in err[0]
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_compare_pairs_only_the_questions_both_answered(tmp_path):
+    a = run(tmp_path, "a", BASE, failed={1, 3})
+    b = run(tmp_path, "b", BETTER, failed={3, 5})
+    res = compare_runs(load_scores(a), load_scores(b))
+    assert res["paired"] == N - 3 and res["failed"] == {"a": 2, "b": 2, "either": 3}
+    keep = [i for i in range(N) if i not in {1, 3, 5}]
+    want = paired_bootstrap([float(i in BASE) for i in keep], [float(i in BETTER) for i in keep])
+    assert res["metrics"]["llm_judge"]["overall"] == want
+
+
+def test_compare_under_the_corrected_gold(tmp_path):
+    fix = Errata(source="e.json", rows=1, corrections={"q000": Correction("something else", "answer 0", "HALLUCINATION", 0)},
+                 audited={"multi-hop": 30}, marked={"multi-hop": 1}, audited_ids={"multi-hop": 1})
+    a, b = run(tmp_path, "a", BASE, errata=fix), run(tmp_path, "b", BASE - {0}, errata=fix)
+    res = compare_runs(load_scores(a), load_scores(b))
+    assert res["metrics"]["llm_judge"]["overall"]["delta"] == pytest.approx(-1 / N, abs=1e-4)  # B misses q000 ...
+    assert res["metrics"]["llm_judge@corrected"]["overall"]["delta"] == 0.0  # ... whose gold was wrong
+
+
+def test_reruns_report_the_system_apart_from_the_judge(tmp_path):
+    rng = np.random.default_rng(0)
+    sets = [set(np.flatnonzero(rng.random(N) < 0.5).tolist()) for _ in range(3)]
+    runs = [run(tmp_path, f"r{k}", s, judge_runs=2) for k, s in enumerate(sets)]
+    md = tmp_path / "reruns.md"
+    p = run_cli("report", "reruns=" + ",".join(map(str, runs)), f"out={md}")
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(md.with_suffix(".json").read_text())
+    means = [len(s) / N for s in sets]
+    e2e = res["metrics"]["llm_judge"]["end_to_end"]["overall"]
+    assert e2e["std"] == round(float(np.std(means, ddof=1)), 4) and e2e["runs"] == [round(m, 4) for m in means]
+    assert res["metrics"]["llm_judge"]["judge"]["mean_std"] == 0.0  # this judge gives the same label every run
+    assert res["metrics"]["llm_judge"]["judge"]["judge_runs"] == [2, 2, 2]
+    assert "judge" not in res["metrics"]["f1"]
+    assert set(res["metrics"]["f1"]["end_to_end"]["by_category"]) == {"multi-hop", "temporal", "open-domain", "single-hop"}
+    assert "std over runs (system)" in md.read_text()
+    other = run(tmp_path, "other", BASE, n=N - 2)
+    p = run_cli("report", f"reruns={runs[0]},{other}", f"out={md}")
+    assert p.returncode == 2 and "different questions" in p.stderr
+
+
+def test_list_values_reach_the_report_as_one_string():
+    assert quote_list_value("compare=a/b,c/d") == "compare='a/b,c/d'"
+    assert quote_list_value("reruns=[x,y]") == "reruns=[x,y]" and quote_list_value("out=a,b") == "out=a,b"
+    assert quote_list_value("compare=it's,b") == "compare='it\\'s,b'"
