@@ -2,13 +2,15 @@
 its metric fields), results.json and results.md."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 from ctxbench.evaluation.resume import PREDICTIONS
 from ctxbench.metrics.aggregate import aggregate, metric_versions, score_records
 from ctxbench.metrics.base import Metric
-from ctxbench.metrics.cost import aggregate_cost
+from ctxbench.metrics.cost import COST_VERSION, aggregate_cost, judging_per_question
+from ctxbench.metrics.guards import run_warnings, warning_lines
 from ctxbench.metrics.health import DEFAULT_MAX_FAILED_FRACTION, run_health
 from ctxbench.runs.results import atomic_write_text, results_markdown, run_metadata, write_json, write_jsonl
 
@@ -18,7 +20,8 @@ RESULTS_JSON, RESULTS_MD = "results.json", "results.md"
 def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric], cfg: Any, command: str,
              with_cost: bool, extra: dict[str, Any] | None = None, progress: bool = True,
              max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION,
-             placement: dict[str, Any] | None = None, kept: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+             placement: dict[str, Any] | None = None, kept: list[dict[str, Any]] | None = None,
+             bypass_held_share: float | None = None) -> dict[str, Any]:
     """Score ``records``; write predictions.jsonl (with metric fields), results.json, results.md.
 
     Failed answers (``failed: true``) are kept in predictions.jsonl but not scored; ``health``
@@ -26,20 +29,25 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     ``kept``: records outside this run's plan (answered under a higher ``limit``), written after the
     scored ones as they are, never scored; results.json ``kept_not_scored`` counts them.
     ``placement`` (where the models ran: device, dtype, processes) goes into ``provenance``.
+    ``health.warnings`` flags results that bypass memory (:mod:`ctxbench.metrics.guards`; held context
+    at ``bypass_held_share`` of the history, default the eval schema's), one console line each.
     """
     names = [m.name for m in metrics]
     answered = [r for r in records if not r.get("failed")]
     scored = score_records(answered, metrics, progress=progress)
     results = aggregate(scored, names)
     results["metrics"] = metric_versions(metrics)
-    if with_cost:
-        results["cost"] = aggregate_cost(records)
-        results["health"] = run_health(records, max_failed_fraction)
     by_id = {str(r["id"]): r for r in scored}
     scored = [by_id.get(str(r["id"]), r) for r in records]  # failed ones as they are, in dataset order
+    if with_cost:
+        results["cost"] = aggregate_cost(scored)  # scored: with what judging each answer cost
+        results["health"] = run_health(records, max_failed_fraction)
+    elif judging_per_question(scored) is not None:  # score: no system cost, but judging is this run's own
+        results["cost"] = {"version": COST_VERSION, "judging_per_question": judging_per_question(scored)}
     results.update(run_metadata(cfg, command, extra, placement=placement))
     if kept is not None:
         results["kept_not_scored"] = len(kept)
+    add_warnings(results, scored, bypass_held_share)
     write_jsonl(out_dir / PREDICTIONS, scored + list(kept or []))
     write_json(out_dir / RESULTS_JSON, results)
     ex = extra or {}
@@ -47,6 +55,20 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     title += f" on {ex['dataset']}" if ex.get("dataset") else ""
     atomic_write_text(out_dir / RESULTS_MD, results_markdown(results, names, title=title))
     return results
+
+
+def add_warnings(results: dict[str, Any], records: list[dict[str, Any]], threshold: float | None) -> None:
+    """``health.warnings`` (and ``health.held_share`` when measured) from :func:`run_warnings`, one line
+    each on stderr. ``score`` has no health of its own: its ``health`` is just the warnings, when any."""
+    warnings, held = run_warnings(records, results, threshold)
+    if "health" in results:
+        results["health"]["warnings"] = warnings
+        if held is not None:
+            results["health"]["held_share"] = held
+    elif warnings:
+        results["health"] = {"warnings": warnings}
+    for line in warning_lines(warnings):
+        print(line, file=sys.stderr)
 
 
 def summary_line(results: dict[str, Any], names: list[str]) -> str:
