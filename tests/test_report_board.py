@@ -60,8 +60,9 @@ def test_board_reads_every_row_marks_other_questions_and_plots(tmp_path):
     # the front is on held context: full_context holds more for less F1; h2o has no held count (left off)
     assert {r for r, v in recs.items() if v.get("pareto")} == {"rag", "streamingllm"}
     assert recs["streamingllm"]["held"] == 128 and recs["h2o"]["held"] is None
-    assert "| RAG | memory | 3 | 0.300 ± 0.010 | 0.150 ± 0.005 | 0.300 ± 0.010 | 800 | 1,000 | 12 | 47 items / 940 tok |" in md
-    assert "| H2O | compression | 3 |" in md and "| not counted (pre cost-4) | 500 |" in md
+    # read / written / construction / judging apart (— : a run before judging was counted)
+    assert "| RAG | memory | 3 | 0.300 ± 0.010 | 0.150 ± 0.005 | 0.300 ± 0.010 | 800 | 900 | 100 | 12 | — | 47 items / 940 tok |" in md
+    assert "| H2O | compression | 3 |" in md and "| not counted (pre cost-4) | 450 | 50 |" in md
     assert "5.6 MiB KV" in md and "| ICAE | compression | no run found |" in md
     assert "J ± SE" not in md  # no run was judged
     assert "from `train experiment=icae_pwc_finetune`" in md

@@ -56,6 +56,9 @@ class System(abc.ABC):
 
     answer_writes_state: ClassVar[bool] = False
     answer_cap_key: ClassVar[str] = "max_new_tokens"  # the config key of the system's own answer cap
+    # a baseline that answers from the whole history (full_context, method=lm, full_cache): a held context
+    # near the history's size is what it is for, labelled expected in health.warnings, not a fault
+    whole_history_baseline: ClassVar[bool] = False
     _answer_prompt: Any = None
     # the run was claimed with force_resume=true: state kept across runs (a memory store) may be
     # reused although it was built under another config (set by the evaluator when it builds the system)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxbench.core.system import System
-from ctxbench.core.types import Prediction, Usage
+from ctxbench.core.types import History, Prediction, Usage
 
 
 def scope_phase(scope: Any, llm: Any, phase: str) -> tuple[int, int, int, int, int]:
@@ -62,3 +62,19 @@ def failed_answer(pred: Prediction, usage: Usage) -> bool:
     """Every LLM call of the answer failed, or one failed and left no text."""
     failed = int(usage.extra.get("failed_calls", 0) or 0)
     return failed > 0 and (failed >= usage.answer_calls or not pred.text.strip())
+
+
+def history_tokens(history: History, llm: Any, system: Any) -> int | None:
+    """Tokens of the whole history as the full-context baseline renders it (``render_history``, LoCoMo
+    style), counted by the shared backend (``llm.count_tokens``), else the system's own tokenizer (a
+    method); None when neither is there. Recorded once per history (``construction.history_tokens``): the
+    denominator of the held-context guard (:mod:`ctxbench.metrics.guards`)."""
+    from ctxbench.core.render import render_history
+
+    text = render_history(history, "locomo")
+    if llm is not None and callable(getattr(llm, "count_tokens", None)):
+        return int(llm.count_tokens(text))
+    tok = getattr(system, "tokenizer", None)
+    if tok is None or not callable(tok):
+        return None
+    return len(tok(text, add_special_tokens=False)["input_ids"])

@@ -82,9 +82,10 @@ def main(cfg: Any) -> dict[str, Any]:
              "concurrency": {"workers": workers, "from": workers_from,
                              "answers": "in dataset order" if system.answer_writes_state or workers == 1
                              else "in parallel"},
-             "llm": llm_record(cfg, llm), "session_dates": dates}
+             "llm": llm_record(cfg, llm), "session_dates": dates, **baseline_record(system)}
     results = finalize(out, records, metrics, cfg, "eval", with_cost=True, extra=extra, progress=bool(cfg.progress),
                        max_failed_fraction=float(cfg.max_failed_fraction), placement=placement_of(system, llm, state),
+                       bypass_held_share=float(cfg.bypass_held_share),
                        kept=beyond_plan(out, [str(r["id"]) for r in records]), errata=getattr(samples, "errata", None))
     if state is not None:
         state.wait_for_everyone()
@@ -126,6 +127,12 @@ def llm_record(cfg: Any, llm: Any) -> dict[str, Any] | None:
     return {"backend": str(cfg.llm.name), "model": llm.model_name, "context_window": llm.context_window,
             "served_models": llm.meter.served_models(), "meter": llm.meter.snapshot(), "token_counts": token_counts_record(llm),
             "truncated_calls": getattr(llm, "truncated_calls", None), **backend_record(llm)}
+
+
+def baseline_record(system: Any) -> dict[str, Any]:
+    """results.json ``whole_history_baseline: true`` for a system that answers from the whole history
+    (``System.whole_history_baseline``: its held-context warning is expected, ctxbench/metrics/guards.py)."""
+    return {"whole_history_baseline": True} if getattr(system, "whole_history_baseline", False) else {}
 
 
 def backend_record(llm: Any) -> dict[str, Any]:
@@ -182,5 +189,5 @@ def evaluate_samples(system: Any, samples: list[Sample], out_dir: str | Path, *,
     ms = build_metrics(metrics or default_metrics(), llm=llm)
     extra = extra or {"system": type(system).__name__}
     return finalize(out, records, ms, cfg if cfg is not None else {}, "eval", with_cost=True,
-                    extra={"qa_prompt": qa_prompt_record(system), **extra}, progress=progress,
+                    extra={"qa_prompt": qa_prompt_record(system), **baseline_record(system), **extra}, progress=progress,
                     kept=beyond_plan(out, [str(r["id"]) for r in records]), errata=getattr(samples, "errata", None))

@@ -2,6 +2,7 @@
 its metric fields), results.json and results.md."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,8 @@ from ctxbench.evaluation.resume import PREDICTIONS
 from ctxbench.metrics.aggregate import aggregate, count_failed, failed_as_wrong, metric_versions, score_records
 from ctxbench.metrics.base import Metric
 from ctxbench.metrics.corrected import CORRECTED, corrected_block
-from ctxbench.metrics.cost import aggregate_cost
+from ctxbench.metrics.cost import COST_VERSION, aggregate_cost, judging_per_question
+from ctxbench.metrics.guards import run_warnings, warning_lines
 from ctxbench.metrics.health import DEFAULT_MAX_FAILED_FRACTION, run_health
 from ctxbench.metrics.stats import statistics_block
 from ctxbench.runs.results import atomic_write_text, results_markdown, run_metadata, write_json, write_jsonl
@@ -21,7 +23,7 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
              with_cost: bool, extra: dict[str, Any] | None = None, progress: bool = True,
              max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION,
              placement: dict[str, Any] | None = None, kept: list[dict[str, Any]] | None = None,
-             errata: Any = None) -> dict[str, Any]:
+             errata: Any = None, bypass_held_share: float | None = None) -> dict[str, Any]:
     """Score ``records``; write predictions.jsonl (with metric fields), results.json, results.md.
 
     Failed answers (``failed: true``) count as wrong in the headline numbers (``overall`` /
@@ -36,6 +38,8 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     ``kept``: records outside this run's plan (answered under a higher ``limit``), written after the
     scored ones as they are, never scored; results.json ``kept_not_scored`` counts them.
     ``placement`` (where the models ran: device, dtype, processes) goes into ``provenance``.
+    ``health.warnings`` flags results that bypass memory (:mod:`ctxbench.metrics.guards`; held context
+    at ``bypass_held_share`` of the history, default the eval schema's), one console line each.
     """
     names = [m.name for m in metrics]
     records = [{k: v for k, v in r.items() if k != CORRECTED} for r in records]  # a previous scoring's
@@ -51,15 +55,18 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     if errata is not None:
         results[CORRECTED], fixes = corrected_block(scored + failed, errata, metrics, progress=progress)
     results["metrics"] = metric_versions(metrics)
-    if with_cost:
-        results["cost"] = aggregate_cost(records)
-        results["health"] = run_health(records, max_failed_fraction)
     by_id = {str(r["id"]): r for r in scored}
     scored = [by_id.get(str(r["id"]), r) for r in records]  # failed ones as they are, in dataset order
     scored = [dict(r, **{CORRECTED: fixes[str(r["id"])]}) if str(r["id"]) in fixes else r for r in scored]
+    if with_cost:
+        results["cost"] = aggregate_cost(scored)  # scored: with what judging each answer cost
+        results["health"] = run_health(records, max_failed_fraction)
+    elif judging_per_question(scored) is not None:  # score: no system cost, but judging is this run's own
+        results["cost"] = {"version": COST_VERSION, "judging_per_question": judging_per_question(scored)}
     results.update(run_metadata(cfg, command, extra, placement=placement))
     if kept is not None:
         results["kept_not_scored"] = len(kept)
+    add_warnings(results, scored, bypass_held_share)
     write_jsonl(out_dir / PREDICTIONS, scored + list(kept or []))
     write_json(out_dir / RESULTS_JSON, results)
     ex = extra or {}
@@ -67,6 +74,20 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     title += f" on {ex['dataset']}" if ex.get("dataset") else ""
     atomic_write_text(out_dir / RESULTS_MD, results_markdown(results, names, title=title))
     return results
+
+
+def add_warnings(results: dict[str, Any], records: list[dict[str, Any]], threshold: float | None) -> None:
+    """``health.warnings`` (and ``health.held_share`` when measured) from :func:`run_warnings`, one line
+    each on stderr. ``score`` has no health of its own: its ``health`` is just the warnings, when any."""
+    warnings, held = run_warnings(records, results, threshold)
+    if "health" in results:
+        results["health"]["warnings"] = warnings
+        if held is not None:
+            results["health"]["held_share"] = held
+    elif warnings:
+        results["health"] = {"warnings": warnings}
+    for line in warning_lines(warnings):
+        print(line, file=sys.stderr)
 
 
 def summary_line(results: dict[str, Any], names: list[str]) -> str:

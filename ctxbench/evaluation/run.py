@@ -29,12 +29,13 @@ from ctxbench.core.secrets import scrub_text
 from ctxbench.core.system import System
 from ctxbench.core.types import Question, Sample, Usage
 from ctxbench.data.errors import DataError
-from ctxbench.evaluation.cost import account_answer, account_construction, failed_answer, scope_phase
+from ctxbench.evaluation.cost import account_answer, account_construction, failed_answer, history_tokens, scope_phase
 from ctxbench.evaluation.pool import Gate, HistoryWork, run_tasks
 from ctxbench.evaluation.resume import answered, needs_answer, predictions_path
 from ctxbench.evaluation.sample_log import SampleLog
 from ctxbench.evaluation.systems import HistorySystems
 from ctxbench.llm.scope import call_scope
+from ctxbench.memory.stores.retrieval_notes import noting_retrieval, retrieval_summary
 from ctxbench.metrics.base import answer_text
 from ctxbench.qa.forms import without_gold
 from ctxbench.runs.results import JsonlAppender
@@ -168,6 +169,7 @@ class HistoryTasks:
         self.ingest_s = 0.0
         self.construction_meter: tuple[int, ...] = (0, 0, 0, 0, 0)
         self.construction: dict[str, Any] | None = None  # the history's cost, from its first completed answer
+        self.history_tokens: int | None = None  # the whole history's tokens (the held-context guard's denominator)
         self.stopped: dict[str, int] | None = None  # its construction stopped at a failed call
 
     def work(self) -> HistoryWork:
@@ -183,6 +185,7 @@ class HistoryTasks:
             system.ingest(self.sample.history)
         self.ingest_s = time.perf_counter() - t0 - (self.recorder.waited() - w0)
         self.construction_meter = scope_phase(scope, self.recorder.llm, "construction")
+        self.history_tokens = history_tokens(self.sample.history, self.recorder.llm, system)
         self.recorder.bar.set_postfix_str(self.hid)
         self.stopped = system.construction_stopped()
         if self.stopped is not None:
@@ -194,7 +197,7 @@ class HistoryTasks:
         why = f"construction stopped at step {stopped['step']}/{stopped['steps']} after a failed call"
         tqdm.write(f"eval: history {self.hid}: {why}; its {len(self.pending)} question(s) are not answered in this "
                    "run (rerun in the same run folder to resume the construction at that step)")
-        construction = account_construction(system, Usage(), self.construction_meter, self.ingest_s)
+        construction = self.construction_of(system, Usage())
         for q in self.pending:
             rec = question_record(q, self.hid)
             rec.update(prediction="", usage=Usage().to_dict(), construction=construction, failed=True, error=why,
@@ -207,13 +210,16 @@ class HistoryTasks:
         system, llm = self.system, self.recorder.llm
         t1, w1 = time.perf_counter(), self.recorder.waited()
         asked = without_gold(q) if self.recorder.protocol_pure else q  # what the system is told
-        with call_scope(keep_calls=self.recorder.log.enabled) as scope:
+        with call_scope(keep_calls=self.recorder.log.enabled) as scope, noting_retrieval() as searches:
             pred = system.answer(asked)
         lock_wait = self.recorder.waited() - w1
         answer_s = time.perf_counter() - t1 - lock_wait
         usage = account_answer(pred, llm, scope_phase(scope, llm, "answer"))
+        retrieval = retrieval_summary(searches)  # the top_k guard (ctxbench/metrics/guards.py)
+        if retrieval is not None:
+            usage.extra["retrieval"] = retrieval
         if self.construction is None:
-            self.construction = account_construction(system, usage, self.construction_meter, self.ingest_s)
+            self.construction = self.construction_of(system, usage)
         rec = question_record(q, self.hid)
         rec.update(prediction=self.prompt.postprocess(asked, pred.text), raw_prediction=pred.text,
                    usage=usage.to_dict(), answer_seconds=round(answer_s, 4), construction=self.construction,
@@ -228,6 +234,13 @@ class HistoryTasks:
             rec["failed"] = True
             rec["error"] = scrub_text(str(meta.get("error") or "the answer's LLM calls failed"))
         self.recorder.record(q, rec, pred, scope.calls)
+
+    def construction_of(self, system: System, usage: Usage) -> dict[str, Any]:
+        """The history's construction record, with the whole history's tokens when they were counted."""
+        c = account_construction(system, usage, self.construction_meter, self.ingest_s)
+        if self.history_tokens is not None:
+            c["history_tokens"] = self.history_tokens
+        return c
 
     def finish(self) -> None:
         self.systems.release(self.system)

@@ -64,6 +64,8 @@ QUESTION_ALLOWANCE = 64  # tokens of a question's own text the history cut leave
 class FullContext(_LLMBaseline):
     """The whole history in the prompt, cut from the oldest turns to fit the window."""
 
+    whole_history_baseline = True
+
     def __init__(self, cfg: Any, *, llm: Any, embedder: Any = None, workdir: Any = None):
         super().__init__(cfg, llm=llm, embedder=embedder, workdir=workdir)
         self.reserve = cfg.reserve

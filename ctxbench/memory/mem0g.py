@@ -36,6 +36,7 @@ from ctxbench.core.types import Question
 from ctxbench.memory.mem0 import Mem0, render_turns
 from ctxbench.memory.prompts import mem0g as P
 from ctxbench.memory.stores.graph import Edge, Node, open_graph
+from ctxbench.memory.stores.retrieval_notes import note_retrieval
 
 _STOP = set("a an the and or of to in on at for with from by is are was were be been do does did what "
             "when where who whom which how why that this these those it its his her their my your our "
@@ -194,6 +195,7 @@ class Mem0g(Mem0):
         """Up to ``k_graph`` edges: those around the seed nodes, then the best triplet matches; with
         ``include_invalid``, invalidated edges are candidates too."""
         cands = self.graph.edges(self.hid, valid_only=not self.include_invalid)
+        note_retrieval(self.k_graph, len(cands))  # the top_k guard: k_graph >= every edge stored
         if not cands:
             return []
         q = self.embed([question])[0]

@@ -29,6 +29,7 @@ from ctxbench.core.types import History, Prediction, Question
 
 from ctxbench.memory.base import MemorySystem
 from ctxbench.memory.prompts import readagent as P
+from ctxbench.memory.stores.retrieval_notes import note_retrieval
 
 
 def paragraphs_of(history: History, max_sessions: int | None = None) -> list[tuple[str, str]]:
@@ -175,6 +176,7 @@ class ReadAgent(MemorySystem):
         pages = self.pages()
         if self.max_lookups == 0 or not pages:
             return [], {}
+        note_retrieval(self.max_lookups, len(pages))  # the top_k guard: every page may be read in full
         mt = self.cfg.lookup_max_tokens
         qtext = question_text(question)
         room = self._room(P.lookup_messages("", qtext, self.max_lookups), mt)

@@ -69,6 +69,8 @@ class H2O(FixedKVMethod):
 
 @register("method", "full_cache", aliases=("full_kv",))
 class FullCache(FixedKVMethod):
+    whole_history_baseline = True  # every KV slot kept (health.warnings: expected)
+
     def __init__(self, cfg: Any, bundle: Any):
         super().__init__(cfg, bundle)
         self.mem_size = None  # unbounded by definition

@@ -32,6 +32,8 @@ def add_lora(model: Any, lora_cfg: Any) -> Any:
 
 @register("method", "lm")
 class CausalLM(TrainableMethod):
+    whole_history_baseline = True  # as a system: the whole history in the prompt (health.warnings: expected)
+
     def __init__(self, cfg: Any, bundle: Any):
         super().__init__(cfg, bundle)
         for p in bundle.model.parameters():

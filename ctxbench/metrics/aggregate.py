@@ -30,7 +30,9 @@ import numpy as np
 from tqdm import tqdm
 
 from ctxbench.core.types import Question
+from ctxbench.llm.scope import call_scope
 from ctxbench.metrics.base import Metric, answer_text, category_name
+from ctxbench.metrics.cost import JUDGE_USAGE, judge_usage
 
 
 def record_question(rec: dict[str, Any]) -> Question:
@@ -42,21 +44,28 @@ def record_question(rec: dict[str, Any]) -> Question:
 
 def score_records(records: list[dict[str, Any]], metrics: list[Metric],
                   progress: bool = False) -> list[dict[str, Any]]:
-    """Each record plus one field per metric (``None`` where a metric does not apply)."""
+    """Each record plus one field per metric (``None`` where a metric does not apply), and
+    ``judge_usage`` (:func:`ctxbench.metrics.cost.judge_usage`) when judging it made LLM calls."""
     out = []
     for rec in tqdm(records, desc="scoring", disable=not progress, leave=False):
         q = record_question(rec)
         pred = str(rec.get("prediction") or "")
         scored = dict(rec)
         scored["category_name"] = category_name(q)
-        for m in metrics:
-            runs = _run_scores(m, pred, q)
-            if runs is None:
-                v = m.score(pred, q)
-            else:
-                scored[m.name + RUNS_SUFFIX] = [None if x is None else round(float(x), 6) for x in runs]
-                v = None if any(x is None for x in runs) else sum(runs) / len(runs)
-            scored[m.name] = None if v is None else round(float(v), 6)
+        with call_scope() as scope:  # what judging this answer cost (phase "judge", any judge's backend)
+            for m in metrics:
+                runs = _run_scores(m, pred, q)
+                if runs is None:
+                    v = m.score(pred, q)
+                else:
+                    scored[m.name + RUNS_SUFFIX] = [None if x is None else round(float(x), 6) for x in runs]
+                    v = None if any(x is None for x in runs) else sum(runs) / len(runs)
+                scored[m.name] = None if v is None else round(float(v), 6)
+        judged = judge_usage(scope)
+        if judged is None:
+            scored.pop(JUDGE_USAGE, None)  # not judged this time: no count left from an earlier scoring
+        else:
+            scored[JUDGE_USAGE] = judged
         out.append(scored)
     return out
 

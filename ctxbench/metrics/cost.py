@@ -16,7 +16,12 @@ history the answer attends to (presses, CCM, LoCoCo, kvpress), ``soft_slots``, I
 embeddings; ``total`` is their sum and ``kv_bytes`` the bytes of KV held. Records written before
 ``ctxbench-cost-4`` carry no held counts: the block is then ``null`` with ``held_missing`` saying so.
 ``tokens_per_question`` is a separate axis, what answering costs: ``answer_prompt`` counts the text
-tokens of the answer prompt (held text included; KV and soft slots are not tokens fed); the footprint (``memory_items`` /
+tokens of the answer prompt (held text included; KV and soft slots are not tokens fed). It keeps each
+consumer apart (``ctxbench-cost-5``): ``read`` / ``written``, the answering model's prompt and completion
+tokens (= ``answer_prompt`` / ``answer_completion``); ``construction``, building the memory, amortised
+over the history's questions (its prompt and completion parts beside it); ``judging``, the judge's
+calls for the question (records' ``judge_usage``, :func:`judge_usage`; ``judging_per_question`` has its
+parts, null when nothing was judged); ``total`` = read + written + construction + judging. The footprint (``memory_items`` /
 ``memory_tokens``) counts everything the system holds for the history, state included (ReadAgent's
 gists beside its pages). ``latency_s.search`` is over the answers that time their retrieval apart
 (``usage.extra.search_seconds``: the memory systems' retrieve step, Mem0's Table 2 "search"); the
@@ -31,8 +36,39 @@ from ctxbench.data.errors import DataError
 from ctxbench.metrics.structured import add_outputs, merge_reports
 
 # 3: latency_s.search; 4: held_per_question (tokens_per_question.context gone), outputs per question,
-# construction.outputs per history
-COST_VERSION = "ctxbench-cost-4"
+# construction.outputs per history; 5: tokens_per_question read / written / construction / judging apart,
+# total counts judging too
+COST_VERSION = "ctxbench-cost-5"
+JUDGE_PHASE, JUDGE_USAGE = "judge", "judge_usage"
+
+
+def judge_usage(scope: Any) -> dict[str, int] | None:
+    """``{"prompt_tokens", "completion_tokens", "calls"}`` of the judge calls (phase ``judge``, on any
+    backend: a judge LLM of its own or the evaluated system's) counted in one
+    :func:`~ctxbench.llm.scope.call_scope` (judging one answer); None when there were none. A call
+    replayed from the call cache counts what it cost when it was made: what judging this answer costs."""
+    counts = [c for (_, phase), c in scope.counts.items() if phase == JUDGE_PHASE]
+    calls = sum(c.calls for c in counts)
+    if not calls:
+        return None
+    return {"prompt_tokens": sum(c.prompt_tokens for c in counts),
+            "completion_tokens": sum(c.completion_tokens for c in counts), "calls": calls}
+
+
+def judging_per_question(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Mean judging cost per question over ``records`` (scored: their ``judge_usage``), questions never
+    judged counting 0 (an adversarial question LoCoMo's judge skips); None when nothing was judged."""
+    used = [r.get(JUDGE_USAGE) or {} for r in records]
+    if not records or not any(used):
+        return None
+    n = len(records)
+
+    def mean(key: str) -> float:
+        return sum(float(u.get(key, 0) or 0) for u in used) / n
+
+    p, c = mean("prompt_tokens"), mean("completion_tokens")
+    return {"prompt": _r(p, 2), "completion": _r(c, 2), "total": _r(p + c, 2), "calls": _r(mean("calls"), 3),
+            "judged": sum(1 for u in used if u)}
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -102,6 +138,8 @@ def held_per_question(records: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The cost block of results.json over every record (failed ones too: they cost what they cost);
+    judging is read from the records' ``judge_usage``, which scored records carry."""
     n = len(records)
     if n == 0:
         return {"version": COST_VERSION, "n_questions": 0}
@@ -129,6 +167,8 @@ def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
     ingest_lat = [float(c.get("seconds", 0.0)) for c in histories.values()]
     nh = len(histories)
     held = held_per_question(records)
+    judging = judging_per_question(records)
+    judge_tokens = float((judging or {}).get("total") or 0.0)
     return {
         "version": COST_VERSION,
         "n_questions": n,
@@ -137,12 +177,17 @@ def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
         **({} if held is not None else {"held_missing": "records predate held counts (ctxbench-cost-4): "
                                                          "re-evaluate to measure what the answering model holds"}),
         "tokens_per_question": {
+            "read": _r(ans_prompt, 2),  # what the answering model read (its prompts) ...
+            "written": _r(ans_comp, 2),  # ... and wrote
             "answer_prompt": _r(ans_prompt, 2),
             "answer_completion": _r(ans_comp, 2),
+            "construction": _r(con_prompt + con_comp, 2),
             "construction_prompt_amortised": _r(con_prompt, 2),
             "construction_completion_amortised": _r(con_comp, 2),
-            "total": _r(ans_prompt + ans_comp + con_prompt + con_comp, 2),
+            "judging": _r(judge_tokens, 2),
+            "total": _r(ans_prompt + ans_comp + con_prompt + con_comp + judge_tokens, 2),
         },
+        "judging_per_question": judging,
         "llm_calls_per_question": {
             "answer": _r(ans_calls, 3), "construction_amortised": _r(con_calls, 3),
             "total": _r(ans_calls + con_calls, 3)},

@@ -6,9 +6,11 @@ YAML (``ctxbench/report/papers/<NAME>.yaml`` with ``kind: board``) lists ``rows`
 trained method, ``trained_by`` (the train experiment that makes its checkpoint). Each row reads its
 run's results.json: F1, BLEU-1, ROUGE-L ± bootstrap stderr (J when the run has ``llm_judge``), held
 context per question (results.json ``cost.held_per_question.total``: text tokens + KV slots + soft
-slots the answering model holds when it answers, the one axis every paradigm is counted on), answer
-tokens per question, construction tokens per question (amortised), memory held per history (KV bytes
-for a compression method, items and tokens for a memory system), answer latency p50, ingest seconds.
+slots the answering model holds when it answers, the one axis every paradigm is counted on), tokens per
+question kept apart — read and written by the answering model, construction (amortised), judging —,
+memory held per history (KV bytes for a compression method, items and tokens for a memory system),
+answer latency p50, ingest seconds, and ``guards``: why the row's number may not measure a memory
+(:mod:`.guards`: the run's ``health.warnings``, a lenient judge, an answer prompt other than the other rows').
 
 Rows are compared only on the same questions: each run's question ids (predictions.jsonl) are
 hashed; a row whose set differs from the most common one is marked and left off the plot.
@@ -24,6 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ctxbench.report.guards import MARKS_NOTE, answer_prompt, odd_prompts, run_marks
 from ctxbench.report.markdown import MISSING, md_table
 from ctxbench.report.runs import ReportError, Run
 
@@ -83,9 +86,11 @@ def row_record(spec: dict[str, Any], run: Run | None) -> dict[str, Any]:
     for _, key in METRICS:
         rec[key], rec[f"{key}_stderr"] = _num(ov, key), _num(ov, f"{key}_stderr")
     tq = cost.get("tokens_per_question") or {}
-    answer = (_num(tq, "answer_prompt") or 0.0) + (_num(tq, "answer_completion") or 0.0)
+    read, written = _num(tq, "answer_prompt") or 0.0, _num(tq, "answer_completion") or 0.0
     build = (_num(tq, "construction_prompt_amortised") or 0.0) + (_num(tq, "construction_completion_amortised") or 0.0)
-    rec.update(answer_tokens=answer, construction_tokens=build, tokens_per_question=answer + build,
+    judging = _num(tq, "judging")  # None: a run before ctxbench-cost-5 (judging not counted)
+    rec.update(read_tokens=read, written_tokens=written, answer_tokens=read + written, construction_tokens=build,
+               judging_tokens=judging, tokens_per_question=read + written + build + (judging or 0.0),
                held=_num(cost, "held_per_question", "total"),
                kv_bytes=_num(cost, "memory_per_history", "kv_bytes") or None,
                memory_items=_num(cost, "memory_per_history", "items"),
@@ -93,7 +98,8 @@ def row_record(spec: dict[str, Any], run: Run | None) -> dict[str, Any]:
                answer_p50_s=_num(cost, "latency_s", "answer", "p50"),
                ingest_s=_num(cost, "latency_s", "ingest", "total"),
                health=(res.get("health") or {}).get("status"),
-               checkpoint=(res.get("config") or {}).get("checkpoint"))
+               checkpoint=(res.get("config") or {}).get("checkpoint"),
+               answer_prompt=answer_prompt(res), guards=run_marks(res))
     rec["questions"] = question_hash(question_ids(run))
     return rec
 
@@ -116,6 +122,12 @@ def mark_questions(records: list[dict[str, Any]]) -> str | None:
     for r in records:
         r["same_questions"] = r.get("questions") == common if r.get("questions") else None
     return common
+
+
+def mark_prompts(records: list[dict[str, Any]]) -> None:
+    """Add to ``guards`` the mark of each row whose answer prompt differs from the other rows'."""
+    for row, mark in odd_prompts({r["row"]: r.get("answer_prompt") for r in records}).items():
+        next(r for r in records if r["row"] == row).setdefault("guards", []).append(mark)
 
 
 def _with_se(r: dict[str, Any], key: str) -> str:
@@ -163,7 +175,8 @@ def render_board(board: dict[str, Any], records: list[dict[str, Any]], png: str 
     metrics = [(label, key) for label, key in METRICS if key != "llm_judge" or judged]
     front = set(r["row"] for r in records if r.get("pareto"))
     header = ["system", "paradigm", "n"] + [f"{label} ± SE" for label, _ in metrics] + \
-        ["held / q", "tokens / q (answer)", "construction tokens / q", "memory per history", "answer p50 s", "ingest s", "Pareto"]
+        ["held / q", "read / q", "written / q", "construction / q", "judging / q", "memory per history",
+         "answer p50 s", "ingest s", "Pareto", "guards"]
     rows = []
     for r in records:
         label = r["label"] + ("" if r.get("same_questions") in (None, True) else " (other questions)")
@@ -171,8 +184,10 @@ def render_board(board: dict[str, Any], records: list[dict[str, Any]], png: str 
             rows.append([label, r["paradigm"], "no run found"] + [MISSING] * (len(header) - 3))
             continue
         rows.append([label, r["paradigm"], r.get("n")] + [_with_se(r, key) for _, key in metrics] +
-                    [_held(r), _tok(r.get("answer_tokens")), _tok(r.get("construction_tokens")), _memory(r),
-                     _sec(r.get("answer_p50_s")), _sec(r.get("ingest_s")), "★" if r["row"] in front else ""])
+                    [_held(r), _tok(r.get("read_tokens")), _tok(r.get("written_tokens")),
+                     _tok(r.get("construction_tokens")), _tok(r.get("judging_tokens")), _memory(r),
+                     _sec(r.get("answer_p50_s")), _sec(r.get("ingest_s")), "★" if r["row"] in front else "",
+                     "; ".join(r.get("guards") or [])])
     lines = [f"# {board.get('title', board['name'])}", ""]
     if board.get("description"):
         lines += [str(board["description"]).strip(), ""]
@@ -184,13 +199,14 @@ def render_board(board: dict[str, Any], records: list[dict[str, Any]], png: str 
             + (f" (checkpoint `{r['checkpoint']}`)" if r.get("checkpoint") else "") for r in trained) + ".", ""]
     lines += ["± = bootstrap standard error over questions. held / q = what the answering model holds when it "
               "answers, per question: tokens of history or memory text in the prompt as sent (after any "
-              "trimming) + KV slots per layer of compressed history + soft memory slots (ICAE); tokens / q = "
-              "answer prompt + completion tokens per question (text tokens fed; KV and soft slots are held, "
-              "not fed); construction tokens / q = the LLM tokens spent building the memory, divided by the "
-              "questions asked of it; memory per history = the KV bytes a compression method holds between "
+              "trimming) + KV slots per layer of compressed history + soft memory slots (ICAE); read / q and "
+              "written / q = the answering model's prompt and completion tokens per question (text tokens fed; "
+              "KV and soft slots are held, not fed); construction / q = the LLM tokens spent building the memory, divided by the "
+              "questions asked of it; judging / q = the judge's prompt + completion tokens per question "
+              "(— = not counted: a run before ctxbench-cost-5); memory per history = the KV bytes a compression method holds between "
               "ingest and answer, or a memory system's items and their tokens. ★ = on the Pareto front of F1 "
               f"against held context per question. {HELD_UNKNOWN}: the run was evaluated before held counts "
-              "existed (re-evaluate it); such rows are off the front and the plot."]
+              "existed (re-evaluate it); such rows are off the front and the plot. " + MARKS_NOTE]
     if png:
         lines += ["", f"![F1 against held context per question]({png})"]
     return "\n".join(lines) + "\n"
@@ -231,6 +247,7 @@ def plot_board(records: list[dict[str, Any]], path: Path, title: str) -> None:
 def board_report(board: dict[str, Any], runs: dict[str, Run], out: Path, plot: bool = True) -> dict[str, Any]:
     records = [row_record(spec, runs.get(spec["experiment"])) for spec in board["rows"]]
     mark_questions(records)
+    mark_prompts(records)
     live = [r for r in records if r.get("f1") is not None and r.get("held") is not None
             and r.get("same_questions") is not False]
     for i in pareto([(r["held"], r["f1"]) for r in live]):

@@ -23,6 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ctxbench.report.guards import table_marks
 from ctxbench.report.markdown import MISSING, fmt, md_table
 from ctxbench.report.runs import ReportError, Run, find_runs
 
@@ -283,7 +284,9 @@ def render(table: dict[str, Any], records: list[dict[str, Any]]) -> str:
              + (" (ours ×100)" if table.get("units", "percent") == "percent" else "") + ".",
              "Each cell: paper [± std] / ours [± bootstrap stderr] / Δ (ours − paper); — = no number (no run, or "
              "not published); not comparable = a number ctxbench does not measure, a setting it cannot run, or a run "
-             "in another setting than the paper's (ours shown, no Δ).", ""]
+             "in another setting than the paper's (ours shown, no Δ). A heading's guards: why our run's number may "
+             "not measure a memory (health warnings, a lenient judge, an answer prompt other than the other "
+             "rows'; ctxbench/report/guards.py).", ""]
     for cell in table["cells"]:
         recs = [r for r in records if r["cell"] == cell["cell"]]
         run = next((r["run"] for r in recs if r["run"]), None)
@@ -295,6 +298,9 @@ def render(table: dict[str, Any], records: list[dict[str, Any]]) -> str:
         differs = next((r["not_comparable"] for r in recs if r.get("ours") is not None and not r["comparable"]), None)
         if differs and not cell.get("not_comparable"):
             where += f"; not comparable: {differs}"
+        guards = next((r["guards"] for r in recs if r.get("guards")), None)
+        if guards:
+            where += "; guards: " + "; ".join(guards)
         exp = f"`experiment={cell['experiment']}`" if cell.get("experiment") else "no experiment config"
         if cell.get("trained_by"):
             exp = f"`train experiment={cell['trained_by']}` then `eval {exp[1:-1]} checkpoint=<run>`"
@@ -323,6 +329,15 @@ def _metric_line(label: str, spec: dict[str, Any], table: dict[str, Any]) -> str
     return f"{label} = our `{spec['ours']}`" + (f" ({unit})" if unit and unit != table.get("units") else "")
 
 
+def add_guards(table: dict[str, Any], runs: dict[str, Run], records: list[dict[str, Any]]) -> None:
+    """Each record's ``guards``: its cell's run's marks (:mod:`.guards`: health warnings, lenient judges,
+    an answer prompt other than the other cells' runs')."""
+    by_cell = {c["cell"]: runs.get(c.get("experiment") or "") for c in table["cells"]}
+    marks = table_marks({cell: (run.results if run is not None else None) for cell, run in by_cell.items()})
+    for r in records:
+        r["guards"] = marks.get(r["cell"], [])
+
+
 def table_report(name: str, roots: list[Path], out: Path | None = None) -> dict[str, Any]:
     runs = runs_by_experiment(roots)
     out = out or Path("outputs") / "report" / f"{name}.md"
@@ -337,6 +352,7 @@ def table_report(name: str, roots: list[Path], out: Path | None = None) -> dict[
         return {**result, "path": out, "found": sorted(runs)}
     table = load_table(name)
     records = compare(table, runs)
+    add_guards(table, runs, records)
     md = render(table, records)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md, encoding="utf-8")

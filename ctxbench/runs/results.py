@@ -286,6 +286,23 @@ def _held(cost: dict[str, Any]) -> str:
             f"{_fmt(h['soft_slots'])} soft; {_fmt(h['kv_bytes'])} KV bytes)")
 
 
+def _judging(cost: dict[str, Any]) -> str:
+    """results.json ``cost.judging_per_question`` as one cell (or why there is none)."""
+    j = cost.get("judging_per_question")
+    if not j:
+        return "not judged by an LLM"
+    return f"{_fmt(j['prompt'])} + {_fmt(j['completion'])} = {_fmt(j['total'])} ({_fmt(j['calls'])} calls)"
+
+
+def warnings_section(results: dict[str, Any]) -> list[str]:
+    """results.json ``health.warnings`` (:mod:`ctxbench.metrics.guards`) as a list, or no lines."""
+    warnings = (results.get("health") or {}).get("warnings") or []
+    if not warnings:
+        return []
+    return ["", "## Warnings", ""] + [f"- {'expected: ' if w.get('expected') else ''}{w.get('message')}"
+                                     for w in warnings]
+
+
 def structured_table(rep: dict[str, Any]) -> list[str]:
     """The ``cost.structured_output`` table (one row per phase and kind of call), or no lines."""
     if not rep:
@@ -331,11 +348,12 @@ def results_markdown(results: dict[str, Any], metric_names: list[str], title: st
                   "| measure | value |", "|---|---|",
                   f"| questions / histories | {cost['n_questions']} / {cost['n_histories']} |",
                   f"| held per question: text tokens + KV slots + soft slots | {_held(cost)} |",
-                  f"| answer prompt + completion tokens per question | {_fmt(tq['answer_prompt'])} + "
-                  f"{_fmt(tq['answer_completion'])} |",
-                  f"| construction tokens per question (amortised) | "
+                  f"| answering tokens per question: read (prompt) / written (completion) | "
+                  f"{_fmt(tq['answer_prompt'])} / {_fmt(tq['answer_completion'])} |",
+                  f"| construction tokens per question (amortised): prompt + completion | "
                   f"{_fmt(tq['construction_prompt_amortised'])} + {_fmt(tq['construction_completion_amortised'])} |",
-                  f"| total tokens per question | {_fmt(tq['total'])} |",
+                  f"| judging tokens per question: prompt + completion | {_judging(cost)} |",
+                  f"| total tokens per question (answering + construction + judging) | {_fmt(tq['total'])} |",
                   f"| LLM calls per question (answer + construction) | {_fmt(cost['llm_calls_per_question']['total'])} |",
                   f"| failed LLM calls | {cost['failed_calls']} |",
                   f"| ingest latency p50 / p95 (s) | {_fmt(lat['ingest']['p50'])} / {_fmt(lat['ingest']['p95'])} |",
@@ -343,6 +361,9 @@ def results_markdown(results: dict[str, Any], metric_names: list[str], title: st
                   f"| memory per history: items / tokens / KV bytes | {_fmt(mem['items'])} / {_fmt(mem['tokens'])} / "
                   f"{_fmt(mem['kv_bytes'])} |"]
         lines += structured_table(cost.get("structured_output") or {})
+    elif (cost or {}).get("judging_per_question"):  # score: only judging is this run's own cost
+        lines += ["", f"Judging tokens per question: prompt + completion {_judging(cost)}."]
+    lines += warnings_section(results)
     versions = results.get("metrics", {})
     if versions:
         lines += ["", "## Metrics", ""] + [f"- `{k}` {v['version']}: {v['reference']}" for k, v in versions.items()]

@@ -10,6 +10,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ctxbench.core.errors import ConfigError
+from ctxbench.memory.stores.retrieval_notes import note_retrieval
 
 
 def import_faiss():
@@ -70,7 +71,10 @@ class VectorIndex:
 
     def search(self, query: np.ndarray, k: int, allowed: set[int] | None = None) -> list[tuple[int, float]]:
         """Top-``k`` (id, cosine) for one query vector, best first; ``allowed`` filters ids."""
-        if k <= 0 or not self._live:
+        if k <= 0:
+            return []
+        note_retrieval(k, len(self._live) if allowed is None else len(self._live.intersection(allowed)))
+        if not self._live:
             return []
         q = np.asarray(query, dtype=np.float32).reshape(1, self.dim)
         n_total = self.index.ntotal
