@@ -10,6 +10,7 @@ from ctxbench.metrics.aggregate import aggregate, metric_versions, score_records
 from ctxbench.metrics.base import Metric
 from ctxbench.metrics.cost import aggregate_cost
 from ctxbench.metrics.health import DEFAULT_MAX_FAILED_FRACTION, run_health
+from ctxbench.metrics.judges.leniency import judges_block
 from ctxbench.runs.results import atomic_write_text, results_markdown, run_metadata, write_json, write_jsonl
 
 RESULTS_JSON, RESULTS_MD = "results.json", "results.md"
@@ -32,6 +33,9 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     scored = score_records(answered, metrics, progress=progress)
     results = aggregate(scored, names)
     results["metrics"] = metric_versions(metrics)
+    judges = judges_block(metrics, cfg.get("judge") if hasattr(cfg, "get") else None)
+    if judges:  # each judge's prompt, model, decoding and (judge.calibration=) leniency
+        results["judges"] = judges
     if with_cost:
         results["cost"] = aggregate_cost(records)
         results["health"] = run_health(records, max_failed_fraction)

@@ -28,16 +28,19 @@ PREDICTIONS_HINT = ("predictions= takes the predictions.jsonl that `python -m ct
                     "(outputs/eval/<run>/predictions.jsonl, or that folder)")
 
 
-def judge_llm(cfg: Any, llm: Any = None) -> Any:
-    """The LLM ``llm_judge`` judges with (``judge_llm=``, else ``llm``; None without that metric)."""
-    if "llm_judge" not in [str(m) for m in cfg.metrics]:
+def judge_llm(cfg: Any, llm: Any = None, force: bool = False) -> Any:
+    """The LLM ``llm_judge`` judges with (``judge_llm=``, else ``llm``; None without that metric or a
+    panel of two or more judges, unless ``force``)."""
+    from ctxbench.metrics.judges.panel import JUDGE_METRIC, with_panel
+
+    if not force and JUDGE_METRIC not in with_panel(list(cfg.get("metrics") or []), cfg.get("judge")):
         return None
     from ctxbench.core.registry import build
 
-    judge_cfg = option_config("llm", cfg.judge_llm) if cfg.judge_llm else cfg.llm  # a user's mapping, filled
+    judge_cfg = option_config("llm", cfg.judge_llm) if cfg.get("judge_llm") else cfg.get("llm")  # a user's mapping
     if judge_cfg is None:
         raise DataError("metrics", "llm_judge needs a judge LLM: set judge_llm or llm", field="llm_judge")
-    if llm is not None and cfg.judge_llm is None:
+    if llm is not None and cfg.get("judge_llm") is None:
         return llm
     judge = build("llm", judge_cfg)
     preflight(judge)
@@ -45,8 +48,14 @@ def judge_llm(cfg: Any, llm: Any = None) -> Any:
 
 
 def metrics_of(cfg: Any, llm: Any = None) -> list[Metric]:
-    """The metrics of ``metrics=``, with their judge LLM (``llm``, the evaluated system's, if no judge_llm)."""
-    return build_metrics([str(m) for m in cfg.metrics], llm=judge_llm(cfg, llm), judge=cfg.judge)
+    """The metrics of ``metrics=``, with their judge LLM (``llm``, the evaluated system's, if no judge_llm);
+    ``judge.panel`` makes one ``llm_judge`` metric per judge (:mod:`ctxbench.metrics.judges.panel`)."""
+    judge = cfg.get("judge")
+    if judge is not None and judge.get("calibration"):  # a bad judges.json fails now, not after the answers
+        from ctxbench.metrics.judges.leniency import load_calibration
+
+        load_calibration(judge.calibration)
+    return build_metrics([str(m) for m in cfg.metrics], llm=judge_llm(cfg, llm), judge=judge)
 
 
 def load_prediction_file(path: str | Path) -> list[dict[str, Any]]:

@@ -2,6 +2,7 @@
 
     python -m ctxbench report sweep=multirun/train/<time>            # sweep.md + sweep.png in that folder
     python -m ctxbench report table=amem_locomo_table1 [runs=DIR]   # ours vs the paper, with differences
+    python -m ctxbench report judges [judge.panel=[...]] dataset=locomo  # each judge's leniency (judges.json)
     python -m ctxbench report                                        # list the paper tables
 """
 from __future__ import annotations
@@ -24,6 +25,10 @@ def _paths(value: Any) -> list[Path]:
 
 
 def main(cfg: Any) -> dict[str, Any] | None:
+    if cfg.get("judges"):
+        from ctxbench.report.judges import judges_report
+
+        return judges_report(cfg)
     if cfg.sweep_dir:
         from ctxbench.report.sweep import print_summary, sweep_report
 
@@ -46,7 +51,7 @@ def main(cfg: Any) -> dict[str, Any] | None:
         return result
     from ctxbench.report.tables import table_names
 
-    print("usage: python -m ctxbench report sweep=DIR | table=NAME [runs=DIR]\npaper tables: "
+    print("usage: python -m ctxbench report sweep=DIR | table=NAME [runs=DIR] | judges [judge.panel=[...]]\npaper tables: "
           + ", ".join(table_names()) + "\nboards (systems side by side): " + ", ".join(table_names("board")))
     return None
 

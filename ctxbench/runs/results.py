@@ -301,13 +301,17 @@ def structured_table(rep: dict[str, Any]) -> list[str]:
 def results_markdown(results: dict[str, Any], metric_names: list[str], title: str = "Results") -> str:
     """A per-category table (rows: categories then overall; cells: mean ± bootstrap stderr) and cost."""
     from ctxbench.core.markdown_table import md_table
+    from ctxbench.metrics.judges.leniency import judges_section, lenient_metrics
 
     lines = [f"# {title}", ""]
     rows = [[name, _fmt(row.get("id")), _fmt(row["n"]), *(_fmt_se(row, m) for m in metric_names)]
             for name, row in results["by_category"].items()]
     ov = results["overall"]
     rows.append(["**overall**", "", _fmt(ov["n"]), *(_fmt_se(ov, m) for m in metric_names)])
-    lines += md_table(["category", "id", "n", *metric_names], rows, formatter=str).split("\n")
+    lenient = lenient_metrics(results)  # a judge flagged lenient on the calibration set: marked in the header
+    header = [f"{m} (lenient)" if m in lenient else m for m in metric_names]
+    lines += md_table(["category", "id", "n", *header], rows, formatter=str).split("\n")
+    lines += judges_section(results)
     qa = results.get("qa_prompt") or {}
     if qa.get("name"):
         lines += ["", f"Answer prompt: {qa['name']} ({qa.get('version')}; {qa.get('source')}), "
