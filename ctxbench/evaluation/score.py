@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ctxbench.config.compose import option_config
 from ctxbench.data.errors import DataError
 from ctxbench.evaluation.finalize import finalize, summary_line
-from ctxbench.llm.base import preflight
+from ctxbench.metrics.judges import panel as judge_panel
+from ctxbench.metrics.judges.panel import panel_metrics  # noqa: F401 - the panel from (cfg, llm), for importers
 from ctxbench.metrics.base import Metric, build_metrics
 from ctxbench.runs.results import run_dir
 
@@ -29,22 +29,8 @@ PREDICTIONS_HINT = ("predictions= takes the predictions.jsonl that `python -m ct
 
 
 def judge_llm(cfg: Any, llm: Any = None, force: bool = False) -> Any:
-    """The LLM ``llm_judge`` judges with (``judge_llm=``, else ``llm``; None without that metric or a
-    panel of two or more judges, unless ``force``)."""
-    from ctxbench.metrics.judges.panel import JUDGE_METRIC, with_panel
-
-    if not force and JUDGE_METRIC not in with_panel(list(cfg.get("metrics") or []), cfg.get("judge")):
-        return None
-    from ctxbench.core.registry import build
-
-    judge_cfg = option_config("llm", cfg.judge_llm) if cfg.get("judge_llm") else cfg.get("llm")  # a user's mapping
-    if judge_cfg is None:
-        raise DataError("metrics", "llm_judge needs a judge LLM: set judge_llm or llm", field="llm_judge")
-    if llm is not None and cfg.get("judge_llm") is None:
-        return llm
-    judge = build("llm", judge_cfg)
-    preflight(judge)
-    return judge
+    """The LLM ``llm_judge`` judges with (:func:`ctxbench.metrics.judges.panel.judge_llm`)."""
+    return judge_panel.judge_llm(cfg, llm, force)
 
 
 def metrics_of(cfg: Any, llm: Any = None) -> list[Metric]:
@@ -55,7 +41,7 @@ def metrics_of(cfg: Any, llm: Any = None) -> list[Metric]:
         from ctxbench.metrics.judges.leniency import load_calibration
 
         load_calibration(judge.calibration)
-    return build_metrics([str(m) for m in cfg.metrics], llm=judge_llm(cfg, llm), judge=judge)
+    return build_metrics([str(m) for m in cfg.metrics], llm=judge_panel.judge_llm(cfg, llm), judge=judge)
 
 
 def load_prediction_file(path: str | Path) -> list[dict[str, Any]]:

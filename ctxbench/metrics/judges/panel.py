@@ -8,9 +8,10 @@ adds ``llm_judge`` to ``metrics`` when it is not there (asking for a panel is as
 panel of one judge changes nothing but which prompt ``llm_judge`` uses. Every judge's call has its own
 call-cache key (its own prompt text).
 
-:func:`panel_metrics` builds the judge metrics from a command's config and an LLM, so every path that
-scores records (``eval``, ``score predictions=``, an importer's ``score format=``) gets the panel from
-the same config keys.
+:func:`build_panel` builds the judge metrics from the ``judge:`` block and the judge LLM;
+:func:`panel_metrics` does it from a command's config and an LLM (:func:`judge_llm`), so every path
+that scores records (``eval``, ``score predictions=``, an importer's ``score format=``) gets the
+panel from the same config keys.
 """
 from __future__ import annotations
 
@@ -72,10 +73,29 @@ def build_panel(llm: Any, judge_cfg: Any) -> list[Any]:
     return out
 
 
-def panel_metrics(cfg: Any, llm: Any = None) -> list[Any]:
-    """The judge metrics of a command's config (``judge:``, ``judge_llm``, ``llm``): the judge LLM is
-    ``llm`` when given and ``judge_llm`` is unset, else built from the config
-    (:func:`ctxbench.evaluation.score.judge_llm`)."""
-    from ctxbench.evaluation.score import judge_llm
+def judge_llm(cfg: Any, llm: Any = None, force: bool = False) -> Any:
+    """The LLM the judges judge with: ``judge_llm=`` (built), else ``llm`` (the evaluated system's when
+    given, else built from the config); None when nothing is judged (no ``llm_judge`` in ``metrics`` and
+    a panel of one), unless ``force``."""
+    from ctxbench.config.compose import option_config
+    from ctxbench.core.registry import build
+    from ctxbench.data.errors import DataError
+    from ctxbench.llm.base import preflight
 
+    if not force and JUDGE_METRIC not in with_panel(list(cfg.get("metrics") or []), cfg.get("judge")):
+        return None
+    judge_cfg = option_config("llm", cfg.judge_llm) if cfg.get("judge_llm") else cfg.get("llm")  # a user's mapping
+    if judge_cfg is None:
+        raise DataError("metrics", "llm_judge needs a judge LLM: set judge_llm or llm", field="llm_judge")
+    if llm is not None and cfg.get("judge_llm") is None:
+        return llm
+    judge = build("llm", judge_cfg)
+    preflight(judge)
+    return judge
+
+
+def panel_metrics(cfg: Any, llm: Any = None) -> list[Any]:
+    """The judge metrics of a command's config alone (``judge:``, ``judge_llm``, ``llm``), whatever
+    ``metrics=`` says, on ``llm`` (when given and ``judge_llm`` is unset) or the judge LLM the config
+    builds: for records scored outside ``eval`` (``report judges``, an importer's records)."""
     return build_panel(judge_llm(cfg, llm, force=True), cfg.get("judge"))
