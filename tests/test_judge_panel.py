@@ -198,3 +198,12 @@ def test_a_missing_calibration_fails_before_judging(tmp_path, monkeypatch):
                 f"hydra.run.dir={tmp_path / 'x'}")
     assert p.returncode == 2 and "judge.calibration" in p.stderr and "nope.json" in p.stderr
     assert scripted.calls == []
+
+
+def test_the_board_marks_a_lenient_judges_j():
+    from ctxbench.report.board import render_board
+
+    row = {"row": "a", "label": "A", "paradigm": "memory", "run": "x", "n": 4, "f1": 0.5, "llm_judge": 0.9,
+           "llm_judge_stderr": 0.1, "llm_judge_lenient": True}
+    assert "0.900 ± 0.100 (lenient)" in render_board({"name": "b"}, [row], None)
+    assert "(lenient)" not in render_board({"name": "b"}, [{**row, "llm_judge_lenient": False}], None)

@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ctxbench.metrics.judges.leniency import lenient_metrics
 from ctxbench.report.markdown import MISSING, md_table
 from ctxbench.report.runs import ReportError, Run
 
@@ -88,6 +89,7 @@ def row_record(spec: dict[str, Any], run: Run | None) -> dict[str, Any]:
                ingest_s=_num(cost, "latency_s", "ingest", "total"),
                health=(res.get("health") or {}).get("status"),
                checkpoint=(res.get("config") or {}).get("checkpoint"))
+    rec["llm_judge_lenient"] = "llm_judge" in lenient_metrics(res)  # its judge flagged on the calibration set
     ids = question_ids(run)
     rec["questions"] = hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:12] if ids else None
     return rec
@@ -117,7 +119,8 @@ def _with_se(r: dict[str, Any], key: str) -> str:
     v, se = r.get(key), r.get(f"{key}_stderr")
     if v is None:
         return MISSING
-    return f"{v:.3f}" + ("" if se is None else f" ± {se:.3f}")
+    lenient = " (lenient)" if r.get(f"{key}_lenient") else ""
+    return f"{v:.3f}" + ("" if se is None else f" ± {se:.3f}") + lenient
 
 
 def _bytes(v: float | None) -> str:
