@@ -206,6 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     if command == "report":  # `report sweep=DIR`: conf/sweep/ is a config group, so the folder travels as sweep_dir
         rest = ["sweep_dir=" + a.partition("=")[2] if a.startswith("sweep=") else a for a in rest]
         rest = [quote_list_value(a) for a in rest]  # `report compare=A,B`: one value, not a sweep
+        rest = ["judges=true" if a == "judges" else a for a in rest]  # `report judges`: the calibration report
     if command == "reproduce":  # `reproduce scale=cpu`: conf/scale/ is a config group, so the scale travels as table_scale
         rest = ["table_scale=" + a.partition("=")[2] if a.startswith("scale=") else a for a in rest]
     from ctxbench.config.hints import dashed_key_hint

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ctxbench.core.errors import CtxbenchError
 
-KINDS = ("model", "method", "memory", "dataset", "metric", "llm", "embedder", "bench", "table", "task", "format")
+KINDS = ("model", "method", "memory", "dataset", "metric", "judge", "llm", "embedder", "bench", "table", "task", "format")
 PACKAGES = (
     "ctxbench.models",
     "ctxbench.methods",

@@ -14,6 +14,7 @@ from ctxbench.metrics.cost import COST_VERSION, aggregate_cost, judging_per_ques
 from ctxbench.metrics.guards import run_warnings, warning_lines
 from ctxbench.metrics.health import DEFAULT_MAX_FAILED_FRACTION, run_health
 from ctxbench.metrics.stats import statistics_block
+from ctxbench.metrics.judges.leniency import judges_block
 from ctxbench.runs.results import atomic_write_text, results_markdown, run_metadata, write_json, write_jsonl
 
 RESULTS_JSON, RESULTS_MD = "results.json", "results.md"
@@ -55,6 +56,9 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     if errata is not None:
         results[CORRECTED], fixes = corrected_block(scored + failed, errata, metrics, progress=progress)
     results["metrics"] = metric_versions(metrics)
+    judges = judges_block(metrics, cfg.get("judge") if hasattr(cfg, "get") else None)
+    if judges:  # each judge's prompt, model, decoding and (judge.calibration=) leniency
+        results["judges"] = judges
     by_id = {str(r["id"]): r for r in scored}
     scored = [by_id.get(str(r["id"]), r) for r in records]  # failed ones as they are, in dataset order
     scored = [dict(r, **{CORRECTED: fixes[str(r["id"])]}) if str(r["id"]) in fixes else r for r in scored]

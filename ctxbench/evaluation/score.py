@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ctxbench.config.compose import option_config
 from ctxbench.data.errors import DataError
 from ctxbench.evaluation.finalize import finalize, summary_line
-from ctxbench.llm.base import preflight
+from ctxbench.metrics.judges import panel as judge_panel
+from ctxbench.metrics.judges.panel import panel_metrics  # noqa: F401 - the panel from (cfg, llm), for importers
 from ctxbench.metrics.base import Metric, build_metrics
 from ctxbench.runs.results import run_dir
 
@@ -28,25 +28,20 @@ PREDICTIONS_HINT = ("predictions= takes the predictions.jsonl that `python -m ct
                     "(outputs/eval/<run>/predictions.jsonl, or that folder)")
 
 
-def judge_llm(cfg: Any, llm: Any = None) -> Any:
-    """The LLM ``llm_judge`` judges with (``judge_llm=``, else ``llm``; None without that metric)."""
-    if "llm_judge" not in [str(m) for m in cfg.metrics]:
-        return None
-    from ctxbench.core.registry import build
-
-    judge_cfg = option_config("llm", cfg.judge_llm) if cfg.judge_llm else cfg.llm  # a user's mapping, filled
-    if judge_cfg is None:
-        raise DataError("metrics", "llm_judge needs a judge LLM: set judge_llm or llm", field="llm_judge")
-    if llm is not None and cfg.judge_llm is None:
-        return llm
-    judge = build("llm", judge_cfg)
-    preflight(judge)
-    return judge
+def judge_llm(cfg: Any, llm: Any = None, force: bool = False) -> Any:
+    """The LLM ``llm_judge`` judges with (:func:`ctxbench.metrics.judges.panel.judge_llm`)."""
+    return judge_panel.judge_llm(cfg, llm, force)
 
 
 def metrics_of(cfg: Any, llm: Any = None) -> list[Metric]:
-    """The metrics of ``metrics=``, with their judge LLM (``llm``, the evaluated system's, if no judge_llm)."""
-    return build_metrics([str(m) for m in cfg.metrics], llm=judge_llm(cfg, llm), judge=cfg.judge)
+    """The metrics of ``metrics=``, with their judge LLM (``llm``, the evaluated system's, if no judge_llm);
+    ``judge.panel`` makes one ``llm_judge`` metric per judge (:mod:`ctxbench.metrics.judges.panel`)."""
+    judge = cfg.get("judge")
+    if judge is not None and judge.get("calibration"):  # a bad judges.json fails now, not after the answers
+        from ctxbench.metrics.judges.leniency import load_calibration
+
+        load_calibration(judge.calibration)
+    return build_metrics([str(m) for m in cfg.metrics], llm=judge_panel.judge_llm(cfg, llm), judge=judge)
 
 
 def load_prediction_file(path: str | Path) -> list[dict[str, Any]]:

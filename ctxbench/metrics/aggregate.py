@@ -54,6 +54,7 @@ def score_records(records: list[dict[str, Any]], metrics: list[Metric],
         scored["category_name"] = category_name(q)
         with call_scope() as scope:  # what judging this answer cost (phase "judge", any judge's backend)
             for m in metrics:
+                scored.pop(m.name + RUNS_SUFFIX, None)  # a re-scored record (a finished run's) keeps no old runs
                 runs = _run_scores(m, pred, q)
                 if runs is None:
                     v = m.score(pred, q)

@@ -42,22 +42,20 @@ def answer_text(answer: Any) -> str:
     return str(answer)
 
 
-JUDGE_KEYS = ("runs", "temperature", "seed")  # the ``judge:`` block of eval.yaml / score.yaml
-
-
 def build_metrics(names: list[str], llm: Any = None, judge: Any = None) -> list[Metric]:
-    """Instantiate metrics by registry name; metrics with ``needs_llm`` get the judge LLM and the
-    ``judge`` config block (``runs``, ``temperature``, ``seed``: :mod:`.judge`)."""
+    """Instantiate metrics by registry name; ``llm_judge`` becomes the judge panel of the ``judge``
+    config block (``panel``, ``runs``, ``temperature``, ``seed``: :mod:`.judges.panel`) on the judge
+    LLM, and any other metric with ``needs_llm`` gets the judge LLM."""
     from ctxbench.core.registry import get
+    from ctxbench.metrics.judges.panel import JUDGE_METRIC, build_panel, with_panel
 
-    opts = {k: judge[k] for k in JUDGE_KEYS if judge is not None and judge.get(k) is not None}
     out = []
-    for name in names:
+    for name in with_panel(names, judge):
         cls = get("metric", str(name))
         if getattr(cls, "needs_llm", False):
             if llm is None:
                 raise ConfigError(f"metric {name!r} needs an LLM: set the llm config (llm=hf|openai)")
-            out.append(cls(llm=llm, **opts))
+            out.extend(build_panel(llm, judge) if str(name) == JUDGE_METRIC else [cls(llm=llm)])
         else:
             out.append(cls())
     return out

@@ -1,8 +1,11 @@
 """``llm_judge``: the J score of the Mem0 paper (an LLM labels each answer CORRECT or WRONG).
 
-Prompt after mem0ai/mem0 ``evaluation/metrics/llm_judge.py`` (ACCURACY_PROMPT); like that code,
-adversarial questions are not judged (score ``None``, excluded from the mean). Off by default:
-add ``llm_judge`` to ``metrics`` and pick the judge with ``llm=...`` / ``judge_llm=...``.
+The judge prompt comes from the judge registry (:mod:`ctxbench.metrics.judges`): ``mem0`` (Mem0's
+ACCURACY_PROMPT, the default and today's J), ``zep``, ``evermemos``, ``longmemeval``, ``strict``. One
+:class:`LLMJudge` judges with one of them; ``judge.panel=[...]`` builds one per judge
+(:mod:`ctxbench.metrics.judges.panel`). Like Mem0's code, adversarial questions are not judged
+(score ``None``, excluded from the mean). Off by default: add ``llm_judge`` to ``metrics`` (or name two
+or more judges in ``judge.panel``) and pick the judge model with ``llm=...`` / ``judge_llm=...``.
 
 Repeated judging (``judge.runs``, ``judge.temperature``, ``judge.seed`` in eval.yaml / score.yaml):
 the Mem0 paper reports J as the mean ± std over 10 judge runs (its code judges with gpt-4o-mini at
@@ -18,96 +21,79 @@ A judge that decodes greedily (a local ``llm=hf`` model at ``temperature=0``) gi
 """
 from __future__ import annotations
 
+import hashlib
 import json
-import re
 from typing import Any
 
 from ctxbench.core.errors import ConfigError
-from ctxbench.llm import schema
 from ctxbench.core.registry import register
 from ctxbench.core.types import Question
 from ctxbench.metrics.base import answer_text, category_name
+from ctxbench.metrics.judges.mem0 import ACCURACY_PROMPT as JUDGE_PROMPT  # noqa: F401 - the mem0 judge's text
+from ctxbench.metrics.judges.mem0 import LABEL_SCHEMA  # noqa: F401
+from ctxbench.metrics.judges.prompt import JudgePrompt
+from ctxbench.metrics.judges.prompt import label_word_or_json as parse_label  # noqa: F401
 
-JUDGE_PROMPT = """Your task is to label an answer to a question as 'CORRECT' or 'WRONG'. You will be given the following data:
-    (1) a question (posed by one user to another user),
-    (2) a 'gold' (ground truth) answer,
-    (3) a generated answer
-which you will score as CORRECT/WRONG.
-
-The point of the question is to ask about something one user should know about the other user based on their prior conversations.
-The gold answer will usually be a concise and short answer that includes the referenced topic, for example:
-Question: Do you remember what I got the last time I went to Hawaii?
-Gold answer: A shell necklace
-The generated answer might be much longer, but you should be generous with your grading - as long as it touches on the same topic as the gold answer, it should be counted as CORRECT.
-
-For time related questions, the gold answer will be a specific date, month, year, etc. The generated answer might be much longer or use relative time references (like "last Tuesday" or "next month"), but you should be generous with your grading - as long as it refers to the same date or time period as the gold answer, it should be counted as CORRECT. Even if the format differs (e.g., "May 7th" vs "7 May"), consider it CORRECT if it's the same date.
-
-Now it's time for the real question:
-Question: {question}
-Gold answer: {gold_answer}
-Generated answer: {generated_answer}
-
-First, provide a short (one sentence) explanation of your reasoning, then finish with CORRECT or WRONG.
-Do NOT include both CORRECT and WRONG in your response, or it will break the evaluation script.
-
-Just return the label CORRECT or WRONG in a json format with the key as "label".
-"""
+DEFAULT_JUDGE = "mem0"
 
 
-def parse_label(text: str) -> int | None:
-    """1 for CORRECT, 0 for WRONG, None if the reply names neither (or both)."""
-    m = re.search(r"\{.*\}", text, flags=re.S)
-    if m:
-        try:
-            label = str(json.loads(m.group(0)).get("label", "")).strip().upper()
-            if label in ("CORRECT", "WRONG"):
-                return int(label == "CORRECT")
-        except (json.JSONDecodeError, AttributeError):
-            pass
-    up = text.upper()
-    has_c, has_w = "CORRECT" in up, "WRONG" in up
-    if has_c != has_w:
-        return int(has_c)
-    return None
+def get_judge(name: str) -> JudgePrompt:
+    """The registered judge called ``name``; one line naming ``judge.panel`` and the judges otherwise."""
+    from ctxbench.core import registry
 
-
-LABEL_SCHEMA = schema.obj(label=schema.enum(["CORRECT", "WRONG"]))  # the prompt's {"label": ...}, enforced
+    known = registry.names("judge")
+    if str(name) not in known:
+        raise ConfigError(f"judge.panel: unknown judge {str(name)!r}.{registry.suggest(str(name), known)}")
+    return registry.get("judge", str(name))
 
 
 @register("metric", "llm_judge")
 class LLMJudge:
     name = "llm_judge"
-    version = "mem0-judge-2"  # runs=1 unchanged; repeated runs are recorded in settings()
+    version = "mem0-judge-2"  # the judge prompt's version (mem0's by default)
     reference = "mem0ai/mem0 evaluation/metrics/llm_judge.py ACCURACY_PROMPT"
     needs_llm = True
 
-    def __init__(self, llm: Any, max_new_tokens: int = 128, runs: int = 1, temperature: float = 0.0,
-                 seed: int = 0):
+    def __init__(self, llm: Any, max_new_tokens: int | None = None, runs: int = 1, temperature: float = 0.0,
+                 seed: int = 0, judge: str = DEFAULT_JUDGE, name: str | None = None,
+                 memo: dict[Any, float | None] | None = None):
         if int(runs) < 1:
             raise ConfigError(f"judge.runs={runs}: need >= 1 (the number of judge runs per answer)")
         if float(temperature) < 0:
             raise ConfigError(f"judge.temperature={temperature}: need >= 0")
+        self.prompt = get_judge(judge)
+        self.judge = self.prompt.name
+        self.name = name or "llm_judge"
+        self.version = self.prompt.version
+        self.reference = self.prompt.source
         self.llm = llm
-        self.max_new_tokens = max_new_tokens
+        self.max_new_tokens = int(max_new_tokens or self.prompt.max_new_tokens)
         self.runs = int(runs)
         self.temperature = float(temperature)
         self.seed = int(seed)
+        self.memo = {} if memo is None else memo  # shared by two metrics of one judge: one call per answer
 
     def seeds(self) -> list[int | None]:
         """The sampling seed of each run: none for a single run (today's call), ``seed + i`` for run i."""
         return [None] if self.runs == 1 else [self.seed + i for i in range(self.runs)]
 
+    def model(self) -> str | None:
+        """The judge model's name as its backend gives it."""
+        name = getattr(self.llm, "model_name", None)
+        return None if name is None else str(name)
+
     def settings(self) -> dict[str, Any]:
         """What results.json records about how J was judged."""
-        return {"runs": self.runs, "temperature": self.temperature, "seeds": self.seeds()}
+        return {"runs": self.runs, "temperature": self.temperature, "seeds": self.seeds(), "judge": self.judge,
+                "model": self.model(), "max_new_tokens": self.max_new_tokens}
 
     def score_runs(self, prediction: str, question: Question) -> list[float | None]:
         """One label per run (1.0 CORRECT, 0.0 WRONG, None failed/unlabelled/adversarial)."""
-        if category_name(question) == "adversarial":
+        cat = category_name(question)
+        if cat == "adversarial":
             return [None] * self.runs
-        prompt = JUDGE_PROMPT.format(question=question.question, gold_answer=answer_text(question.answer),
-                                     generated_answer=prediction)
-        return [self._judge(prompt, seed) for seed in self.seeds()]
+        messages = self.prompt.messages(question.question, answer_text(question.answer), prediction, cat)
+        return [self._judge(question.id, messages, seed) for seed in self.seeds()]
 
     def score(self, prediction: str, question: Question) -> float | None:
         """The mean label over the runs; None unless every run labelled the answer."""
@@ -116,12 +102,18 @@ class LLMJudge:
             return None
         return sum(labels) / len(labels)
 
-    def _judge(self, prompt: str, seed: int | None) -> float | None:
+    def _judge(self, qid: str, messages: list[dict[str, str]], seed: int | None) -> float | None:
+        key = hashlib.sha256(json.dumps([qid, messages, seed]).encode("utf-8")).hexdigest()
+        if self.memo.get(key) is None:  # a failed or unlabelled call is asked again, as before
+            self.memo[key] = self._call(messages, seed)
+        return self.memo[key]
+
+    def _call(self, messages: list[dict[str, str]], seed: int | None) -> float | None:
         seeded = {} if seed is None else {"seed": seed}  # backends without seeds still serve runs=1
-        r = self.llm.chat([{"role": "user", "content": prompt}], max_new_tokens=self.max_new_tokens,
-                          temperature=self.temperature, phase="judge", json_mode=True, schema=LABEL_SCHEMA,
-                          **seeded)
+        structured = {"schema": self.prompt.schema} if self.prompt.schema is not None else {}
+        r = self.llm.chat(messages, max_new_tokens=self.max_new_tokens, temperature=self.temperature, phase="judge",
+                          json_mode=self.prompt.json_mode, **structured, **seeded)
         if r.failed:
             return None
-        label = parse_label(r.text)
+        label = self.prompt.parse(r.text)
         return None if label is None else float(label)

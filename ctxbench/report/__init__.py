@@ -4,6 +4,7 @@
     python -m ctxbench report table=amem_locomo_table1 [runs=DIR]   # ours vs the paper, with differences
     python -m ctxbench report compare=RUN_A,RUN_B                    # B - A per metric: paired bootstrap CI, p
     python -m ctxbench report reruns=RUN1,RUN2,...                   # the variance of the system vs the judge
+    python -m ctxbench report judges [judge.panel=[...]] dataset=locomo  # each judge's leniency (judges.json)
     python -m ctxbench report                                        # list the paper tables
 """
 from __future__ import annotations
@@ -26,6 +27,10 @@ def _paths(value: Any) -> list[Path]:
 
 
 def main(cfg: Any) -> dict[str, Any] | None:
+    if cfg.get("judges"):
+        from ctxbench.report.judges import judges_report
+
+        return judges_report(cfg)
     if cfg.sweep_dir:
         from ctxbench.report.sweep import print_summary, sweep_report
 
@@ -63,7 +68,7 @@ def main(cfg: Any) -> dict[str, Any] | None:
     from ctxbench.report.tables import table_names
 
     print("usage: python -m ctxbench report sweep=DIR | table=NAME [runs=DIR] | compare=RUN_A,RUN_B | "
-          "reruns=RUN1,RUN2,...\npaper tables: "
+          "reruns=RUN1,RUN2,... | judges [judge.panel=[...]]\npaper tables: "
           + ", ".join(table_names()) + "\nboards (systems side by side): " + ", ".join(table_names("board")))
     return None
 

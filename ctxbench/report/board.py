@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxbench.report.guards import MARKS_NOTE, answer_prompt, odd_prompts, run_marks
+from ctxbench.metrics.judges.leniency import lenient_metrics
 from ctxbench.report.markdown import MISSING, md_table
 from ctxbench.report.runs import ReportError, Run
 
@@ -101,6 +102,7 @@ def row_record(spec: dict[str, Any], run: Run | None) -> dict[str, Any]:
                checkpoint=(res.get("config") or {}).get("checkpoint"),
                answer_prompt=answer_prompt(res), guards=run_marks(res))
     rec["questions"] = question_hash(question_ids(run))
+    rec["llm_judge_lenient"] = "llm_judge" in lenient_metrics(res)  # its judge flagged on the calibration set
     return rec
 
 
@@ -134,7 +136,8 @@ def _with_se(r: dict[str, Any], key: str) -> str:
     v, se = r.get(key), r.get(f"{key}_stderr")
     if v is None:
         return MISSING
-    return f"{v:.3f}" + ("" if se is None else f" ± {se:.3f}")
+    lenient = " (lenient)" if r.get(f"{key}_lenient") else ""
+    return f"{v:.3f}" + ("" if se is None else f" ± {se:.3f}") + lenient
 
 
 def _bytes(v: float | None) -> str:

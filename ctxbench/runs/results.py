@@ -321,14 +321,18 @@ def results_markdown(results: dict[str, Any], metric_names: list[str], title: st
     statistics (:mod:`ctxbench.runs.stats_markdown`) and cost."""
     from ctxbench.core.markdown_table import md_table
     from ctxbench.runs.stats_markdown import corrected_lines, failed_lines, statistics_lines
+    from ctxbench.metrics.judges.leniency import judges_section, lenient_metrics
 
     lines = [f"# {title}", ""]
     rows = [[name, _fmt(row.get("id")), _fmt(row["n"]), *(_fmt_se(row, m) for m in metric_names)]
             for name, row in results["by_category"].items()]
     ov = results["overall"]
     rows.append(["**overall**", "", _fmt(ov["n"]), *(_fmt_se(ov, m) for m in metric_names)])
-    lines += md_table(["category", "id", "n", *metric_names], rows, formatter=str).split("\n")
+    lenient = lenient_metrics(results)  # a judge flagged lenient on the calibration set: marked in the header
+    header = [f"{m} (lenient)" if m in lenient else m for m in metric_names]
+    lines += md_table(["category", "id", "n", *header], rows, formatter=str).split("\n")
     lines += failed_lines(results, metric_names, _fmt_se)
+    lines += judges_section(results)
     qa = results.get("qa_prompt") or {}
     if qa.get("name"):
         lines += ["", f"Answer prompt: {qa['name']} ({qa.get('version')}; {qa.get('source')}), "

@@ -55,6 +55,9 @@ class EvalConfigJudge:
     runs: int = setting(1, 'judge every answer this many times: J = mean over runs, llm_judge_std = std over runs', POSITIVE)
     temperature: float = setting(0.0, "the judge's sampling temperature (Mem0's code: 0); a greedy local judge needs > 0 for runs to differ", between(0, 2, note="0 = greedy; the OpenAI API's range"))
     seed: int = setting(0, 'with runs > 1, run i sends seed + i (its own call and cache key); runs=1 sends no seed', SEED)
+    panel: list = setting(['mem0'], 'the judges every answer is judged under (ctxbench/metrics/judges/: mem0, zep, evermemos, longmemeval, strict); llm_judge = the first; two or more also give llm_judge_<name> each and add llm_judge to metrics', nonempty='name at least one judge, e.g. judge.panel=[mem0,zep,strict]')
+    calibration: str | None = setting(None, "a judges.json written by `report judges`: each panel judge's false-accept / false-reject rates and lenient flag go into results.json judges (when judge, prompt version and model match)")
+    lenient_above: float = setting(0.2, 'a judge that accepts more than this share of the calibration set\'s wrong answers is flagged lenient', SHARE)
 
 
 @dataclass
@@ -330,8 +333,16 @@ class ScoreConfig:
 
 
 @dataclass
+class ReportConfigCalibrationSet:
+    """report judges: the calibration set built from dataset='s gold (ctxbench/metrics/judges/calibration_set.py)"""
+
+    questions: int = setting(40, 'questions sampled (categories 1-4; each gives up to 5 items: a paraphrase, a wrong date, a swapped entity, a vague answer, a hedge)', POSITIVE)
+    seed: int = setting(0, 'the sample and the variants are drawn from this seed (same seed, same items)', SEED)
+
+
+@dataclass
 class ReportConfig:
-    """python -m ctxbench report sweep=DIR                  (a Hydra multirun folder → DIR/sweep.md, DIR/sweep.png) python -m ctxbench report table=NAME [runs=DIR]      (ours beside a paper's numbers; NAME = ctxbench/report/papers/NAME.yaml) python -m ctxbench report compare=RUN_A,RUN_B        (B - A: paired bootstrap, 95% CI, p) python -m ctxbench report reruns=RUN1,RUN2,...       (the variance of the system and of the judge)"""
+    """python -m ctxbench report sweep=DIR                  (a Hydra multirun folder → DIR/sweep.md, DIR/sweep.png) python -m ctxbench report table=NAME [runs=DIR]      (ours beside a paper's numbers; NAME = ctxbench/report/papers/NAME.yaml) python -m ctxbench report compare=RUN_A,RUN_B        (B - A: paired bootstrap, 95% CI, p) python -m ctxbench report reruns=RUN1,RUN2,...       (the variance of the system and of the judge) python -m ctxbench report judges [judge.panel=[mem0,zep,strict]] [llm=...] dataset=locomo [dataset.path=...] (each judge's false-accept / false-reject rates → judges.json, judges.md)"""
 
     sweep_dir: str | None = setting(None, '`report sweep=DIR` arrives here (conf/sweep/ is a config group): a multirun folder')
     metric: str | None = setting(None, 'sweep: the metric to plot (null = f1 for eval sweeps, eval_loss for train sweeps)')
@@ -341,6 +352,10 @@ class ReportConfig:
     out: str | None = setting(None, 'table / compare / reruns: markdown output path (null = outputs/report/<name>.md, with a .json beside it)')
     compare: str | list | None = setting(None, 'RUN_A,RUN_B: paired bootstrap of B - A per metric, judge and category over the questions both answered (ctxbench/report/compare.py)')
     reruns: str | list | None = setting(None, 'RUN1,RUN2,...: reruns of one config, the variance of the system beside the judge reruns (ctxbench/report/reruns.py)')
+    judges: bool = setting(False, '`report judges`: judge the calibration set under every judge.panel judge (llm= or judge_llm=) → judges.json / judges.md in hydra.run.dir')
+    calibration_set: ReportConfigCalibrationSet | None = nested(ReportConfigCalibrationSet, "report judges: the calibration set built from dataset='s gold (ctxbench/metrics/judges/calibration_set.py)")
+    judge_llm: dict | None = setting(None, 'report judges: an llm config for the judges (null = the llm above)')
+    judge: EvalConfigJudge | None = nested(EvalConfigJudge, 'report judges: the panel and its runs (as in eval / score)')
 
 
 @dataclass
