@@ -58,6 +58,8 @@ def main(cfg: Any, runner: Runner = subprocess_runner) -> dict[str, Any] | None:
     failed = run_jobs(jobs, lanes=int(cfg.jobs), logs=logs, launch=cfg.launch, runner=runner,
                       progress=bool(cfg.progress))
     if failed:
+        order = {job.name: i for i, job in enumerate(jobs)}  # in plan order, whatever order they ended in
+        failed = sorted(failed, key=lambda f: order.get(f[0], len(order)))
         names = ", ".join(f"{name} (exit {rc})" for name, rc in failed)
         raise ReproduceError(f"cells failed: {names} (their logs are in {logs}; a rerun resumes)")
     return report(table, opts.out)

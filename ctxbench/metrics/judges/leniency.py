@@ -173,7 +173,7 @@ def judges_markdown(report: dict[str, Any]) -> str:
     for name, j in report["judges"].items():
         r = j["rates"]
         by = r["false_accept_by_kind"]
-        rows.append([name, j["prompt_version"], j.get("model"), j["runs"],
+        rows.append([name, j.get("prompt_version"), j.get("model"), j["runs"],
                      f"{_pct(j['false_accept'])}{_ci(j['false_accept_ci95'])} (n={r['false_accept']['n']})",
                      *[(f"{_pct(by[k]['rate'])} (n={by[k]['n']})" if k in by else "–") for k in kinds],
                      f"{_pct(j['false_reject'])}{_ci(j['false_reject_ci95'])} (n={r['false_reject']['n']})",
@@ -199,12 +199,12 @@ def judges_section(results: dict[str, Any]) -> list[str]:
     ov = results.get("overall") or {}
     rows, values = [], []
     for name, j in judges.items():
-        metric = j["metrics"][-1]
+        metric = (j.get("metrics") or [f"llm_judge_{name}"])[-1]
         v = ov.get(metric)
         if v is not None:
             values.append(float(v))
-        rows.append([name, f"`{metric}`", "–" if v is None else f"{v:.4f}", j["prompt_version"], j.get("model"),
-                     j["runs"], j["temperature"], _pct(j.get("false_accept")), _pct(j.get("false_reject")),
+        rows.append([name, f"`{metric}`", "–" if v is None else f"{v:.4f}", j.get("prompt_version"), j.get("model"),
+                     j.get("runs"), j.get("temperature"), _pct(j.get("false_accept")), _pct(j.get("false_reject")),
                      "**lenient**" if j.get("lenient") else ("no" if j.get("lenient") is False else "not measured")])
     lines = ["", "## Judges", ""]
     lines += md_table(["judge", "metric", "J", "prompt", "model", "runs", "temperature", "false accept",
