@@ -103,3 +103,13 @@ def conversation_index(key: str, path: Path) -> int:
         raise DataError(path, "a conversation key must end in the conversation's index (0 = the first "
                               "conversation of the LoCoMo file)", field=str(key))
     return int(m.group(1))
+
+
+def grouped_rows(data: dict[str, Any], path: Path, prefix: str = ""):
+    """``{conversation key: [row, ...]}`` → (key, conversation index, location, row) for every row, each
+    row checked to be an object; ``prefix`` names where the mapping sits in the file (e.g. ``detailed_results.``)."""
+    for key, rows in data.items():
+        idx = conversation_index(key, path)
+        for i, raw in enumerate(need_list(rows, path, f"{prefix}{key}")):
+            where = f"{prefix}{key}[{i}]"
+            yield key, idx, where, need_row(raw, path, where)

@@ -14,8 +14,8 @@ from pathlib import Path
 from ctxbench.core.registry import register
 from ctxbench.data.errors import DataError
 from ctxbench.data.records import short_repr
-from ctxbench.referee.rows import (ArtifactRow, conversation_index, label_value, load_object, need_list,
-                                   need_mapping, need_row, text_field)
+from ctxbench.referee.rows import (grouped_rows, ArtifactRow, label_value, load_object, need_list,
+                                   need_mapping, text_field)
 
 QA_INDEX = re.compile(r"qa(\d+)$")
 JUDGMENT = re.compile(r"judgment_(\d+)$")
@@ -38,18 +38,14 @@ class EverMemOSFormat:
             raise DataError(path, f"expected an object {{locomo_exp_user_N: [rows]}}, got {type(data).__name__}",
                             field="detailed_results")
         out = []
-        for key, rows in data.items():
-            idx = conversation_index(key, path)
-            for i, raw in enumerate(need_list(rows, path, f"detailed_results.{key}")):
-                where = f"detailed_results.{key}[{i}]"
-                row = need_row(raw, path, where)
-                qid = row.get("question_id")
-                m = QA_INDEX.search(qid) if isinstance(qid, str) else None
-                out.append(ArtifactRow(conversation=str(key), conv_index=idx, location=where,
-                                       question=text_field(row, "question", path, where, empty_ok=False),
-                                       prediction=text_field(row, "generated_answer", path, where),
-                                       labels=self._labels(row, path, where), category=row.get("category"),
-                                       qa_index=int(m.group(1)) if m else None, gold=row.get("golden_answer")))
+        for key, idx, where, row in grouped_rows(data, path, "detailed_results."):
+            qid = row.get("question_id")
+            m = QA_INDEX.search(qid) if isinstance(qid, str) else None
+            out.append(ArtifactRow(conversation=str(key), conv_index=idx, location=where,
+                                   question=text_field(row, "question", path, where, empty_ok=False),
+                                   prediction=text_field(row, "generated_answer", path, where),
+                                   labels=self._labels(row, path, where), category=row.get("category"),
+                                   qa_index=int(m.group(1)) if m else None, gold=row.get("golden_answer")))
         return out
 
     @staticmethod

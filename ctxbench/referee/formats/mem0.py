@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ctxbench.core.registry import register
-from ctxbench.referee.rows import (ArtifactRow, conversation_index, label_value, load_object, need_list,
-                                   need_mapping, need_row, number_field, text_field)
+from ctxbench.referee.rows import (grouped_rows, ArtifactRow, label_value, load_object, need_list,
+                                   need_mapping, number_field, text_field)
 
 
 @register("format", "mem0")
@@ -25,16 +25,12 @@ class Mem0Format:
     def read(self, path: Path) -> list[ArtifactRow]:
         data = need_mapping(load_object(path), path, "{conversation index: [rows]}")
         out = []
-        for key, rows in data.items():
-            idx = conversation_index(key, path)
-            for i, raw in enumerate(need_list(rows, path, key)):
-                where = f"{key}[{i}]"
-                row = need_row(raw, path, where)
-                label = label_value(row.get("llm_score"), path, where, "llm_score") if "llm_score" in row else None
-                stored = {k: v for k in self.stored_metrics if (v := number_field(row, k, path, where)) is not None}
-                out.append(ArtifactRow(conversation=str(key), conv_index=idx, location=where,
-                                       question=text_field(row, "question", path, where, empty_ok=False),
-                                       prediction=text_field(row, "response", path, where),
-                                       labels=None if "llm_score" not in row else [label],
-                                       category=row.get("category"), stored=stored, gold=row.get("answer")))
+        for key, idx, where, row in grouped_rows(data, path):
+            label = label_value(row.get("llm_score"), path, where, "llm_score") if "llm_score" in row else None
+            stored = {k: v for k in self.stored_metrics if (v := number_field(row, k, path, where)) is not None}
+            out.append(ArtifactRow(conversation=str(key), conv_index=idx, location=where,
+                                   question=text_field(row, "question", path, where, empty_ok=False),
+                                   prediction=text_field(row, "response", path, where),
+                                   labels=None if "llm_score" not in row else [label],
+                                   category=row.get("category"), stored=stored, gold=row.get("answer")))
         return out

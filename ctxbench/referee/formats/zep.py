@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ctxbench.core.registry import register
-from ctxbench.referee.rows import (ArtifactRow, conversation_index, label_value, load_object, need_list,
-                                   need_mapping, need_row, text_field)
+from ctxbench.referee.rows import (grouped_rows, ArtifactRow, label_value, load_object, need_list,
+                                   need_mapping, text_field)
 
 
 @register("format", "zep")
@@ -24,15 +24,11 @@ class ZepFormat:
     def read(self, path: Path) -> list[ArtifactRow]:
         data = need_mapping(load_object(path), path, "{locomo_experiment_user_N: [rows]}")
         out = []
-        for key, rows in data.items():
-            idx = conversation_index(key, path)
-            for i, raw in enumerate(need_list(rows, path, key)):
-                where = f"{key}[{i}]"
-                row = need_row(raw, path, where)
-                graded = "grade" in row
-                out.append(ArtifactRow(conversation=str(key), conv_index=idx, location=where,
-                                       question=text_field(row, "question", path, where, empty_ok=False),
-                                       prediction=text_field(row, "answer", path, where),
-                                       labels=[label_value(row["grade"], path, where, "grade")] if graded else None,
-                                       category=row.get("category"), gold=row.get("golden_answer")))
+        for key, idx, where, row in grouped_rows(data, path):
+            graded = "grade" in row
+            out.append(ArtifactRow(conversation=str(key), conv_index=idx, location=where,
+                                   question=text_field(row, "question", path, where, empty_ok=False),
+                                   prediction=text_field(row, "answer", path, where),
+                                   labels=[label_value(row["grade"], path, where, "grade")] if graded else None,
+                                   category=row.get("category"), gold=row.get("golden_answer")))
         return out
