@@ -11,7 +11,6 @@ from typing import Any
 from ctxbench.data.errors import DataError
 from ctxbench.evaluation.finalize import finalize, summary_line
 from ctxbench.metrics.judges import panel as judge_panel
-from ctxbench.metrics.judges.panel import panel_metrics  # noqa: F401 - the panel from (cfg, llm), for importers
 from ctxbench.metrics.base import Metric, build_metrics
 from ctxbench.runs.results import run_dir
 
