@@ -52,8 +52,8 @@ def cap_tokens(texts: list[str], budget: int, count: Callable[[str], int], sep: 
                 lo = mid
             else:
                 hi = mid - 1
-        if lo:
-            out = out + (sep if out else "") + text[:lo]
+        if text[:lo].strip():
+            out = out + (sep if out else "") + text[:lo].rstrip()
         break
     return out
 
