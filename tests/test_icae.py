@@ -131,7 +131,7 @@ def test_usage_counts_slots_and_compression():
     assert u.held_soft_slots == u.memory_items == u.held == 2 * 4  # two most recent segments kept
     assert u.held_text == u.held_kv_slots == 0
     assert u.extra["dropped_tokens"] == n_ctx - u.extra["context_tokens_compressed"] > 0
-    assert u.extra["compression_ratio"] == pytest.approx(u.extra["context_tokens_compressed"] / 8)
+    assert u.extra["compression_rate"] == pytest.approx(u.extra["context_tokens_compressed"] / 8)
     frame = len(m.layout.chat_left) + len(m.layout.chat_right) + 1  # template + [FT]
     # the slots are held, not fed as tokens: the answer prompt counts the decoder prompt's text tokens alone
     assert u.extra["decoder_prompt_tokens"] == frame + 8 + len(m.layout.encode(qa_text(q)))

@@ -38,6 +38,6 @@ def test_pretrain_finetune_eval(cli, tmp_path, shared_data):
     assert len(preds) == 2
     u = preds[0]["usage"]
     assert u["held_soft_slots"] == u["memory_items"] > 0 and u["held_soft_slots"] % 4 == 0
-    assert u["extra"]["compression_ratio"] > 1
+    assert u["extra"]["compression_rate"] > 1
     assert u["extra"]["decoder_prompt_tokens"] == u["answer_prompt_tokens"] + u["held_soft_slots"]
     assert preds[0]["construction"]["calls"] == u["held_soft_slots"] // 4  # one encoder pass per segment

@@ -22,6 +22,14 @@ with an error naming the method and the task. Every token count is in the method
   ``perplexity task.score=stream`` uses it.
 - ``reconstruct_ids(context, max_new_tokens)`` → list of token ids the method decodes back from
   its compressed ``context`` (ICAE's autoencoding); ``reconstruction`` uses it.
+
+What a system offers ``eval task=compression`` (the kvpress protocol, docs/evaluation.md):
+
+- ``set_compression_ratio(ratio)``: from then on each ingested history is compressed so that what
+  the reader holds is at most :func:`ratio_budget` ``(ratio, n)`` = ceil((1 − ratio) × n), n = the
+  tokens of the history text the system ingests in its own tokenizer (KV slots per layer for the
+  presses, soft slots for ICAE, kept prompt tokens for prompt pruning, retrieved tokens for RAG).
+  Each answer's ``Usage.extra`` then carries ``compression_ratio`` (r) and ``budget`` (that bound).
 """
 from __future__ import annotations
 
@@ -51,6 +59,38 @@ class ContextScorer(Protocol):
 @runtime_checkable
 class Reconstructor(Protocol):
     def reconstruct_ids(self, context: Sequence[int], max_new_tokens: int) -> list[int]: ...
+
+
+@runtime_checkable
+class RatioCompressor(Protocol):
+    def set_compression_ratio(self, ratio: float) -> None: ...
+
+
+def check_ratio(ratio: Any, key: str = "task.ratio") -> float:
+    """``ratio`` as a float in [0, 1), else a one-line ConfigError naming ``key``."""
+    from ctxbench.core.errors import ConfigError
+
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.0 <= float(ratio) < 1.0:
+        raise ConfigError(f"{key}={ratio!r}: a compression ratio is in [0, 1) (0 keeps everything; "
+                          "0.75 keeps a quarter of the context)")
+    return float(ratio)
+
+
+def ratio_budget(ratio: float, n: int) -> int:
+    """What a reader may hold of ``n`` ingested tokens at compression ratio ``ratio``: ceil((1 − ratio) × n).
+
+    Computed in exact decimal arithmetic on the ratio as written, so 0.75 of 1000 is 250, never 251
+    from a binary float's rounding."""
+    from decimal import Decimal
+    import math
+
+    keep = (Decimal(1) - Decimal(repr(float(ratio)))) * int(n)
+    return int(math.ceil(keep))
+
+
+def ratio_extra(ratio: float | None, budget: int | None) -> dict[str, Any]:
+    """``Usage.extra``'s protocol keys for an answer: ``compression_ratio`` and ``budget`` (none unset)."""
+    return {} if ratio is None else {"compression_ratio": float(ratio), "budget": budget}
 
 
 def start_ids(tokenizer: Any) -> list[int]:

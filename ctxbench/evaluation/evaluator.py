@@ -18,6 +18,7 @@ This module holds the entry points (:func:`main`, :func:`evaluate_samples`; ``sc
 - :mod:`~ctxbench.evaluation.shard`: histories split across processes under ``accelerate launch``
 - :mod:`~ctxbench.evaluation.finalize`: the three result files; :mod:`~ctxbench.evaluation.score`: metrics
 - :mod:`~ctxbench.evaluation.tasks`: ``task=perplexity|reconstruction|choice``, the papers' own measures
+- :mod:`~ctxbench.evaluation.protocol`: ``task=compression`` (the kvpress protocol), the QA path at a ratio
 
 Models run where :mod:`ctxbench.models.loading` resolves ``model.device`` / ``llm.device`` (``auto``:
 accelerate's device, bfloat16 on a GPU); results.json records the device and dtype they ran in
@@ -36,6 +37,7 @@ from ctxbench.core.types import Sample
 from ctxbench.data.dates import report_line as report_dates_line, session_date_report
 from ctxbench.data.errors import DataError
 from ctxbench.evaluation.finalize import RESULTS_JSON, finalize, summary_line
+from ctxbench.evaluation.protocol import protocol_of, protocol_record, query_aware_samples
 from ctxbench.evaluation.resume import SHARD_GLOB, beyond_plan
 from ctxbench.evaluation.resume import answered as _answered  # noqa: F401  (tests/test_bad_input_run_files.py)
 from ctxbench.evaluation.run import run_system
@@ -63,8 +65,11 @@ def main(cfg: Any) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     claim_run_dir(out, cfg)  # this process only, and this config only (ctxbench/runs/guard.py)
     samples = build("dataset", cfg.dataset)
-    if cfg.task.name != "qa":  # the papers' own measures (ctxbench/evaluation/tasks/): same run folder, results files
+    if cfg.task.name not in ("qa", "compression"):  # the papers' own measures (evaluation/tasks/): same results files
         return run_task(cfg, str(cfg.task.name), out, samples)
+    protocol = protocol_of(cfg)  # task=compression: the QA path, every system at task.ratio (evaluation/protocol.py)
+    if protocol is not None and protocol.query_aware:
+        samples = query_aware_samples(samples)
     if not any(s.questions for s in samples):
         raise DataError(f"dataset={cfg.dataset.name}", "has no questions to answer (eval needs a QA dataset)")
     dates = session_date_report(samples)  # what the session dates did not say: results.json, warned once
@@ -83,6 +88,8 @@ def main(cfg: Any) -> dict[str, Any]:
                              "answers": "in dataset order" if system.answer_writes_state or workers == 1
                              else "in parallel"},
              "llm": llm_record(cfg, llm), "session_dates": dates, **baseline_record(system)}
+    if protocol is not None:
+        extra["protocol"] = protocol_record(protocol)
     results = finalize(out, records, metrics, cfg, "eval", with_cost=True, extra=extra, progress=bool(cfg.progress),
                        max_failed_fraction=float(cfg.max_failed_fraction), placement=placement_of(system, llm, state),
                        bypass_held_share=float(cfg.bypass_held_share),

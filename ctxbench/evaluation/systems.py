@@ -4,7 +4,8 @@ A method loads its model once and answers every history. A memory system is buil
 on the one shared LLM backend (:class:`ctxbench.llm.shared.SharedLLM`) and embedder, with its
 stores in ``<run>/stores/<history id>/`` — so histories can be ingested side by side
 (:mod:`ctxbench.evaluation.pool`) and each resumes from its own files. Every system answers with the
-answer prompt of ``qa_prompt=`` (:func:`ctxbench.qa.get_prompt`), looked up before anything loads.
+answer prompt of ``qa_prompt=`` (:func:`ctxbench.qa.get_prompt`), looked up before anything loads;
+under ``task=compression`` each is set to the task's ratio as it is built (:mod:`.protocol`).
 """
 from __future__ import annotations
 
@@ -116,26 +117,34 @@ class SystemMaker:
     build_one: Any
     prompt: Any
     per_history: bool
+    protocol: Any = None  # task=compression's Protocol: every system set to its ratio before any ingest
+    name: str = ""
 
     def build(self, workdir: Path) -> System:
+        from ctxbench.evaluation.protocol import prepare
         from ctxbench.runs.guard import forced
 
         system = self.build_one(workdir=workdir)
         system.use_prompt(self.prompt)
         system.force_resume = forced(workdir)
-        return system
+        return prepare(system, self.protocol, self.name)
 
     def for_history(self, out_dir: Path, history_id: str) -> System:
         return self.build(history_dir(out_dir, history_id))
 
 
 def system_maker(cfg: Any) -> tuple[SystemMaker, Any, str]:
-    """(the maker of ``cfg``'s system, llm or None, display name); the answer prompt is looked up first."""
+    """(the maker of ``cfg``'s system, llm or None, display name); the answer prompt and ``task=compression``'s
+    ratio are checked first."""
+    from ctxbench.evaluation.protocol import check_chosen, protocol_of
     from ctxbench.qa import get_prompt
 
     prompt = get_prompt(cfg.qa_prompt)
+    protocol = protocol_of(cfg)
+    if protocol is not None:
+        check_chosen(cfg)
     build_one, llm, name, per_history = _build_system(cfg)
-    return SystemMaker(build_one, prompt, per_history), llm, name
+    return SystemMaker(build_one, prompt, per_history, protocol, name), llm, name
 
 
 def qa_prompt_record(system: System) -> dict[str, Any]:

@@ -1,12 +1,18 @@
 """RAG baseline: chunks of turns (``chunk_size``/``overlap``) or LLM session summaries, embedded
 and retrieved top-``k`` by cosine similarity (exact faiss inner product on normalised vectors).
+
+Under ``task=compression`` (:meth:`RAG.set_compression_ratio`) "retrieved memory" sits on the same
+axis as the compression methods: the retrieved text is cut to ceil((1 − r) × the history's tokens),
+counted by the answering backend (hits kept whole in rank order, the first that does not fit cut
+at the budget), so the reader holds at most that many tokens of the history.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.registry import register
+from ctxbench.core.task_protocol import check_ratio, ratio_budget, ratio_extra
 from ctxbench.core.types import History, Question, Session
 
 from ctxbench.memory.base import MemorySystem
@@ -29,6 +35,29 @@ def chunk_turns(session: Session, size: int, overlap: int) -> list[tuple[str, li
     return out
 
 
+def cap_tokens(texts: list[str], budget: int, count: Callable[[str], int], sep: str = "\n") -> str:
+    """``texts`` joined by ``sep``, in order, cut so that ``count`` of the result is at most ``budget``:
+    whole texts while they fit, then the longest prefix of the next one that fits (by bisection on
+    characters), then nothing more."""
+    out = ""
+    for text in texts:
+        joined = out + (sep if out else "") + text
+        if count(joined) <= budget:
+            out = joined
+            continue
+        lo, hi = 0, len(text)  # the longest prefix of `text` that still fits
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if count(out + (sep if out else "") + text[:mid]) <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        if text[:lo].strip():
+            out = out + (sep if out else "") + text[:lo].rstrip()
+        break
+    return out
+
+
 @register("memory", "rag")
 class RAG(MemorySystem):
     name = "rag"
@@ -40,6 +69,19 @@ class RAG(MemorySystem):
         if self.granularity not in ("turns", "session_summary"):
             raise ConfigError(f"memory.granularity={self.granularity!r}: choose 'turns' or 'session_summary'")
         self.size, self.overlap = cfg.chunk_size, cfg.overlap
+        self._ratio: float | None = None  # task=compression
+        self._budget: int | None = None
+
+    def set_compression_ratio(self, ratio: float) -> None:
+        """From now on the retrieved text is cut to ceil((1 − ratio) × the history's tokens)."""
+        self._ratio = check_ratio(ratio, "compression ratio")
+
+    def ingest(self, history: History) -> None:
+        super().ingest(history)
+        if self._ratio is not None:  # the history's tokens as the full-context baseline renders them
+            from ctxbench.core.render import render_history
+
+            self._budget = ratio_budget(self._ratio, int(self.llm.count_tokens(render_history(history, "locomo"))))
 
     def steps(self, history: History) -> list[Session]:
         if not history.sessions:  # a document: treat paragraphs as turns of one session
@@ -64,8 +106,13 @@ class RAG(MemorySystem):
             self.add_record("summary", text, {"session": session.id}, session.date)
 
     def retrieve(self, question: Question) -> str:
-        hits = self.search(question.question, self.k)
-        return "\n".join(r.text for r, _ in hits)
+        hits = [r.text for r, _ in self.search(question.question, self.k)]
+        if self._ratio is None:
+            return "\n".join(hits)
+        return cap_tokens(hits, int(self._budget or 0), self.llm.count_tokens)
+
+    def retrieve_noted(self, question: Question) -> tuple[str, dict[str, Any]]:
+        return self.retrieve(question), ratio_extra(self._ratio, self._budget)
 
     def prompt_version(self) -> str:
         return P.VERSION

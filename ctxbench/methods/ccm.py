@@ -19,6 +19,10 @@ Usage per answer: ``memory_items`` = ``held_kv_slots`` = memory slots (KV positi
 ``kv_bytes`` = bytes of all layers' K and V, ``extra.kv_entries`` = slots × layers × kv-heads × 2;
 construction = the tokens fed while compressing (text + COMP) and one call per step.
 
+Under ``task=compression`` (:meth:`CCM.set_compression_ratio`) the history is re-cut into steps
+whose compression rate matches the ratio (concat: as many n_tok-slot steps as the budget holds;
+merge: steps of n_tok / (1 − r) tokens).
+
 Positions follow the reference ("skip": text tokens count on across steps, COMP tokens do not
 advance the counter), so on a long history (a LoCoMo conversation is ~20k SmolLM2 tokens) positions
 grow past a small model's trained window, as in the reference.
@@ -37,7 +41,7 @@ from torch import nn
 from ctxbench.core.errors import ConfigError
 from ctxbench.models.loading import cache_kwarg, kv_bytes_per_token, returned_cache
 from ctxbench.core.registry import register
-from ctxbench.core.task_protocol import Scored, start_ids
+from ctxbench.core.task_protocol import Scored, check_ratio, ratio_budget, ratio_extra, start_ids
 from ctxbench.core.types import History, Prediction, Question, Sample, Session, Usage
 from ctxbench.methods.base import MethodOutput, TrainableMethod, base_dtype, fp32_trainables
 from ctxbench.methods.ccm_lora import CompGate, install_gated_lora, lora_config
@@ -108,6 +112,32 @@ class CCM(TrainableMethod):
         self.memory = Memory()
         self._speakers: list[str] = []
         self._construction = Usage()
+        self._ratio: float | None = None  # task=compression
+        self._budget: int | None = None
+
+    def set_compression_ratio(self, ratio: float) -> None:
+        """Each history compressed at the rate matching ``ratio``, ``n_tok`` COMP slots per step (its
+        trained count): the history's n tokens (sessions or document, joined) are cut into near-equal
+        steps — concat: as many as the budget ceil((1 − ratio) × n) holds, n_tok slots each (at least
+        one step); merge (always n_tok slots): steps of n_tok / (1 − ratio) tokens, each compressed at
+        that rate. One step's n_tok slots is the floor: a history shorter than n_tok / (1 − ratio)
+        tokens holds more than its budget."""
+        self._ratio = check_ratio(ratio, "compression ratio")
+
+    def ratio_steps(self, steps: list[list[int]]) -> list[list[int]]:
+        """The history's steps re-cut for the ratio (unchanged without one)."""
+        if self._ratio is None:
+            return steps
+        ids = [t for step in steps for t in step]
+        n = len(ids)
+        self._budget = ratio_budget(self._ratio, n)
+        if not ids:
+            return []
+        if self.mode == "concat":
+            size = -(-n // max(1, self._budget // self.n_tok))
+        else:
+            size = max(1, int(self.n_tok / (1.0 - self._ratio)))
+        return [ids[j:j + size] for j in range(0, n, size)]
 
     # ---- shared pieces ----------------------------------------------------------------------------
     @property
@@ -326,7 +356,7 @@ class CCM(TrainableMethod):
 
         t0 = time.perf_counter()
         self.eval()
-        steps = self.history_steps(history)
+        steps = self.ratio_steps(self.history_steps(history))
         memory = Memory()
         for toks in tqdm(steps, desc=f"ccm_{self.mode} ingest", disable=not self.cfg.progress):
             memory, _ = self.compress_step(memory, toks)
@@ -367,7 +397,8 @@ class CCM(TrainableMethod):
                       answer_completion_tokens=len(new), answer_calls=1, held_kv_slots=m.slots,
                       memory_items=m.slots, memory_tokens=m.slots, kv_bytes=m.kv_bytes,
                       answer_seconds=time.perf_counter() - t0,
-                      extra={"kv_entries": m.kv_entries, "steps": m.n_steps, "mode": self.mode})
+                      extra={"kv_entries": m.kv_entries, "steps": m.n_steps, "mode": self.mode,
+                             **ratio_extra(self._ratio, self._budget)})
         return Prediction(text=text, usage=usage)
 
 

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.registry import register
-from ctxbench.core.task_protocol import Scored
+from ctxbench.core.task_protocol import Scored, check_ratio, ratio_budget, ratio_extra
 from ctxbench.core.types import History, Prediction, Question, Sample, Usage
 from ctxbench.methods import icae_data as D
 from ctxbench.methods import lora
@@ -84,6 +84,22 @@ class ICAE(TrainableMethod):
         fp32_trainables(self)  # peft keeps LoRA in fp32 already; this is the guarantee
         self._slots: torch.Tensor | None = None
         self._ingest: dict[str, Any] = {}
+        self._ratio: float | None = None  # task=compression
+
+    def set_compression_ratio(self, ratio: float) -> None:
+        """Each history at the compression rate matching ``ratio``: its trained ``mem_size`` slots per
+        segment, and as many segments as the budget ceil((1 − ratio) × n) holds (at least one), so a
+        segment is about mem_size / (1 − ratio) tokens (r = 0.75 with 32 slots: 128-token segments, its
+        trained 4x). A history shorter than mem_size / (1 − ratio) tokens still takes one segment's
+        mem_size slots (ICAE holds no fewer), above its budget."""
+        self._ratio = check_ratio(ratio, "compression ratio")
+
+    def ratio_seg_len(self, n: int) -> int:
+        """Tokens per segment under the ratio for a context of ``n`` tokens (the layout's otherwise)."""
+        if self._ratio is None:
+            return self.layout.seg_len
+        n_seg = max(1, ratio_budget(self._ratio, n) // self.mem_size)
+        return max(1, -(-n // n_seg))
 
     # -- model pieces ---------------------------------------------------------------------------
     def special(self, code: int) -> torch.Tensor:
@@ -193,10 +209,11 @@ class ICAE(TrainableMethod):
 
     # -- inference helpers ----------------------------------------------------------------------
     @torch.no_grad()
-    def compress(self, ids: list[int], max_segments: int | None = None) -> tuple[torch.Tensor, int]:
+    def compress(self, ids: list[int], max_segments: int | None = None,
+                 seg_len: int | None = None) -> tuple[torch.Tensor, int]:
         """Slots (n_seg × mem_size, hidden) for token ids (keeping the most recent segments) and the
-        number of context tokens they cover."""
-        segs = D.segment(ids, self.layout.seg_len)
+        number of context tokens they cover; segments of ``seg_len`` tokens (the layout's by default)."""
+        segs = D.segment(ids, seg_len or self.layout.seg_len)
         if max_segments:
             segs = segs[-int(max_segments):]
         if not segs:
@@ -293,9 +310,10 @@ class ICAE(TrainableMethod):
         t0 = time.perf_counter()
         self.eval()
         ids = self.layout.encode(history.render())
-        self._slots, kept = self.compress(ids, self.cfg.max_segments)
+        self._slots, kept = self.compress(ids, self.cfg.max_segments, self.ratio_seg_len(len(ids)))
         n_seg = self._slots.shape[0] // self.mem_size
         self._ingest = {"context_tokens_total": len(ids), "context_tokens_compressed": kept,
+                        "budget": None if self._ratio is None else ratio_budget(self._ratio, len(ids)),
                         "dropped_tokens": len(ids) - kept, "segments": n_seg,
                         "encoded_tokens": kept + n_seg * self.mem_size
                         + len(self.layout.bos) * (n_seg if self.layout.segment_layout == "ctxbench" else min(n_seg, 1)),
@@ -329,7 +347,8 @@ class ICAE(TrainableMethod):
             answer_prompt_tokens=len(codes) - n, answer_completion_tokens=len(gen), answer_calls=1,
             held_soft_slots=n, memory_items=n, memory_tokens=n, kv_bytes=self.kv_bytes(n),
             answer_seconds=time.perf_counter() - t0,
-            extra={"compression_ratio": info["context_tokens_compressed"] / max(n, 1),
+            extra={"compression_rate": info["context_tokens_compressed"] / max(n, 1),
+                   **ratio_extra(self._ratio, info.get("budget")),
                    "slots": n, "segments": info["segments"], "decoder_prompt_tokens": len(codes),
                    "context_tokens_total": info["context_tokens_total"],
                    "context_tokens_compressed": info["context_tokens_compressed"],

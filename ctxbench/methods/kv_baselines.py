@@ -9,7 +9,8 @@ keeps when a layer holds more than ``mem_size`` (M) slots after a segment:
 - **H2O** (Zhang et al., 2023, arXiv 2306.14048): the ``n_recent`` most recent tokens (local
   window) + the M − n_recent older tokens with the largest *accumulated* attention they received
   (summed over all queries that saw them, over query heads of a KV group), per layer and KV head.
-- **full_cache**: never evicts (M = ∞); the reference every fixed-cache method is compared with.
+- **full_cache**: never evicts (M = ∞); the reference every fixed-cache method is compared with
+  (under ``task=compression`` too: it keeps all n slots at any ratio and records budget = n).
 """
 from __future__ import annotations
 
@@ -62,8 +63,8 @@ class StreamingLLM(FixedKVMethod):
 class H2O(FixedKVMethod):
     def make_press(self) -> Press:
         n_recent = self.cfg.n_recent
-        if n_recent is None:  # the H2O paper's default split: half heavy hitters, half recent
-            n_recent = (self.mem_size or 0) // 2
+        if n_recent is None:  # the H2O paper's default split: half heavy hitters, half recent (of M now)
+            n_recent = (self.slot_budget() or 0) // 2
         return H2OPress(int(n_recent))
 
 
@@ -74,6 +75,13 @@ class FullCache(FixedKVMethod):
     def __init__(self, cfg: Any, bundle: Any):
         super().__init__(cfg, bundle)
         self.mem_size = None  # unbounded by definition
+
+    def history_budget(self, n: int) -> int | None:
+        """The reference under a ratio too: it keeps all n slots (recorded as its budget)."""
+        return n
+
+    def slot_budget(self) -> int | None:
+        return None
 
     def make_press(self) -> Press | None:
         return None

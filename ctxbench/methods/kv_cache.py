@@ -15,6 +15,12 @@ Positions (``positions`` knob):
   after each compression the kept keys are re-rotated to their new slot index, and the next
   segment continues at the cache length. Positions then never exceed M + B.
 With no eviction both modes give identical positions, so M ≥ length reproduces the full model.
+
+The kvpress protocol (``eval task=compression``, :meth:`FixedKVMethod.set_compression_ratio`): each
+history of n tokens gets its own M = ceil((1 − r) × n) (``method.mem_size`` is not used), and by
+default it is prefilled as one segment and compressed once (kvpress's protocol: the press decides
+with the whole context in view, and the working set is n, as in kvpress); ``task.prefill=segments``
+streams ``method.segment_len`` tokens at a time instead (working set M + B).
 """
 from __future__ import annotations
 
@@ -29,7 +35,7 @@ import torch.nn.functional as F
 
 from ctxbench.core.errors import ConfigError
 from ctxbench.models.loading import cache_kwarg, model_device
-from ctxbench.core.task_protocol import Scored
+from ctxbench.core.task_protocol import Scored, check_ratio, ratio_budget, ratio_extra
 from ctxbench.core.types import History, Prediction, Question, Usage
 from ctxbench.methods.base import TrainingFreeMethod
 from ctxbench.methods.kv_prompt import qa_frame, stop_token_ids
@@ -417,9 +423,33 @@ class FixedKVMethod(TrainingFreeMethod):
         self._ingest_seconds = 0.0
         self._ingest_tokens = 0
         self._ingest_peak_rss = 0
+        self._ratio: float | None = None  # task=compression: M per history from the ratio
+        self._prefill = "whole"
+        self._budget: int | None = None  # this history's M under the ratio
 
     def make_press(self) -> Press | None:
         raise NotImplementedError
+
+    # -- the kvpress protocol (task=compression; core/task_protocol.py) --------------------------------
+    def set_compression_ratio(self, ratio: float) -> None:
+        """From now on each history of n tokens is kept in M = ceil((1 − ratio) × n) slots per layer and
+        KV head (the press's per-layer budgets average M), whatever ``method.mem_size`` says."""
+        self._ratio = check_ratio(ratio, "compression ratio")
+
+    def set_compression_prefill(self, mode: str) -> None:
+        """``whole``: one prefill of the history, then one compression (kvpress); ``segments``:
+        ``method.segment_len`` tokens at a time (this method's own streaming)."""
+        if mode not in ("whole", "segments"):
+            raise ConfigError(f"task.prefill={mode!r}: use whole or segments")
+        self._prefill = mode
+
+    def history_budget(self, n: int) -> int | None:
+        """The slots a history of ``n`` tokens keeps under the ratio (None = unbounded: the full cache)."""
+        return ratio_budget(self._ratio, n)
+
+    def slot_budget(self) -> int | None:
+        """M now: this history's under the ratio, else ``method.mem_size``."""
+        return self._budget if self._ratio is not None and self._budget is not None else self.mem_size
 
     # the base tensors of base-model weights a method tunes in place (LoCoCo's train_embed_norm),
     # swapped in by plain_lm
@@ -440,7 +470,8 @@ class FixedKVMethod(TrainingFreeMethod):
         return 1.0
 
     def runner(self, mem_size: int | None | str = "cfg") -> PressRunner:
-        return PressRunner(self.lm, self.mem_size if mem_size == "cfg" else mem_size, self.make_press(),
+        """A runner at ``mem_size`` ("cfg": :meth:`slot_budget`, M under a ratio or ``method.mem_size``)."""
+        return PressRunner(self.lm, self.slot_budget() if mem_size == "cfg" else mem_size, self.make_press(),
                            positions=self.positions(), rope_scale=self.rope_factor())
 
     # -- evaluation helpers ------------------------------------------------------------------
@@ -494,8 +525,12 @@ class FixedKVMethod(TrainingFreeMethod):
         self._prefix = before
         ids = self.tokenizer(before + render_history(history, "locomo"), add_special_tokens=False)["input_ids"]
         ids_t = torch.tensor([ids], dtype=torch.long, device=self.device)
+        segment = self.segment_len
+        if self._ratio is not None:  # the kvpress protocol: this history's M, one prefill unless segments
+            self._budget = self.history_budget(len(ids))
+            segment = max(len(ids), 1) if self._prefill == "whole" else self.segment_len
         reset_peak_rss()
-        self._state = self.ingest_runner().stream(KVState(), ids_t, self.segment_len)
+        self._state = self.ingest_runner().stream(KVState(), ids_t, segment)
         self._ingest_peak_rss = peak_rss_bytes()
         self._ingest_tokens = len(ids)
         self._ingest_seconds = time.perf_counter() - t0
@@ -505,8 +540,9 @@ class FixedKVMethod(TrainingFreeMethod):
         st = self._state
         # construction = the history tokens the model read to build the cache, one forward per segment
         # (as ICAE's encoder tokens and CCM's compressed steps count), so a board compares like with like
+        whole = self._ratio is not None and self._prefill == "whole"
         return Usage(construction_prompt_tokens=self._ingest_tokens,
-                     construction_calls=-(-self._ingest_tokens // self.segment_len) if st else 0,
+                     construction_calls=(1 if whole else -(-self._ingest_tokens // self.segment_len)) if st else 0,
                      memory_items=st.slots if st else 0, memory_tokens=self._ingest_tokens,
                      kv_bytes=st.kv_bytes() if st else 0, ingest_seconds=self._ingest_seconds,
                      extra={"peak_working_slots": st.peak_slots if st else 0,
@@ -535,7 +571,8 @@ class FixedKVMethod(TrainingFreeMethod):
                       kv_bytes=held_bytes, answer_seconds=time.perf_counter() - t0,
                       extra={"kv_slots_per_layer_head": held_slots, "peak_working_slots": read.peak_slots,
                              "ingest_peak_rss_bytes": self._ingest_peak_rss, "history_tokens": self._ingest_tokens,
-                             "mem_size": self.mem_size, "segment_len": self.segment_len})
+                             "mem_size": self.slot_budget(), "segment_len": self.segment_len,
+                             **ratio_extra(self._ratio, self._budget)})
         return Prediction(text=raw, usage=usage)
 
 
@@ -544,5 +581,9 @@ class QuestionAwareKVMethod(FixedKVMethod):
     ``method.ingest_size`` slots until the question cuts them to M."""
 
     def ingest_runner(self) -> PressRunner:
+        """``method.ingest_size`` slots until the question, except under a ratio: there the history is
+        ingested at its M (query-agnostic means the question never chooses what the history keeps)."""
         size = self.cfg.ingest_size
-        return self.runner(int(size)) if size not in (None, "null") else self.runner()
+        if self._ratio is not None or size in (None, "null"):
+            return self.runner()
+        return self.runner(int(size))

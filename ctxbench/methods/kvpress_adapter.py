@@ -1,6 +1,7 @@
 """NVIDIA kvpress's presses as a ctxbench method (``method=kvpress method.press=snapkv``).
 
-Ingest: one prefill of the QA prompt's head + the rendered history under the press, into a
+Under ``task=compression`` (:meth:`KVPressMethod.set_compression_ratio`) the press's own
+``compression_ratio`` is the task's ratio. Ingest: one prefill of the QA prompt's head + the rendered history under the press, into a
 ``DynamicCache`` (the press compresses each layer right after its attention). Answer: the question
 and the greedy decode continue at the text's *true* positions (explicit ``position_ids`` starting at
 the uncompressed length, as kvpress's own ``pipeline.py`` does), on a copy of the pressed cache.
@@ -22,6 +23,7 @@ import torch
 
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.registry import register
+from ctxbench.core.task_protocol import check_ratio, ratio_budget, ratio_extra
 from ctxbench.core.types import History, Prediction, Question, Usage
 from ctxbench.methods.base import TrainingFreeMethod
 from ctxbench.methods.kv_cache import peak_rss_bytes, reset_peak_rss
@@ -143,6 +145,16 @@ class KVPressMethod(TrainingFreeMethod):
         self._n_text = 0
         self._ingest_seconds = 0.0
         self._ingest_peak_rss = 0
+        self._ratio: float | None = None  # task=compression
+
+    def set_compression_ratio(self, ratio: float) -> None:
+        """The press's own ``compression_ratio`` set to ``ratio`` (kvpress keeps int((1 − r) × n) ≤ the budget)."""
+        ratio = check_ratio(ratio, "compression ratio")
+        if not hasattr(self.press, "compression_ratio"):
+            raise ConfigError(f"task=compression: method.press={self.cfg.press!r} ({type(self.press).__name__}) has no "
+                              "compression_ratio; use a press that compresses to a ratio (e.g. snapkv, knorm)")
+        self.press.compression_ratio = ratio
+        self._ratio = ratio
 
     # -- as a system -----------------------------------------------------------------------------
     @torch.no_grad()
@@ -211,5 +223,7 @@ class KVPressMethod(TrainingFreeMethod):
                       kv_bytes=held_bytes, answer_seconds=time.perf_counter() - t0,
                       extra={"kv_slots_per_layer": slots, "history_tokens": self._n_text,
                              "ingest_peak_rss_bytes": self._ingest_peak_rss, "press": type(self.press).__name__,
-                             "compression_ratio": getattr(self.press, "compression_ratio", None)})
+                             "compression_ratio": getattr(self.press, "compression_ratio", None),
+                             **ratio_extra(self._ratio, None if self._ratio is None
+                                           else ratio_budget(self._ratio, self._n_text))})
         return Prediction(text=raw, usage=usage)

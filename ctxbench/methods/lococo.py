@@ -32,6 +32,13 @@ The compressors (and LoRA, embeddings/norms when trained) are float32 under any 
 mixing runs in their dtype and the new slots go back to the cache's. With gradient checkpointing
 (``trainer.gradient_checkpointing``) every segment's layers are recomputed in backward
 (:class:`.kv_cache.PressRunner`); ``rope_scaling_factor: auto`` never goes below 1.
+
+Under ``task=compression`` (a ratio r, M = ceil((1 − r) × n) per history) the compressor calibrated at
+``method.mem_size`` runs at another budget: its conv has exactly mc output channels (one mixing row
+per mixed slot), so at a budget b it mixes into the first min(mc, ⌊b·(1 − hh_keep_rate)⌋) of those
+rows and keeps the rest of b as heavy hitters (:meth:`ConvCompressor.split`). Only at b = M is that
+the calibrated compressor; elsewhere its rows mix more (or fewer) slots than they were trained on,
+and above M the extra budget goes to heavy hitters (LoCoCo degrades towards H2O there).
 """
 from __future__ import annotations
 
@@ -65,6 +72,7 @@ class ConvCompressor(nn.Module):
         if hidden_act not in ACTIVATIONS:
             raise ConfigError(f"method.hidden_act={hidden_act!r}: use one of {[k for k in ACTIVATIONS if k]}")
         self.mem_size = int(mem_size)
+        self.hh_keep_rate = float(hh_keep_rate)
         self.mem_compress = int(mem_size * (1 - hh_keep_rate))
         self.keep = self.mem_size - self.mem_compress
         self.local_len = int(local_len)
@@ -90,30 +98,39 @@ class ConvCompressor(nn.Module):
                     m.weight.copy_(torch.randn(m.weight.shape) * float(conv_init_std))
 
     def compress(self, kv: LayerKV, info: SegmentInfo, budget: int) -> LayerKV:
-        if budget != self.mem_size:
-            raise ValueError(f"compressor built for mem_size={self.mem_size}, asked for {budget}")
         score = kv.score if self.accumulate_scores else info.seg_score
-        return self(LayerKV(kv.k, kv.v, kv.pos, score))
+        return self(LayerKV(kv.k, kv.v, kv.pos, score), budget)
 
-    def forward(self, kv: LayerKV) -> LayerKV:
+    def split(self, budget: int) -> tuple[int, int]:
+        """(heavy hitters kept, mixed slots) at ``budget``: at the calibrated M its (keep, mc); at another
+        budget (``task=compression``'s per-example M) the first min(mc, ⌊budget·(1 − hh_keep_rate)⌋)
+        of the calibrated mixing rows and the rest heavy hitters."""
+        if budget == self.mem_size:
+            return self.keep, self.mem_compress
+        mc = min(self.mem_compress, int(budget * (1 - self.hh_keep_rate)))
+        return budget - mc, mc
+
+    def forward(self, kv: LayerKV, budget: int | None = None) -> LayerKV:
         b, h, L, d = kv.k.shape
-        hh_idx = top_with_recent(kv.score, self.keep, self.local_len)  # [b, h, keep], in order
+        keep, n_mix = self.split(self.mem_size if budget is None else int(budget))
+        hh_idx = top_with_recent(kv.score, keep, min(self.local_len, keep))  # [b, h, keep], in order
         kept = gather_slots(kv, hh_idx)
-        if self.mem_compress == 0:
+        if n_mix == 0:
             return kept
         is_hh = torch.zeros(b, h, L, dtype=torch.int8, device=kv.k.device).scatter(2, hh_idx, 1)
-        rest_idx = torch.argsort(is_hh, dim=-1, stable=True)[..., : L - self.keep]  # non-HH, in order
+        rest_idx = torch.argsort(is_hh, dim=-1, stable=True)[..., : L - keep]  # non-HH, in order
         rest = gather_slots(kv, rest_idx)
-        n = L - self.keep
+        n = L - keep
         # one-hot weights on the top-mc remaining slots (what dropping would keep), in order
-        top = torch.topk(rest.score, self.mem_compress, dim=-1).indices.sort(dim=-1).values
+        top = torch.topk(rest.score, n_mix, dim=-1).indices.sort(dim=-1).values
         # the mixing runs in the compressor's dtype (fp32 master weights; bf16 under autocast) and
         # the new slots go back to the cache's dtype (the base model's)
         wd = self.normalizer.dtype
-        w_top = torch.zeros(b, h, self.mem_compress, n, dtype=wd, device=kv.k.device)
+        w_top = torch.zeros(b, h, n_mix, n, dtype=wd, device=kv.k.device)
         w_top = w_top.scatter(-1, top.unsqueeze(-1), 1.0)
         x = torch.cat([rest.k, rest.v], dim=-1).reshape(b * h, n, 2 * d).transpose(1, 2).to(wd)  # [(b h), 2d, n]
-        w_conv = F.softmax(self.layers(x), dim=-1).view(b, h, self.mem_compress, n)
+        rows = self.layers(x)[:, :n_mix]  # the calibrated mixing rows (all of them at M)
+        w_conv = F.softmax(rows, dim=-1).view(b, h, n_mix, n)
         # λ is clamped to [0, 1] (clamp_lambda, the default) so every new slot stays a convex mix of old
         # ones. The reference leaves it free (clamp_lambda: false); calibrated on 8 segments, several
         # layers went to λ≈1.1 or −0.05, and re-compressing 100+ times over an 8k text then
@@ -123,7 +140,7 @@ class ConvCompressor(nn.Module):
         k_c = torch.matmul(w, rest.k.to(wd)).to(kv.k.dtype)
         v_c = torch.matmul(w, rest.v.to(wd)).to(kv.v.dtype)
         s_c = torch.matmul(w.detach(), rest.score.unsqueeze(-1).to(w.dtype)).squeeze(-1).to(kv.score.dtype)
-        pos_c = torch.full((b, h, self.mem_compress), -1, dtype=kv.pos.dtype, device=kv.pos.device)
+        pos_c = torch.full((b, h, n_mix), -1, dtype=kv.pos.dtype, device=kv.pos.device)
         return LayerKV(torch.cat([kept.k, k_c], 2), torch.cat([kept.v, v_c], 2),
                        torch.cat([kept.pos, pos_c], 2), torch.cat([kept.score, s_c], 2))
 

@@ -12,7 +12,8 @@ question arrives. Budgets follow the reference code (``pyramidkv_utils.py``): wi
 
 The reference floors ``step``, which leaves every layer a little more (a mean of 133.5 slots for
 M = 128 on 30 layers); here it is not floored, so the mean is M (to rounding) and the KV bytes are
-those of a uniform M.
+those of a uniform M. Under ``task=compression`` M is each history's ceil((1 − r) × n); an M that
+leaves no room beside the window gets a uniform budget.
 """
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ class PyramidKV(QuestionAwareKVMethod):
             raise ConfigError(f"method.beta={beta}: must be ≥ 1 (the top layer keeps (M − window) / beta)")
 
         def budget(layer_idx: int, n_layers: int, mem_size: int) -> int:
+            if self._ratio is not None and mem_size <= window:  # a ratio's M too small for a pyramid: uniform M
+                return mem_size
             return pyramid_budget(layer_idx, n_layers, mem_size, window, beta)
 
         return snapkv_press(self.cfg, budget)

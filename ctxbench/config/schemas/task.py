@@ -20,6 +20,16 @@ class ChoiceTask:
 
 
 @dataclass
+class CompressionTask:
+    """The kvpress protocol (docs/evaluation.md): the QA task with every system compressing each history to (1 - ratio) x its tokens (set_compression_ratio, ctxbench/core/task_protocol.py), query-agnostic (the question is asked after the compression, kvpress's leaderboard) or query-aware (the question appended to the text the system compresses). memory= and method= systems that implement set_compression_ratio."""
+
+    name: str = setting('compression', 'the registered name this config builds (ctxbench ls lists them)')
+    ratio: float = setting(0.5, 'share of the context dropped: the reader holds at most ceil((1 - ratio) x n) of the n tokens it ingests (KV slots, soft slots, kept or retrieved tokens), per example', between(0, 1, high_open=True, note='0 = keep everything'))
+    query_aware: bool = setting(False, 'false: the context is compressed before the question is seen (kvpress leaderboard); true: the question text is appended to the context the system compresses, then asked as usual (one question per history)')
+    prefill: str = setting('whole', "the fixed-cache presses: whole = one prefill of the whole history then one compression (kvpress's protocol); segments = streamed method.segment_len tokens at a time, compressed after each (working set budget + segment_len)", choices=('whole', 'segments'))
+
+
+@dataclass
 class PerplexityTask:
     """Continuation perplexity given the compressed context (ctxbench/evaluation/tasks/perplexity.py): method= only. Text datasets: windows of `length` context tokens then `target_tokens` scored tokens, for each length. QA datasets whose answers are continuations (dataset=ccm_dailydialog): context = the sessions, prompt = the question, target = the answer (the response perplexity CCM reports)."""
 
@@ -53,6 +63,7 @@ class ReconstructionTask:
 # schema node (conf/task/<option>.yaml lists /schema/task/<node>) -> schema
 SCHEMAS = {
     'choice': ChoiceTask,
+    'compression': CompressionTask,
     'perplexity': PerplexityTask,
     'qa': QaTask,
     'reconstruction': ReconstructionTask,
@@ -60,6 +71,7 @@ SCHEMAS = {
 # the `name` an option composes to -> its schema (where a key's bounds are looked up)
 BY_NAME = {
     'choice': (ChoiceTask,),
+    'compression': (CompressionTask,),
     'perplexity': (PerplexityTask,),
     'qa': (QaTask,),
     'reconstruction': (ReconstructionTask,),

@@ -1,0 +1,114 @@
+"""``eval task=compression``: the kvpress protocol on the QA task's one evaluator path.
+
+The task is the QA task (same run loop, predictions.jsonl, metrics) plus two things:
+
+- every system ``eval`` builds gets ``set_compression_ratio(task.ratio)`` before its first ingest
+  (:func:`prepare`, called where :class:`~ctxbench.evaluation.systems.SystemMaker` builds a system):
+  each history is then compressed to at most ceil((1 − ratio) × n) of its n ingested tokens
+  (:func:`ctxbench.core.task_protocol.ratio_budget`). A system without it is refused in one line
+  that names the systems that have it;
+- ``task.query_aware=true``: the question text is appended to the history text the system ingests
+  (:func:`query_aware_samples`), so it is in the window when the method compresses; the question is
+  then asked as usual. With ``false`` (kvpress's leaderboard) the question reaches the system only
+  when it is asked, after the compression.
+
+results.json records the protocol (:func:`protocol_record`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ctxbench.core.errors import ConfigError
+from ctxbench.core.task_protocol import check_ratio
+from ctxbench.core.types import History, Sample
+from ctxbench.data.errors import DataError
+
+TASK = "compression"
+BUDGET_RULE = "(1 - ratio) x context tokens, per example"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    ratio: float
+    query_aware: bool = False
+    prefill: str = "whole"  # the fixed-cache presses: one prefill then one compression, or streamed segments
+
+
+def protocol_of(cfg: Any) -> Protocol | None:
+    """The protocol ``cfg``'s task asks for (None unless ``task=compression``), its ratio checked."""
+    task = cfg.get("task") if hasattr(cfg, "get") else None
+    if task is None or str(task.get("name")) != TASK:
+        return None
+    prefill = str(task.get("prefill", "whole"))
+    if prefill not in ("whole", "segments"):
+        raise ConfigError(f"task.prefill={prefill!r}: use whole or segments")
+    return Protocol(check_ratio(task.get("ratio")), bool(task.get("query_aware", False)), prefill)
+
+
+def ratio_systems() -> list[str]:
+    """``method=`` / ``memory=`` names whose systems implement ``set_compression_ratio``."""
+    from ctxbench.core import registry
+
+    return [f"{kind}={name}" for kind in ("method", "memory") for name in registry.names(kind)
+            if callable(getattr(registry.get(kind, name), "set_compression_ratio", None))]
+
+
+def check_chosen(cfg: Any) -> None:
+    """The chosen ``method=`` / ``memory=`` class refused before anything loads when it has no
+    ``set_compression_ratio`` (:func:`prepare` checks the built instance again)."""
+    from ctxbench.core import registry
+
+    for kind in ("method", "memory"):
+        node = cfg.get(kind) if hasattr(cfg, "get") else None
+        if node and node.get("name"):
+            cls = registry.get(kind, str(node.get("name")))
+            if not callable(getattr(cls, "set_compression_ratio", None)):
+                refuse(f"{kind}={node.get('name')}")
+            return
+
+
+def refuse(name: str) -> None:
+    raise ConfigError(f"task=compression: {name} has no set_compression_ratio (it cannot compress to a ratio); "
+                      f"use one of {', '.join(ratio_systems())}")
+
+
+def prepare(system: Any, protocol: Protocol | None, name: str) -> Any:
+    """``system`` set to the protocol's ratio (and prefill, where it streams) before any ingest."""
+    if protocol is None:
+        return system
+    setter = getattr(system, "set_compression_ratio", None)
+    if not callable(setter):
+        refuse(name)
+    setter(protocol.ratio)
+    prefill = getattr(system, "set_compression_prefill", None)
+    if callable(prefill):
+        prefill(protocol.prefill)
+    return system
+
+
+def query_aware_samples(samples: list[Sample]) -> list[Sample]:
+    """Each sample with its question appended to the history text (``task.query_aware=true``).
+
+    kvpress's query-aware protocol compresses context + question once per question, so a history
+    must be a document (``sessions`` empty) with one question; others are refused in one line."""
+    out = []
+    for s in samples:
+        h = s.history
+        if h.sessions:
+            raise DataError(h.id, "task.query_aware=true needs document histories (the question is appended to "
+                                  "the history text); this history has sessions", field="sessions")
+        if len(s.questions) > 1:
+            raise DataError(h.id, f"task.query_aware=true compresses the context with its question, once per "
+                                  f"question: the history has {len(s.questions)} questions (one is needed)",
+                            field="questions")
+        text = h.text if not s.questions else f"{h.text}\n{s.questions[0].question}"
+        out.append(Sample(History(h.id, [], text, list(h.speakers)), list(s.questions)))
+    derive = getattr(samples, "derive", None)  # a loader's Samples: its source, quirks and errata kept
+    return derive(out) if callable(derive) else out
+
+
+def protocol_record(protocol: Protocol) -> dict[str, Any]:
+    """results.json ``protocol``."""
+    return {"name": "kvpress", "ratio": protocol.ratio, "query_aware": protocol.query_aware,
+            "budget": BUDGET_RULE, "prefill": protocol.prefill}
