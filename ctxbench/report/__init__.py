@@ -51,7 +51,7 @@ def main(cfg: Any) -> dict[str, Any] | None:
         print(result["markdown"])
         png = "".join(f" and {result[k]}" for k in ("png", "csv") if result.get(k))
         print(f"report: wrote {result['path']}{png} (runs searched: {', '.join(map(str, roots))}; "
-              f"experiments found: {', '.join(result['found']) or 'none'})")
+              f"{result.get('found_label', 'experiments found')}: {', '.join(result['found']) or 'none'})")
         return result
     if cfg.get("compare"):
         from ctxbench.report.compare import compare_report
@@ -78,6 +78,7 @@ def main(cfg: Any) -> dict[str, Any] | None:
 
     print("usage: python -m ctxbench report sweep=DIR | table=NAME [runs=DIR] | compare=RUN_A,RUN_B | "
           "reruns=RUN1,RUN2,... | decay=RUN1,RUN2,... | judges [judge.panel=[...]]\npaper tables: "
-          + ", ".join(table_names()) + "\nboards (systems side by side): " + ", ".join(table_names("board")))
+          + ", ".join(table_names()) + "\nboards (systems side by side): " + ", ".join(table_names("board"))
+          + "\nmethods x compression ratios: " + ", ".join(table_names("ruler")))
     return None
 
