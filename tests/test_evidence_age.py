@@ -43,7 +43,8 @@ def test_buckets(age, bucket):
 
 def test_last_session_comes_from_the_turn_ids():
     turns = lambda s: [Turn("a", "x", id=f"D{s}:1"), Turn("b", "y", id=f"D{s}:2")]  # noqa: E731
-    assert history_last_session(History("h", sessions=[Session("session_1", turns(1)), Session("session_4", turns(4))])) == 4
+    sessions = [Session("session_1", turns(1)), Session("session_4", turns(4))]
+    assert history_last_session(History("h", sessions=sessions)) == 4
     assert history_last_session(History("doc", text="a document")) is None
     assert history_last_session(History("h", sessions=[Session("s", [Turn("a", "x")])])) is None
 

@@ -41,8 +41,8 @@ def make_run(root: Path, folder: str, system: str, correct: dict[str, float], *,
             records.append({"id": f"ruler-{task}-1024-{i}", "history_id": f"ruler-{task}-1024-{i}", "question": "q?",
                             "answer": "1234, 5678", "category": task, "category_name": task,
                             "prediction": "1234" if half else ("1234 and 5678" if right else "none"),
-                            "usage": {"held_text": 0, "held_kv_slots": slots, "held_soft_slots": 0, "kv_bytes": slots * 100,
-                                      "extra": {"compression_ratio": ratio, "budget": slots}}})
+                            "usage": {"held_text": 0, "held_kv_slots": slots, "held_soft_slots": 0,
+                                      "kv_bytes": slots * 100, "extra": {"compression_ratio": ratio, "budget": slots}}})
     cfg = {"seed": 0, "dataset": {"name": dataset, "length": 1024}, "model": {"name": "smollm2_135m"},
            "method": {"name": system, **({"press": press} if press else {})}}
     extra = {"system": system, "dataset": dataset}

@@ -128,7 +128,8 @@ def run_record(run: Run) -> dict[str, Any]:
     for name, row in cats.items():
         if _num(row.get(METRIC)) is None:
             continue
-        tasks[task_name(name, row)] = {"score": _pct(row[METRIC]), "stderr": _pct(row.get(f"{METRIC}_stderr")), "n": row.get("n")}
+        tasks[task_name(name, row)] = {"score": _pct(row[METRIC]), "stderr": _pct(row.get(f"{METRIC}_stderr")),
+                                       "n": row.get("n")}
     if not tasks:
         raise ReportError(f"{run.path}: results.json has no {METRIC} per task (by_category); score it with "
                           f"metrics=[{METRIC}]")
@@ -140,7 +141,8 @@ def run_record(run: Run) -> dict[str, Any]:
             "source": source, "ratio": ratio, "query_aware": aware, "model": model_of(run), "length": length,
             "run": str(run.path), "created": res.get("created"), "n": (res.get("overall") or {}).get("n"),
             "tasks": tasks, "average": round(sum(scores) / len(scores), 2),
-            "average_stderr": None if any(s is None for s in ses) else round(math.sqrt(sum(s * s for s in ses)) / len(ses), 2),
+            "average_stderr": None if any(s is None for s in ses)
+            else round(math.sqrt(sum(s * s for s in ses)) / len(ses), 2),
             "held": {k: _num(held.get(k)) for k in ("total", "text", "kv_slots", "soft_slots", "kv_bytes")},
             "budget": mean_budget(run)}
 
@@ -204,14 +206,17 @@ def render(table: dict[str, Any], records: list[dict[str, Any]], png: str | None
                               for x in ratios)])
         lines += [md_table(["method", *(f"ratio {_ratio(x)}" for x in ratios)], rows, formatter=str), ""]
         lines += [f"## Per task — {where}", ""]
-        rows = [[r["method"], _ratio(r["ratio"]), r["n"], _held(r), MISSING if r["budget"] is None else f"{r['budget']:,.0f}",
+        rows = [[r["method"], _ratio(r["ratio"]), r["n"], _held(r),
+                 MISSING if r["budget"] is None else f"{r['budget']:,.0f}",
                  *(_se(r["tasks"][t]["score"], r["tasks"][t]["stderr"]) if t in r["tasks"] else MISSING for t in tasks),
                  _se(r["average"], r["average_stderr"])] for r in recs]
-        lines += [md_table(["method", "ratio", "n", "held / q", "budget / q", *tasks, "average"], rows, formatter=str), ""]
+        header = ["method", "ratio", "n", "held / q", "budget / q", *tasks, "average"]
+        lines += [md_table(header, rows, formatter=str), ""]
     lines += ["Scores: RULER's string_match_all ×100 (`ruler_match`: the share of expected strings found in the "
               "answer), as kvpress reports them; ± = bootstrap standard error over the task's questions; average = "
               "mean over the tasks (kvpress's leaderboard), ± sqrt(Σ SE²) / tasks. ratio = the share of the context "
-              "the method removes (the reader may hold (1 − ratio) × the context's tokens, per example); query-aware "
+              "the method removes (the reader may hold (1 − ratio) × the context's tokens, per example); "
+              "query-aware "
               "= the question was in the window while the method compressed. held / q = what the reader held per "
               "question (text tokens + KV slots + soft slots, results.json cost.held_per_question); budget / q = the "
               "budget the method was given (its answers' usage.extra.budget). A run without a protocol block counts "
@@ -247,7 +252,8 @@ def plot(records: list[dict[str, Any]], path: Path, title: str) -> None:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5), dpi=110)
     for label, pts in curves(records).items():
-        style = dict(marker="o", capsize=3, label=label, ls="--" if all(p["system"] in WHOLE_CONTEXT for p in pts) else "-")
+        whole = all(p["system"] in WHOLE_CONTEXT for p in pts)
+        style = dict(marker="o", capsize=3, label=label, ls="--" if whole else "-")
         left.errorbar([p["ratio"] for p in pts], [p["average"] for p in pts],
                       yerr=[p["average_stderr"] or 0.0 for p in pts], **style)
         held = [p for p in pts if p["held"].get("total")]
@@ -284,7 +290,8 @@ def kvpress_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[st
                      "score": r["average"], "ctxbench_method": r["method"], "source": r["source"], "n": r["n"],
                      "held_per_question": held.get("total"), "held_text": held.get("text"),
                      "held_kv_slots": held.get("kv_slots"), "held_soft_slots": held.get("soft_slots"),
-                     "kv_bytes_per_question": held.get("kv_bytes"), "budget_per_question": r["budget"], "run": r["run"]})
+                     "kv_bytes_per_question": held.get("kv_bytes"), "budget_per_question": r["budget"],
+                     "run": r["run"]})
     return header, rows
 
 
