@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> None:
     run_command(command, rest)
 
 
-LIST_VALUE_KEYS = ("compare=", "reruns=")
+LIST_VALUE_KEYS = ("compare=", "reruns=", "decay=")
 
 
 def quote_list_value(arg: str) -> str:

@@ -59,6 +59,13 @@ def test_experiment_composes_at_each_scale(name, scale):
                                                                     if r.get("paradigm") == "compression"})
         return
     assert cfg.experiment.name == name and cfg.experiment.scale == scale
+    if cfg.experiment.table is not None and table_kind(cfg.experiment.table) == "ruler":  # methods x ratios
+        rows = read_yaml(cfg.experiment.table)["methods"]
+        assert name in {f"{cfg.experiment.table}_{r['row']}" for r in rows} and host == "eval"
+        assert (cfg.dataset.name, cfg.task.name, cfg.qa_prompt, list(cfg.metrics)) == ("ruler", "compression", "ruler",
+                                                                                      ["ruler_match"])
+        assert cfg.model.name == ("smollm2_135m" if scale == "cpu" else "hf")
+        return
     if cfg.experiment.table is not None:  # null: a train experiment no paper table reads (locomo_all does)
         cells = load_table(cfg.experiment.table)["cells"]
         # a cell runs the experiment, or (a train experiment) trains the checkpoint a cell's eval reads
@@ -88,4 +95,9 @@ def test_every_table_cell_with_an_experiment_has_its_config():
             for key in ("experiment", "trained_by"):
                 if row.get(key):
                     assert row[key] in EXPERIMENTS, (t, row["row"], key)
+    for t in table_names("ruler"):  # each method row runs ruler_<row> (trained rows: trained_by's train experiment)
+        for row in read_yaml(t)["methods"]:
+            assert f"{t}_{row['row']}" in EXPERIMENTS, (t, row["row"])
+            if row.get("trained_by"):
+                assert row["trained_by"] in EXPERIMENTS, (t, row["row"])
     assert (PAPERS_DIR / "locomo_all.yaml").exists() and "locomo_all" in table_names("board")

@@ -11,6 +11,7 @@ from ctxbench.metrics.aggregate import aggregate, count_failed, failed_as_wrong,
 from ctxbench.metrics.base import Metric
 from ctxbench.metrics.corrected import CORRECTED, corrected_block
 from ctxbench.metrics.cost import COST_VERSION, aggregate_cost, judging_per_question
+from ctxbench.metrics.evidence_age import by_evidence_age
 from ctxbench.metrics.guards import run_warnings, warning_lines
 from ctxbench.metrics.health import DEFAULT_MAX_FAILED_FRACTION, run_health
 from ctxbench.metrics.stats import statistics_block
@@ -32,6 +33,8 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     ``answered_only`` (the same shape, over the answered questions); in predictions.jsonl they are
     kept as they are, without metric fields, and re-answered on resume. ``health`` says how many
     calls, structured outputs and answers failed (:mod:`ctxbench.metrics.health`).
+    ``by_evidence_age``: the same numbers grouped by how many sessions before the history's end each
+    question's evidence was said (:mod:`ctxbench.metrics.evidence_age`), when questions carry evidence.
     ``statistics``: per metric and category the per-question std, the minimum detectable difference
     and, for J, the Wilson 95% interval (:mod:`ctxbench.metrics.stats`).
     ``errata`` (:class:`ctxbench.data.errata.Errata`, from ``dataset.errata``): also scored under the
@@ -52,6 +55,9 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     only = aggregate(scored, names)
     results["answered_only"] = {"overall": only["overall"], "by_category": only["by_category"]}
     results["statistics"] = statistics_block(scored + failed, names)
+    ages = by_evidence_age(scored + failed, names)
+    if ages is not None:  # questions with session evidence (LoCoMo): by how many sessions ago it was said
+        results["by_evidence_age"] = ages
     fixes: dict[str, dict[str, Any]] = {}
     if errata is not None:
         results[CORRECTED], fixes = corrected_block(scored + failed, errata, metrics, progress=progress)

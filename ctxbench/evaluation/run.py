@@ -37,6 +37,7 @@ from ctxbench.evaluation.systems import HistorySystems
 from ctxbench.llm.scope import call_scope
 from ctxbench.memory.stores.retrieval_notes import noting_retrieval, retrieval_summary
 from ctxbench.metrics.base import answer_text
+from ctxbench.metrics.evidence_age import LAST_SESSION, history_last_session
 from ctxbench.qa.forms import without_gold
 from ctxbench.runs.results import JsonlAppender
 
@@ -63,8 +64,9 @@ def plan(samples: list[Sample], limit: int | None) -> list[tuple[Sample, list[Qu
     return work
 
 
-def question_record(q: Question, history_id: str) -> dict[str, Any]:
-    """The question's fields of its predictions.jsonl line."""
+def question_record(q: Question, history_id: str, last_session: int | None = None) -> dict[str, Any]:
+    """The question's fields of its predictions.jsonl line; a question with evidence also carries its
+    history's last session (``history_last_session``: the age of its evidence, :mod:`ctxbench.metrics.evidence_age`)."""
     rec: dict[str, Any] = {"id": q.id, "history_id": history_id, "question": q.question,
                            "answer": answer_text(q.answer), "category": q.category,
                            "category_name": q.category_name}
@@ -72,6 +74,8 @@ def question_record(q: Question, history_id: str) -> dict[str, Any]:
         rec["adversarial_answer"] = q.adversarial_answer
     if q.evidence:
         rec["evidence"] = list(q.evidence)
+        if last_session is not None:
+            rec[LAST_SESSION] = last_session
     return rec
 
 
@@ -164,6 +168,7 @@ class HistoryTasks:
     def __init__(self, sample: Sample, pending: list[Question], systems: HistorySystems, recorder: Recorder):
         self.sample, self.pending, self.systems, self.recorder = sample, pending, systems, recorder
         self.hid = sample.history.id
+        self.last_session = history_last_session(sample.history)  # its questions' evidence ages are counted from it
         self.prompt = systems.first.answer_prompt
         self.system: System | None = None
         self.ingest_s = 0.0
@@ -199,7 +204,7 @@ class HistoryTasks:
                    "run (rerun in the same run folder to resume the construction at that step)")
         construction = self.construction_of(system, Usage())
         for q in self.pending:
-            rec = question_record(q, self.hid)
+            rec = question_record(q, self.hid, self.last_session)
             rec.update(prediction="", usage=Usage().to_dict(), construction=construction, failed=True, error=why,
                        construction_stopped=dict(stopped))
             self.recorder.unanswered(q, rec)
@@ -220,7 +225,7 @@ class HistoryTasks:
             usage.extra["retrieval"] = retrieval
         if self.construction is None:
             self.construction = self.construction_of(system, usage)
-        rec = question_record(q, self.hid)
+        rec = question_record(q, self.hid, self.last_session)
         rec.update(prediction=self.prompt.postprocess(asked, pred.text), raw_prediction=pred.text,
                    usage=usage.to_dict(), answer_seconds=round(answer_s, 4), construction=self.construction,
                    outputs=dict(pred.outputs or {}))

@@ -191,6 +191,12 @@ def _means(rows: list[dict[str, Any]], names: Iterable[str], resamples: int = BO
     return agg
 
 
+def group_means(rows: list[dict[str, Any]], names: Iterable[str]) -> dict[str, Any]:
+    """One group's results.json row (n, each metric's mean and bootstrap stderr), as ``by_category``'s
+    rows are made: other groupings (:mod:`.evidence_age`) use it so their numbers read the same way."""
+    return _means(rows, names)
+
+
 def _cat_key(cat: Any) -> tuple[int, Any]:
     try:
         return (0, int(cat))

@@ -4,6 +4,8 @@
     python -m ctxbench report table=amem_locomo_table1 [runs=DIR]   # ours vs the paper, with differences
     python -m ctxbench report compare=RUN_A,RUN_B                    # B - A per metric: paired bootstrap CI, p
     python -m ctxbench report reruns=RUN1,RUN2,...                   # the variance of the system vs the judge
+    python -m ctxbench report decay=RUN1,RUN2,...                    # accuracy by evidence age, runs side by side
+    python -m ctxbench report table=ruler runs=DIR                   # RULER: accuracy per task x ratio x method (+ PNG, CSV)
     python -m ctxbench report judges [judge.panel=[...]] dataset=locomo  # each judge's leniency (judges.json)
     python -m ctxbench report                                        # list the paper tables
 """
@@ -47,9 +49,9 @@ def main(cfg: Any) -> dict[str, Any] | None:
         out = Path(cfg.out) if cfg.out else None
         result = table_report(str(cfg.table), roots, out)
         print(result["markdown"])
-        png = f" and {result['png']}" if result.get("png") else ""
+        png = "".join(f" and {result[k]}" for k in ("png", "csv") if result.get(k))
         print(f"report: wrote {result['path']}{png} (runs searched: {', '.join(map(str, roots))}; "
-              f"experiments found: {', '.join(result['found']) or 'none'})")
+              f"{result.get('found_label', 'experiments found')}: {', '.join(result['found']) or 'none'})")
         return result
     if cfg.get("compare"):
         from ctxbench.report.compare import compare_report
@@ -65,10 +67,18 @@ def main(cfg: Any) -> dict[str, Any] | None:
         print(result["markdown"])
         print(f"report: wrote {result['path']} and {Path(result['path']).with_suffix('.json')}")
         return result
+    if cfg.get("decay"):
+        from ctxbench.report.decay import decay_report
+
+        result = decay_report(cfg.decay, cfg.out)
+        print(result["markdown"])
+        print(f"report: wrote {result['path']} and {Path(result['path']).with_suffix('.json')}")
+        return result
     from ctxbench.report.tables import table_names
 
     print("usage: python -m ctxbench report sweep=DIR | table=NAME [runs=DIR] | compare=RUN_A,RUN_B | "
-          "reruns=RUN1,RUN2,... | judges [judge.panel=[...]]\npaper tables: "
-          + ", ".join(table_names()) + "\nboards (systems side by side): " + ", ".join(table_names("board")))
+          "reruns=RUN1,RUN2,... | decay=RUN1,RUN2,... | judges [judge.panel=[...]]\npaper tables: "
+          + ", ".join(table_names()) + "\nboards (systems side by side): " + ", ".join(table_names("board"))
+          + "\nmethods x compression ratios: " + ", ".join(table_names("ruler")))
     return None
 

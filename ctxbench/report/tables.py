@@ -52,7 +52,8 @@ def read_yaml(name: str) -> dict[str, Any]:
 
 
 def table_kind(name: str) -> str:
-    """``paper`` (ours beside published cells) or ``board`` (systems side by side, :mod:`.board`)."""
+    """``paper`` (ours beside published cells), ``board`` (systems side by side, :mod:`.board`) or
+    ``ruler`` (methods × compression ratios on RULER, :mod:`.ruler`)."""
     return str(read_yaml(name).get("kind", "paper"))
 
 
@@ -339,8 +340,13 @@ def add_guards(table: dict[str, Any], runs: dict[str, Run], records: list[dict[s
 
 
 def table_report(name: str, roots: list[Path], out: Path | None = None) -> dict[str, Any]:
-    runs = runs_by_experiment(roots)
     out = out or Path("outputs") / "report" / f"{name}.md"
+    if table_kind(name) == "ruler":  # every RULER run found, by method x compression ratio (ruler.py)
+        from ctxbench.report.ruler import ruler_report
+
+        result = ruler_report(read_yaml(name), roots, out)
+        return {**result, "found": sorted({r["method"] for r in result["records"]}), "found_label": "methods found"}
+    runs = runs_by_experiment(roots)
     if table_kind(name) == "board":  # many systems on the same questions, no published values (board.py)
         from ctxbench.report.board import board_report, check_board
 

@@ -35,7 +35,7 @@ def print_plan(table: str, jobs: list[Job], idle: list[dict[str, Any]], opts: Op
         for step in job.steps:
             print(("  (finished) " if step.done() else "  ") + shell_line(step, launch))
     for cell in idle:
-        why = cell.get("not_comparable") or cell.get("no_experiment") or "no experiment config"
+        why = cell.get("not_run") or cell.get("not_comparable") or cell.get("no_experiment") or "no experiment config"
         print(f"\nnot run: {cell['cell']} ({why})")
     print(f"\nthen: python -m ctxbench report table={table} runs={opts.out} out={opts.out / (table + '.md')}")
 

@@ -93,10 +93,34 @@ def scale_option(group: str, scale: str) -> str:
 
 
 def entries(table: dict[str, Any]) -> list[dict[str, Any]]:
-    """A table's cells, or a board's rows, each with ``cell`` (its name) and ``experiment``."""
+    """A table's cells, a board's rows, or a ruler table's methods at each ratio, each with ``cell``
+    (its name) and ``experiment``."""
     if table.get("kind") == "board":
         return [{**row, "cell": row["row"]} for row in table["rows"]]
+    if table.get("kind") == "ruler":
+        return ratio_cells(table)
     return list(table["cells"])
+
+
+def ratio_cells(table: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ``kind: ruler`` table's cells: each method row at each of its ratios (the table's ``ratios``
+    unless the row names its own), ``<row>_r<ratio>`` running ``experiment=<table>_<row> task.ratio=<ratio>``."""
+    cells = []
+    for row in table["methods"]:
+        for ratio in row.get("ratios", table["ratios"]):
+            cells.append({**{k: v for k, v in row.items() if k != "ratios"}, "cell": f"{row['row']}_r{float(ratio):g}",
+                          "label": f"{row.get('label', row['row'])} @ {float(ratio):g}", "ratio": float(ratio),
+                          "experiment": row.get("experiment", f"{table['name']}_{row['row']}"),
+                          "overrides": [f"task.ratio={float(ratio):g}"]})
+    return cells
+
+
+def not_run_at(cell: dict[str, Any], scale: str) -> str | None:
+    """Why a cell whose ``scales`` leave out ``scale`` does not run there (its ``skip``), else None."""
+    scales = cell.get("scales")
+    if not scales or scale in scales:
+        return None
+    return f"scale={scale}: " + str(cell.get("skip") or f"runs at scale={'|'.join(map(str, scales))} only")
 
 
 def check_choices(table_name: str, opts: Options, table: dict[str, Any]) -> None:
@@ -156,16 +180,18 @@ def cell_steps(cell: dict[str, Any], opts: Options) -> list[Step]:
         args.append(f"checkpoint={training(cell['trained_by'], opts, steps)}")
     elif info["method"] in TRAINED_METHODS:
         args.append(f"checkpoint={training(info['method'], opts, steps, method_group=info['group'])}")
-    steps.append(Step("eval", tuple(args + list(opts.overrides)), opts.out / cell["cell"]))
+    steps.append(Step("eval", tuple(args + list(cell.get("overrides") or ()) + list(opts.overrides)),
+                      opts.out / cell["cell"]))
     return steps
 
 
 def plan(table_name: str, opts: Options) -> tuple[list[Job], list[dict[str, Any]]]:
-    """(jobs to run, cells that cannot run: no experiment, or a setting ctxbench cannot run)."""
+    """(jobs to run, cells that cannot run: no experiment, a setting ctxbench cannot run, or a cell
+    whose ``scales`` leave this scale out: ``not_run`` says why)."""
     table = read_table(table_name)
     check_choices(table_name, opts, table)
     jobs: list[Job] = []
-    by_experiment: dict[str, Job] = {}
+    by_experiment: dict[tuple[str, ...], Job] = {}
     idle = []
     for cell in entries(table):
         if opts.cells and cell["cell"] not in opts.cells:
@@ -173,8 +199,12 @@ def plan(table_name: str, opts: Options) -> tuple[list[Job], list[dict[str, Any]
         if not cell.get("experiment") or cell.get("not_comparable"):
             idle.append(cell)
             continue
-        if cell["experiment"] in by_experiment:  # another cell of the same run (full_context beside a method)
-            by_experiment[cell["experiment"]].cells.append(cell["cell"])
+        if not_run_at(cell, opts.scale):
+            idle.append({**cell, "not_run": not_run_at(cell, opts.scale)})
+            continue
+        run_key = (cell["experiment"], *(cell.get("overrides") or ()))  # a ruler cell: one experiment per ratio
+        if run_key in by_experiment:  # another cell of the same run (full_context beside a method)
+            by_experiment[run_key].cells.append(cell["cell"])
             continue
         job = Job(cell["cell"], [cell["cell"]], cell_steps(cell, opts))
         sharing = next((j for j in jobs if any(s.command == "train" and s in j.steps for s in job.steps)), None)
@@ -185,7 +215,7 @@ def plan(table_name: str, opts: Options) -> tuple[list[Job], list[dict[str, Any]
             job = sharing
         else:
             jobs.append(job)
-        by_experiment[cell["experiment"]] = job
+        by_experiment[run_key] = job
     return ordered(jobs, opts.first), idle
 
 

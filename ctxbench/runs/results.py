@@ -317,10 +317,10 @@ def structured_table(rep: dict[str, Any]) -> list[str]:
 
 def results_markdown(results: dict[str, Any], metric_names: list[str], title: str = "Results") -> str:
     """A per-category table (rows: categories then overall; cells: mean ± bootstrap stderr; failed answers
-    count 0), the failed count and the answered-only numbers, the corrected gold and its ceiling, the
+    count 0), the failed count and the answered-only numbers, the numbers by evidence age (LoCoMo), the corrected gold and its ceiling, the
     statistics (:mod:`ctxbench.runs.stats_markdown`) and cost."""
     from ctxbench.core.markdown_table import md_table
-    from ctxbench.runs.stats_markdown import corrected_lines, failed_lines, statistics_lines
+    from ctxbench.runs.stats_markdown import corrected_lines, evidence_age_lines, failed_lines, statistics_lines
     from ctxbench.metrics.judges.leniency import judges_section, lenient_metrics
 
     lines = [f"# {title}", ""]
@@ -332,6 +332,7 @@ def results_markdown(results: dict[str, Any], metric_names: list[str], title: st
     header = [f"{m} (lenient)" if m in lenient else m for m in metric_names]
     lines += md_table(["category", "id", "n", *header], rows, formatter=str).split("\n")
     lines += failed_lines(results, metric_names, _fmt_se)
+    lines += evidence_age_lines(results, metric_names, _fmt_se)
     lines += judges_section(results)
     qa = results.get("qa_prompt") or {}
     if qa.get("name"):

@@ -47,6 +47,20 @@ def failed_lines(results: dict[str, Any], names: list[str], cell: Callable[[dict
     return out + _table(results.get("answered_only") or {}, names, cell)
 
 
+def evidence_age_lines(results: dict[str, Any], names: list[str],
+                       cell: Callable[[dict[str, Any], str], str]) -> list[str]:
+    """results.json ``by_evidence_age`` (:mod:`ctxbench.metrics.evidence_age`) as a table: one row per
+    bucket of sessions ago, or no lines when the questions carry no session evidence."""
+    from ctxbench.metrics.evidence_age import DEFINITION
+
+    ages = results.get("by_evidence_age")
+    if not ages:
+        return []
+    rows = [[label, _num(row.get("n")), *(cell(row, m) for m in names)] for label, row in ages.items()]
+    return ["", "## By evidence age", "", f"Sessions ago the evidence was said ({DEFINITION}); failed answers "
+            "count 0 as above.", ""] + md_table(["sessions ago", "n", *names], rows, formatter=str).split("\n")
+
+
 def corrected_lines(results: dict[str, Any], names: list[str],
                     cell: Callable[[dict[str, Any], str], str]) -> list[str]:
     """The corrected gold: the errata's outcomes, the ceiling, the numbers under the corrected answers."""
