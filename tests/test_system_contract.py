@@ -169,7 +169,7 @@ SMALL = {"icae_pretrain": {"mem_size": 4, "max_segments": 2}, "icae_finetune": {
 
 
 # methods built on an optional package (not in `pip install -e .`): skipped, with the reason, when it is missing
-OPTIONAL_PACKAGE = {"kvpress": "kvpress"}
+OPTIONAL_PACKAGE = {"kvpress": "kvpress", "llmlingua": "llmlingua", "llmlingua2": "llmlingua"}
 
 
 def method_params() -> list:
@@ -187,6 +187,10 @@ def method_params() -> list:
 @pytest.mark.parametrize("name", method_params())
 def test_method_contract(name, tiny, tmp_path):
     cfg = OmegaConf.merge(composed("method", name), SMALL.get(name, {}), {"max_new_tokens": 4})
+    if name == "llmlingua2":  # its classifier is a folder the user gives: a tiny random one here
+        from test_llmlingua_methods import tiny_classifier
+
+        cfg.classifier = str(tiny_classifier(tmp_path / "classifier"))
     system = registry.build("method", cfg, bundle=tiny)
     system.eval()
     res = evaluate_samples(system, small_history(), tmp_path)

@@ -141,6 +141,27 @@ class KvpressMethod:
 
 
 @dataclass
+class LlmlinguaMethod:
+    """LLMLingua (arXiv 2310.05736, docs/llmlingua.md): the history pruned token by token by perplexity under the method's own model (the scorer), to ceil((1 - compression_ratio) x n) tokens; the same model answers from the kept text. Training-free. Needs the optional llmlingua package (`make setup` installs it)."""
+
+    name: str = setting('llmlingua', 'the registered name this config builds (ctxbench ls lists them)')
+    compression_ratio: float = setting(0.5, "share of the history's tokens dropped (0 = keep all); task=compression sets it from task.ratio", between(0, 1, high_open=True, note="share of the history's tokens dropped; 0 = none"))
+    iterative_size: int = setting(200, "tokens per window of LLMLingua's iterative pruning (the package's default)", POSITIVE)
+    max_new_tokens: int | None = setting(None, "answer cap; null = the qa_prompt's (locomo: 32)", POSITIVE)
+
+
+@dataclass
+class Llmlingua2Method:
+    """LLMLingua-2 (arXiv 2403.12968, docs/llmlingua.md): a token classifier (method.classifier) keeps the words it scores highest, up to ceil((1 - compression_ratio) x n) tokens of the reader; the method's own model answers from the kept text. Training-free. Needs the optional llmlingua package (`make setup` installs it)."""
+
+    name: str = setting('llmlingua2', 'the registered name this config builds (ctxbench ls lists them)')
+    classifier: str | None = setting(None, 'local folder of LLMLingua-2 token-classifier weights (microsoft/llmlingua-2-xlm-roberta-large-meetingbank or -bert-base-multilingual-cased-meetingbank); null is refused when the method is built')
+    compression_ratio: float = setting(0.5, "share of the history's tokens dropped (0 = keep all); task=compression sets it from task.ratio", between(0, 1, high_open=True, note="share of the history's tokens dropped; 0 = none"))
+    force_tokens: list = setting([], "tokens always kept (LLMLingua-2's force_tokens, e.g. ['\\n', '?']); at most 100")
+    max_new_tokens: int | None = setting(None, "answer cap; null = the qa_prompt's (locomo: 32)", POSITIVE)
+
+
+@dataclass
 class LmMethodLora:
     """method.lora"""
 
@@ -291,6 +312,8 @@ SCHEMAS = {
     'h2o': H2oMethod,
     'icae_pretrain': IcaePretrainMethod,
     'kvpress': KvpressMethod,
+    'llmlingua': LlmlinguaMethod,
+    'llmlingua2': Llmlingua2Method,
     'lm': LmMethod,
     'lococo': LococoMethod,
     'lococo_paper': LococoPaperMethod,
@@ -307,6 +330,8 @@ BY_NAME = {
     'icae_finetune': (IcaePretrainMethod,),
     'icae_pretrain': (IcaePretrainMethod,),
     'kvpress': (KvpressMethod,),
+    'llmlingua': (LlmlinguaMethod,),
+    'llmlingua2': (Llmlingua2Method,),
     'lm': (LmMethod,),
     'lococo': (LococoMethod, LococoPaperMethod,),
     'pyramidkv': (PyramidkvMethod,),
