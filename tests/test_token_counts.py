@@ -67,6 +67,7 @@ def no_tiktoken(monkeypatch):
             return [0]
 
     fake.encoding_for_model = encoding_for_model
+    fake.encoding_name_for_model = encoding_for_model
     fake.get_encoding = lambda name: One()
     monkeypatch.setitem(sys.modules, "tiktoken", fake)
 
@@ -147,6 +148,7 @@ def test_tiktoken_counts_a_model_it_knows(server, monkeypatch):
 
     fake.encoding_for_model = encoding_for_model
     monkeypatch.setitem(sys.modules, "tiktoken", fake)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "/nonexistent-but-named")  # offline runs read only a named cache
     s = server(None)
     llm = make_llm(s.url, model="gpt-4o-mini")
     r = llm.chat(MSGS)
@@ -214,3 +216,22 @@ def test_hf_counts_are_tokenizer_counts():
     rec = token_counts_record(llm)
     assert rec["calls_by_source"] == {"tokenizer": 1} and rec["count_tokens"] == "tokenizer"
     assert isinstance(rec["tokenizer"], str) and rec["tokenizer"]
+
+
+def test_offline_runs_never_let_tiktoken_fetch_its_encoding(monkeypatch):
+    """HF_HUB_OFFLINE=1 (tests, CI) and no TIKTOKEN_CACHE_DIR: tiktoken is not asked to load an encoding
+    (it would download it), and the reason says how to name a cache that holds it."""
+    from ctxbench.llm.token_count import tiktoken_for
+
+    fake = types.ModuleType("tiktoken")
+    fake.encoding_name_for_model = lambda name: "o200k_base"
+
+    def encoding_for_model(name):
+        raise AssertionError("tiktoken was asked to load (and so fetch) its encoding offline")
+
+    fake.encoding_for_model = encoding_for_model
+    monkeypatch.setitem(sys.modules, "tiktoken", fake)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
+    enc, label, why = tiktoken_for("gpt-4o-mini")
+    assert enc is None and label is None and "TIKTOKEN_CACHE_DIR" in why

@@ -18,6 +18,7 @@ so they agree. :func:`token_counts_record` is what results.json stores under ``l
 """
 from __future__ import annotations
 
+import os
 import math
 import threading
 from typing import Any
@@ -95,6 +96,12 @@ def load_hf_tokenizer(name: str) -> Any:
                              "llm.tokenizer=null (token counts are then estimates)") from None
 
 
+def offline() -> bool:
+    """HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) set: nothing is fetched from the network."""
+    return any(os.environ.get(k, "").strip().lower() in ("1", "true", "yes", "on")
+               for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
 def tiktoken_for(model: str) -> tuple[Any, str | None, str]:
     """(encoding, label, why not) for ``model``: tiktoken's own encoding for a name it knows, else
     (None, None, reason) — never a default encoding for a name it does not know."""
@@ -102,6 +109,16 @@ def tiktoken_for(model: str) -> tuple[Any, str | None, str]:
         import tiktoken
     except ImportError:
         return None, None, "tiktoken is not installed"
+    name_of = getattr(tiktoken, "encoding_name_for_model", None)  # no file read: does it know the name?
+    if name_of is not None:
+        try:
+            name_of(model)
+        except KeyError:
+            return None, None, "tiktoken does not know the name"
+    if offline() and not os.environ.get("TIKTOKEN_CACHE_DIR"):
+        # tiktoken fetches its encoding files over the network on first use; offline runs (tests, CI,
+        # HF_HUB_OFFLINE=1) never try: a folder that holds them is named by TIKTOKEN_CACHE_DIR
+        return None, None, "offline (HF_HUB_OFFLINE=1) and TIKTOKEN_CACHE_DIR is not set, so tiktoken cannot fetch its encoding"
     try:
         enc = tiktoken.encoding_for_model(model)
     except KeyError:
