@@ -166,3 +166,23 @@ def test_reply_prefix_reaches_the_hf_backend_render(tok_dir):
     assert text.endswith("<|im_start|>assistant\n" + prefix)  # continued, no new turn after it
     r = llm.chat(msgs, max_new_tokens=3)
     assert r.prompt_tokens == len(llm.encode_chat(msgs)) and not r.failed
+
+
+def test_protocol_pure_hides_the_expected_strings_but_keeps_the_prefix(tok_dir):
+    from ctxbench.qa.forms import without_gold
+
+    q = ruler_question(tok_dir)
+    told = without_gold(q)
+    assert "outputs" not in told.meta and told.answer == ""
+    assert get_prompt("ruler").messages(told, "C") == get_prompt("ruler").messages(q, "C")
+
+
+def test_default_metrics_gain_the_datasets_own(tok_dir):
+    from ctxbench.evaluation.score import default_metrics, metric_names
+
+    c = OmegaConf.create({"metrics": default_metrics(), "dataset": cfg(tok_dir)})
+    assert metric_names(c) == default_metrics() + ["ruler_match"]
+    c.metrics = ["f1"]  # a list the user chose is kept as it is
+    assert metric_names(c) == ["f1"]
+    c.metrics, c.dataset.name = default_metrics(), "locomo_sample"
+    assert metric_names(c) == default_metrics()
