@@ -13,7 +13,8 @@ import random
 import string
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
+from functools import lru_cache
+from typing import Callable, Optional
 
 from ctxbench.data.ruler import haystack as H
 from ctxbench.data.ruler import templates as T
@@ -37,7 +38,7 @@ class Example:
 
 Render = Callable[[int], Example]
 # (render, the largest haystack size it can make: None = unbounded)
-Renderer = tuple[Render, "int | None"]
+Renderer = tuple[Render, Optional[int]]
 
 
 # ---- random values (niah.py generate_random_*) -----------------------------------------------------
@@ -47,19 +48,15 @@ def draw(kind: str, rng: random.Random) -> str:
         return str(rng.randint(10**6, 10**7 - 1))
     if kind == "words":
         words = _keys()
-        return words[rng.randrange(len(words))]
+        return words[rng.randrange(len(words))]  # an adjective-noun key
     if kind == "uuids":
         return str(uuid.UUID(int=rng.getrandbits(128), version=4))
     raise ValueError(f"unknown needle kind {kind!r}")
 
 
-_KEYS: list[str] = []
-
-
-def _keys() -> list[str]:
-    if not _KEYS:
-        _KEYS.extend(key_words())
-    return _KEYS
+@lru_cache(maxsize=1)
+def _keys() -> tuple[str, ...]:
+    return tuple(key_words())
 
 
 def draw_distinct(kind: str, rng: random.Random, n: int, avoid: set[str] = frozenset()) -> list[str]:
