@@ -5,11 +5,11 @@ Source: NVIDIA/RULER ``scripts/data/synthetic/constants.py`` (each task's ``temp
 "<context>\\n<question>" (the context is the instruction + haystack, ``dataset=ruler``'s history text),
 no system message, and the answer prefix (``question.meta["answer_prefix"]``, e.g. "The special magic
 number for X mentioned in the provided text is") as the start of the assistant's turn, which the model
-continues (:attr:`ctxbench.qa.prompt.AnswerPrompt.reply_prefix`). Measured: SmolLM2-135M answers NIAH
+continues (:attr:`ctxbench.qa.prompt.AnswerPrompt.reply_prefix`). Measured when issue 39 was planned: SmolLM2-135M answers NIAH
 single at 1k and 2k tokens 10/10 with the prefix in its turn and 0/10 without it (it parrots the prefix).
 
 The reply is kept whole (answers are lists: no first-line cut). Cap: 64 new tokens for every task — the
-prompt has one cap, and the longest answers (cwe's ten words, four uuids ... of niah_multivalue's
+prompt has one cap, and the longest answers (cwe's ten numbered words, niah_multivalue's four 7-digit
 numbers) fit in 64 SmolLM2 tokens; RULER allows 128 (niah) / 30 (vt) / 120 (cwe) / 50 (fwe).
 The prefix loses its leading space (RULER's text follows the question on one line; here it opens a turn).
 """
