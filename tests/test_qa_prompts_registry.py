@@ -1,4 +1,4 @@
-"""The answer prompt registry (``qa_prompt=locomo|mem0|mem0g|amem|brief``, ctxbench/qa/).
+"""The answer prompt registry (``qa_prompt=locomo|mem0|mem0g|amem|brief|ruler``, ctxbench/qa/).
 
 Shows: each prompt renders what its source says (golden strings, one question of each LoCoMo
 category and the plain/choice forms: tests/test_qa_prompts_golden.json); ``locomo`` is byte for byte
@@ -127,7 +127,7 @@ def test_brief_is_a_short_system_message_then_context_and_question():
 
 def test_unknown_prompt_is_one_line_naming_the_key():
     with pytest.raises(ConfigError, match=r"^qa_prompt='lcomo' is not an answer prompt; use one of locomo, "
-                                          r"mem0, mem0g, amem, brief$"):
+                                          r"mem0, mem0g, amem, brief, ruler$"):
         get_prompt("lcomo")
 
 

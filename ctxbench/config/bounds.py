@@ -104,6 +104,10 @@ def _list_problem(meta: dict[str, Any], key: str, value: list) -> str | None:
     if n is not None and len(value) != n:
         hint = f" ({nonempty})" if nonempty else ""
         return f"config key {key!r} must be {what}{hint}, got {value!r}"
+    options = meta.get("choices")
+    for i, item in enumerate(value if options is not None else ()):
+        if item not in options:
+            return f"config key {key!r} item {i} must be one of {' | '.join(map(str, options))}, got {item!r}"
     r = meta.get("items")
     for i, item in enumerate(value if r is not None else ()):
         if not isinstance(item, (int, float)) or isinstance(item, bool) or not r.accepts(item):

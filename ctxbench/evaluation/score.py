@@ -40,7 +40,23 @@ def metrics_of(cfg: Any, llm: Any = None) -> list[Metric]:
         from ctxbench.metrics.judges.leniency import load_calibration
 
         load_calibration(judge.calibration)
-    return build_metrics([str(m) for m in cfg.metrics], llm=judge_panel.judge_llm(cfg, llm), judge=judge)
+    return build_metrics(metric_names(cfg), llm=judge_panel.judge_llm(cfg, llm), judge=judge)
+
+
+def metric_names(cfg: Any) -> list[str]:
+    """``metrics=``, plus the dataset's own metrics (its loader's ``metrics``: ``ruler_match`` for
+    ``dataset=ruler``) when ``metrics=`` is left at its default."""
+    names = [str(m) for m in cfg.metrics]
+    dataset = cfg.get("dataset")
+    if dataset is None or names != default_metrics():
+        return names
+    from ctxbench.core.registry import UnknownName, get
+
+    try:
+        own = getattr(get("dataset", str(dataset.get("name"))), "metrics", ())
+    except UnknownName:
+        return names
+    return names + [m for m in own if m not in names]
 
 
 def load_prediction_file(path: str | Path) -> list[dict[str, Any]]:

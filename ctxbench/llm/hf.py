@@ -38,6 +38,7 @@ from ctxbench.core.paths import conf_dir
 from ctxbench.core.registry import register
 from ctxbench.llm.base import ChatResult, Message, UsageMeter
 from ctxbench.llm.cache import maybe_cached
+from ctxbench.llm.chat_template import chat_text
 from ctxbench.llm.fit import fit_messages
 from ctxbench.llm.prefix_cache import PrefixCache
 from ctxbench.llm.token_count import TOKENIZER
@@ -167,7 +168,8 @@ class HFChatLLM:
         return str(getattr(self.tokenizer, "name_or_path", "") or self.model_name)
 
     def encode_chat(self, messages: list[Message]) -> list[int]:
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        """The prompt's token ids: the chat template, continuing a final assistant message (a reply prefix)."""
+        text = chat_text(self.tokenizer, messages)
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,

@@ -50,6 +50,12 @@ Replies under the first three are marked ``constrained``. A reply with ``finish_
 is marked ``truncated``. A prompt over ``context_window -
 max_tokens`` keeps its system message and loses the middle of its longest message (:mod:`.fit`).
 
+A conversation that ends with an assistant message (an answer prompt's reply prefix, ``qa_prompt=ruler``)
+is sent as it is, for the server to continue that message. llama.cpp's server continues a final assistant
+message (it renders it as a prefill); vLLM does when asked: ``llm.extra_body={continue_final_message: true,
+add_generation_prompt: false}`` (for every call of the run: use it only where every answer has a prefix);
+OpenAI's API answers in a new turn after it. Which a server did is not checked: compare a few replies.
+
 Token counts come from the server's ``usage`` (its own tokenizer: ``token_source="server"``).
 A count the server leaves out or reports as anything but an int in ``[0, 2**31)`` (a string, a
 float, a bool, a negative or absurd number: warned once), ``count_tokens`` (the context tokens systems report) and prompt

@@ -267,12 +267,13 @@ class CCM(TrainableMethod):
         return ids, labels
 
     def _question_ids(self, question: Question) -> list[int]:
+        from ctxbench.llm.chat_template import chat_text
         from ctxbench.qa import prompt_text
 
         msgs = self.answer_prompt.instruction_messages(question)
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
-            text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+            text = chat_text(tok, msgs)  # continues a reply prefix
         else:
             text = prompt_text(msgs)
         return self.encode(text)

@@ -18,12 +18,13 @@ MARKER = "\u0000CTX\u0000"
 def qa_frame(tokenizer: Any, answer_prompt: Any, question: Question | None, speakers: list[str]) -> tuple[str, str]:
     """(text before the history, text after it) of ``answer_prompt`` rendered with ``tokenizer``'s
     chat template (plain text when it has none); ``question=None`` renders a placeholder question."""
+    from ctxbench.llm.chat_template import chat_text
     from ctxbench.qa import prompt_text
 
     q = question or Question(id="", question="?", answer="")
     msgs = answer_prompt.messages(q, MARKER, speakers)
     if getattr(tokenizer, "chat_template", None):
-        full = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        full = chat_text(tokenizer, msgs)  # a reply prefix ends ``after``: the answer continues it
     else:
         full = prompt_text(msgs)
     if MARKER not in full:

@@ -118,6 +118,7 @@ class CausalLM(TrainableMethod):
 
     @torch.no_grad()
     def answer(self, question: Question) -> Prediction:
+        from ctxbench.llm.chat_template import chat_text
         from ctxbench.qa import prompt_text
 
         t0 = time.perf_counter()
@@ -130,8 +131,7 @@ class CausalLM(TrainableMethod):
         budget = window - max_new - len(tok(frame, add_special_tokens=False)["input_ids"]) - 16
         cut = max(0, len(hist_ids) - max(budget, 0))
         context = tok.decode(hist_ids[cut:])
-        prompt = tok.apply_chat_template(qa.messages(question, context, self._speakers),
-                                         tokenize=False, add_generation_prompt=True)
+        prompt = chat_text(tok, qa.messages(question, context, self._speakers))  # continues a reply prefix
         ids = tok(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"].to(self.device)
         self.model.eval()
         gen = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new,

@@ -274,6 +274,11 @@ def load_smollm2(cfg: Any, device: torch.device | None = None) -> ModelBundle:
     return from_dir(str(smollm2_dir()), cfg, "smollm2_135m", device)
 
 
+# the folder its tokenizer loads from, for code that needs the tokenizer alone and finds the factory by
+# registry name (dataset=ruler counts lengths in it; data/ does not import models/)
+load_smollm2.tokenizer_dir = smollm2_dir  # type: ignore[attr-defined]
+
+
 # ---- tiny random models built in code (tests, smoke runs) --------------------------------------
 
 SPECIALS = ["<pad>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]

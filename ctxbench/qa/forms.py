@@ -59,8 +59,10 @@ def without_gold(question: Question) -> Question:
     """The question as a system may see it under ``protocol_pure=true``: no gold answer, category,
     adversarial distractor or evidence. Its prompt form (LoCoMo's, options listed, plain) is kept, but
     nothing in it is chosen by category: no temporal hint, no adversarial two-option form (the distractor
-    is gold), A-Mem's single ``k`` and its plain prompt, LoCoMo's ``QA_PROMPT`` for every question."""
-    meta = {**(question.meta or {}), "prompt_style": prompt_style(question)}
+    is gold), A-Mem's single ``k`` and its plain prompt, LoCoMo's ``QA_PROMPT`` for every question; no
+    expected strings (``meta["outputs"]`` of ``dataset=ruler``: its answer prefix stays, it is the prompt's)."""
+    meta = {k: v for k, v in (question.meta or {}).items() if k != "outputs"}
+    meta["prompt_style"] = prompt_style(question)
     return replace(question, answer="", category=0, category_name="", evidence=[], adversarial_answer=None,
                    meta=meta)
 

@@ -6,6 +6,13 @@ for prompts that are one system message, the only message), the question part al
 that carry the context themselves (memory slots, compressed KV), its answer token cap, and its
 post-processing rules. The evaluator post-processes every raw reply once with :meth:`postprocess`.
 
+A reply prefix (``reply_prefix``, RULER's answer prefix for ``qa_prompt=ruler``) starts the model's
+turn: :meth:`messages` and :meth:`instruction_messages` end with an assistant message holding it, which
+every renderer continues instead of opening a new turn (:func:`ctxbench.llm.chat_template.chat_text`
+for a tokenizer's chat template: ``llm=hf``, the KV methods' ``qa_frame``, ``method=lm``, CCM;
+``llm=openai`` sends it as the last message; :meth:`instruction_text` ends with it for ICAE). The
+prefix belongs to the prompt: the reply is what the model writes after it.
+
 The answer cap: a system's own explicit cap (``memory.answer_max_tokens``, ``memory.max_new_tokens``
 of the baselines, ``method.max_new_tokens``) wins; ``null`` there means the prompt's
 ``max_new_tokens`` (:meth:`cap`). results.json records the cap used (``qa_prompt.answer_max_tokens``).
@@ -38,23 +45,37 @@ class AnswerPrompt:
     first_line: bool = False  # keep the reply's first non-empty line
     max_chars: int | None = None  # cut the reply to this many characters
     json_field: str | None = None  # a reply that is a JSON object: keep this field's value
+    reply_prefix: Callable[[Question], str] | None = None  # text that starts the model's turn (None: none)
     notes: str = field(default="", compare=False)  # how ctxbench's rendering departs from the source
 
     # ---- rendering -----------------------------------------------------------------------------
     def messages(self, question: Question, context: str, speakers: list[str] | None = None) -> list[dict[str, str]]:
-        """Chat messages: [system] + the rendered message with ``context`` and the question."""
+        """Chat messages: [system] + the rendered message with ``context`` and the question [+ the reply prefix]."""
         head = [{"role": "system", "content": self.system}] if self.system else []
-        return head + [{"role": self.role, "content": self.user(question, context, list(speakers or []))}]
+        body = [{"role": self.role, "content": self.user(question, context, list(speakers or []))}]
+        return head + body + self._prefix_message(question)
 
     def instruction_messages(self, question: Question) -> list[dict[str, str]]:
-        """Chat messages without the context (the system holds it): [system] + the question part."""
+        """Chat messages without the context (the system holds it): [system] + the question part [+ the reply prefix]."""
         head = [{"role": "system", "content": self.system}] if self.system else []
-        return head + [{"role": self.role, "content": self.instruction(question).lstrip("\n")}]
+        body = [{"role": self.role, "content": self.instruction(question).lstrip("\n")}]
+        return head + body + self._prefix_message(question)
 
     def instruction_text(self, question: Question) -> str:
-        """The question part as plain text, after the system message if there is one (no chat template)."""
+        """The question part as plain text, after the system message if there is one (no chat template),
+        ending with the reply prefix on its own line if there is one."""
         body = self.instruction(question)
-        return f"{self.system}\n\n{body.lstrip(chr(10))}" if self.system else body
+        text = f"{self.system}\n\n{body.lstrip(chr(10))}" if self.system else body
+        prefix = self.prefix(question)
+        return f"{text}\n{prefix}" if prefix else text
+
+    def prefix(self, question: Question) -> str:
+        """The reply prefix for ``question`` ("" when the prompt has none)."""
+        return self.reply_prefix(question) if self.reply_prefix is not None else ""
+
+    def _prefix_message(self, question: Question) -> list[dict[str, str]]:
+        prefix = self.prefix(question)
+        return [{"role": "assistant", "content": prefix}] if prefix else []
 
     # ---- answers -------------------------------------------------------------------------------
     def cap(self, explicit: Any = None) -> int:
@@ -79,6 +100,7 @@ class AnswerPrompt:
         """What results.json records about the prompt."""
         return {"name": self.name, "version": self.version, "source": self.source,
                 "system": self.system is not None, "max_new_tokens": self.max_new_tokens,
+                "reply_prefix": self.reply_prefix is not None,
                 "postprocess": {"first_line": self.first_line, "max_chars": self.max_chars,
                                 "json_field": self.json_field}}
 

@@ -182,6 +182,19 @@ class PwcSampleDataset:
 
 
 @dataclass
+class RulerDataset:
+    """RULER-style synthetic long-context tasks, generated offline (seeded, deterministic): needle in a haystack (single / multikey / multivalue / multiquery), variable tracking, common and frequent words extraction over noise, real prose (the shipped Shakespeare sample) or distractor needles. Ask with qa_prompt=ruler, score with metrics=[ruler_match] (docs/ruler.md)."""
+
+    name: str = setting('ruler', 'the registered name this config builds (ctxbench ls lists them)')
+    tasks: list = setting(['niah_single_1', 'niah_single_2', 'niah_single_3', 'niah_multikey_1', 'niah_multikey_2', 'niah_multikey_3', 'niah_multivalue', 'niah_multiquery', 'vt', 'cwe', 'fwe'], "RULER's task names (ctxbench/data/ruler/templates.py TASKS)", choices=('niah_single_1', 'niah_single_2', 'niah_single_3', 'niah_multikey_1', 'niah_multikey_2', 'niah_multikey_3', 'niah_multivalue', 'niah_multiquery', 'vt', 'cwe', 'fwe'), nonempty='name at least one task, e.g. dataset.tasks=[niah_single_1,vt]')
+    length: int = setting(4096, "tokens of RULER's input (context + question + answer prefix) in dataset.tokenizer; the haystack grows or shrinks to fit", between(64, 131072))
+    n_per_task: int = setting(10, 'examples per task', POSITIVE)
+    seed: int = setting(0, 'examples are drawn from random.Random("ruler:<seed>:<task>:<length>:<i>")', SEED)
+    tokenizer: str | None = setting(None, "the tokenizer folder lengths are counted in (the evaluated model's); null = the packaged SmolLM2's")
+    limit: int | None = setting(None, 'the first N examples (tasks in the order given)', ge(0, note='0 or null = all'))
+
+
+@dataclass
 class ShakespeareSampleDataset:
     """The default training text: the first ~100 KB of Tiny Shakespeare (Coriolanus, public domain; the Shakespeare text of Karpathy's char-rnn), shipped in data/samples/shakespeare_sample.txt. Enough windows that `python -m ctxbench train` holds some out and shows its loss falling."""
 
@@ -228,6 +241,7 @@ SCHEMAS = {
     'pile_sample': PileSampleDataset,
     'pwc': PwcDataset,
     'pwc_sample': PwcSampleDataset,
+    'ruler': RulerDataset,
     'shakespeare_sample': ShakespeareSampleDataset,
     'text': TextDataset,
     'text_sample': TextSampleDataset,
@@ -246,6 +260,7 @@ BY_NAME = {
     'pile_sample': (PileSampleDataset,),
     'pwc': (PwcDataset,),
     'pwc_sample': (PwcSampleDataset,),
+    'ruler': (RulerDataset,),
     'shakespeare_sample': (ShakespeareSampleDataset,),
     'text': (TextDataset,),
     'text_sample': (TextSampleDataset,),

@@ -1,0 +1,188 @@
+"""dataset=ruler (generator, loader, config), metric ruler_match, qa_prompt=ruler and its reply prefix.
+
+Lengths are counted in the byte-level tiny tokenizer (one token a byte), saved to a folder and loaded
+back through ``dataset.tokenizer`` as a user's would be: fast, and the fitting is exact enough to check.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+from omegaconf import OmegaConf
+
+from ctxbench.core.errors import ConfigError
+from ctxbench.core.types import Question
+from ctxbench.data.ruler.loader import ruler_samples
+from ctxbench.data.ruler.templates import TASKS
+from ctxbench.metrics.ruler import RulerMatch, string_match_all
+from ctxbench.qa import get_prompt
+
+NEEDLE = re.compile(r"One of the special magic \w+ for (\S+) is: (\S+)\.")
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory):
+    from ctxbench.models.loading import tiny_tokenizer
+
+    folder = tmp_path_factory.mktemp("tiny_tok")
+    tiny_tokenizer().save_pretrained(folder)
+    return str(folder)
+
+
+def cfg(tok_dir, **kw):
+    base = {"name": "ruler", "tasks": list(TASKS), "length": 2048, "n_per_task": 2, "seed": 0,
+            "tokenizer": tok_dir, "limit": None}
+    return OmegaConf.create({**base, **kw})
+
+
+def flat(samples):
+    return [(s.history.id, s.history.text, s.questions[0].question, s.questions[0].meta) for s in samples]
+
+
+@pytest.fixture(scope="module")
+def samples(tok_dir):
+    return ruler_samples(cfg(tok_dir))
+
+
+def test_same_seed_same_examples_other_seed_other_examples(tok_dir, samples):
+    assert flat(ruler_samples(cfg(tok_dir))) == flat(samples)
+    other = ruler_samples(cfg(tok_dir, seed=1))
+    assert [s.history.id for s in other] == [s.history.id for s in samples]
+    assert all(a.history.text != b.history.text for a, b in zip(other, samples))
+    assert len(samples) == 2 * len(TASKS)
+    assert ruler_samples(cfg(tok_dir, limit=3, tasks=["vt", "cwe"])) == ruler_samples(cfg(tok_dir, tasks=["vt", "cwe"]))[:3]
+
+
+def test_every_expected_string_is_in_the_context_and_the_answer_joins_them(samples):
+    for s in samples:
+        q = s.questions[0]
+        assert q.id == s.history.id and q.category == q.meta["task"]
+        assert q.meta["outputs"] and all(o in s.history.text for o in q.meta["outputs"])
+        assert q.answer == ", ".join(q.meta["outputs"])
+        shots = 1 if q.meta["task"] == "cwe" else 0  # cwe's worked example asks the same question
+        assert s.history.text.count(q.question) == shots  # the question is not part of the history
+        assert s.history.sessions == [] and s.history.speakers == []
+
+
+def test_needles_sit_at_their_depths(samples):
+    """A needle at depth d has a share d of the haystack's sentences before it (RULER's sentence depths)."""
+    for s in samples:
+        m = s.questions[0].meta
+        if TASKS[m["task"]].family != "niah":
+            continue
+        body = s.history.text.split("\n", 1)[1]  # the haystack after the instruction line
+        sents = re.split(r"(?<=[.!?])\s+", body)
+        real = {i for i, x in enumerate(sents) if (hit := NEEDLE.fullmatch(x)) and hit.group(2) in m["outputs"]}
+        if len(real) != len(m["depths"]):  # multikey_1 / multiquery: the asked needles are some of the needles
+            continue
+        hay = len(sents) - len([x for x in sents if NEEDLE.fullmatch(x)]) if m["haystack"] != "needle" \
+            else len(sents) - len(real)
+        before = [sum(1 for j in range(i) if j not in real and (m["haystack"] == "needle" or not NEEDLE.fullmatch(sents[j])))
+                  for i in sorted(real)]
+        got = [b / hay for b in before]
+        step = 1 / hay + 0.01  # a needle goes between units: depth is exact to one unit
+        assert all(abs(a - d) <= step for a, d in zip(got, m["depths"])), (m["task"], got, m["depths"])
+
+
+def test_multikey_distractors_have_other_keys(tok_dir):
+    for task in ("niah_multikey_2", "niah_multikey_3"):
+        for s in ruler_samples(cfg(tok_dir, tasks=[task])):
+            q = s.questions[0]
+            found = NEEDLE.findall(s.history.text)
+            real = [(k, v) for k, v in found if v in q.meta["outputs"]]
+            assert len(real) == 1 and len(found) > 10, task  # one real needle among many distractors
+            assert all(k != real[0][0] for k, _ in found if (k, _) != real[0]), task
+            assert real[0][0] in q.question
+
+
+def test_length_fits_within_two_percent(tok_dir):
+    for length in (2048, 8192):
+        for s in ruler_samples(cfg(tok_dir, length=length, n_per_task=1)):
+            m = s.questions[0].meta
+            total = len((s.history.text + "\n" + s.questions[0].question + m["answer_prefix"]).encode())
+            assert 0.98 * length <= total <= length, (m["task"], length, total)
+            assert m["context_tokens"] == len(s.history.text.encode()) and m["length"] == length
+
+
+def test_ruler_match_is_string_match_all():
+    q = Question(id="x", question="?", answer="1234567, 7654321", meta={"outputs": ["1234567", "7654321"]})
+    m = RulerMatch()
+    assert m.score("The numbers are 1234567 and 7654321.", q) == 1.0
+    assert m.score("1234567", q) == 0.5
+    assert m.score("none", q) == 0.0
+    assert string_match_all("ABC-def\x00", ["abc-DEF"]) == 1.0  # case-insensitive, control chars dropped
+    bare = Question(id="y", question="?", answer="alpha, beta")  # a predictions file: no meta
+    assert m.score("beta", bare) == 0.5
+
+
+def test_malformed_config_is_one_line(tok_dir):
+    from ctxbench.config.bounds import problem
+
+    with pytest.raises(ConfigError, match="unknown task 'niah_single_9'") as e:
+        ruler_samples(cfg(tok_dir, tasks=["niah_single_9"]))
+    assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match="shorter than task niah_single_1"):
+        ruler_samples(cfg(tok_dir, length=64, tasks=["niah_single_1"]))
+    assert "must be in [64, 131072]" in problem("dataset.length", 32, cfg(tok_dir))
+    msg = problem("dataset.tasks", ["vt", "nope"], cfg(tok_dir))
+    assert msg.startswith("config key 'dataset.tasks' item 1 must be one of niah_single_1") and "nope" in msg
+    assert "n_per_task" in problem("dataset.n_per_task", 0, cfg(tok_dir))
+
+
+def ruler_question(tok_dir):
+    s = ruler_samples(cfg(tok_dir, tasks=["niah_single_1"], n_per_task=1, length=512))[0]
+    return s.questions[0]
+
+
+def test_reply_prefix_ends_the_kv_frame(tok_dir):
+    from transformers import AutoTokenizer
+
+    from ctxbench.methods.kv_prompt import qa_frame
+
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    q = ruler_question(tok_dir)
+    prompt = get_prompt("ruler")
+    prefix = q.meta["answer_prefix"].strip()
+    before, after = qa_frame(tok, prompt, q, [])
+    assert after.endswith(prefix) and q.question in after
+    assert before == qa_frame(tok, prompt, None, [])[0]  # the part before the context does not depend on it
+    assert after.index(q.question) < after.index("<|im_start|>assistant\n" + prefix)
+    brief_after = qa_frame(tok, get_prompt("brief"), q, [])[1]
+    assert brief_after.endswith("<|im_start|>assistant\n")  # a prompt without a prefix opens a new turn
+    assert prompt.instruction_text(q).endswith("\n" + prefix)
+    assert prompt.postprocess(q, " 1234567\n2345678 ") == "1234567\n2345678"  # lists are kept whole
+
+
+def test_reply_prefix_reaches_the_hf_backend_render(tok_dir):
+    from ctxbench.config.compose import option_config
+    from ctxbench.llm.hf import HFChatLLM
+
+    llm = HFChatLLM(option_config("llm", {"name": "hf", "model": "tiny", "context_window": 2048}))
+    q = ruler_question(tok_dir)
+    prefix = q.meta["answer_prefix"].strip()
+    msgs = get_prompt("ruler").messages(q, "CONTEXT", [])
+    assert msgs[-1] == {"role": "assistant", "content": prefix} and "CONTEXT\n" + q.question == msgs[-2]["content"]
+    text = llm.tokenizer.decode(llm.encode_chat(msgs))
+    assert text.endswith("<|im_start|>assistant\n" + prefix)  # continued, no new turn after it
+    r = llm.chat(msgs, max_new_tokens=3)
+    assert r.prompt_tokens == len(llm.encode_chat(msgs)) and not r.failed
+
+
+def test_protocol_pure_hides_the_expected_strings_but_keeps_the_prefix(tok_dir):
+    from ctxbench.qa.forms import without_gold
+
+    q = ruler_question(tok_dir)
+    told = without_gold(q)
+    assert "outputs" not in told.meta and told.answer == ""
+    assert get_prompt("ruler").messages(told, "C") == get_prompt("ruler").messages(q, "C")
+
+
+def test_default_metrics_gain_the_datasets_own(tok_dir):
+    from ctxbench.evaluation.score import default_metrics, metric_names
+
+    c = OmegaConf.create({"metrics": default_metrics(), "dataset": cfg(tok_dir)})
+    assert metric_names(c) == default_metrics() + ["ruler_match"]
+    c.metrics = ["f1"]  # a list the user chose is kept as it is
+    assert metric_names(c) == ["f1"]
+    c.metrics, c.dataset.name = default_metrics(), "locomo_sample"
+    assert metric_names(c) == default_metrics()
