@@ -14,9 +14,11 @@ or a whole ``generate``) and removes them on exit:
   this layer's slot indices.
 - on every attention module (forward hook, after the model's attention ran and ``cache.update``
   appended the new KV): the press. It reads the layer's [cache + segment] KV from the cache,
-  recomputes the segment's attention scores when the press needs them (the layer's own q
-  projection, q norm and rotary embedding; the model's attention kernel is not asked for weights),
+  computes the segment's attention scores when the press needs them (the output of the layer's own
+  q projection in this call, kept by a hook on ``q_proj`` rather than run again; q norm and rotary
+  embedding on the window's rows only; the model's attention kernel is not asked for weights),
   and writes the compressed layer back into the cache.
+- with no cache before the segment and SDPA, no mask: SDPA's own causal kernel, as the plain model.
 
 The stored past is detached before a press compresses it (as LoCoCo's reference: a segment's
 gradient reaches only the compression that built the cache it reads). ``positions=cache``
