@@ -178,6 +178,7 @@ def test_kv_press_suite_times_both_sides_of_each_ratio(tmp_path):
 
     cfg = section_config("bench", "kv_press", {"checks": ["calibration", "presses"], "model": "tiny", "dataset": "shakespeare_sample",
                             "segment_len": 16, "n_segments": 6, "mem_size": 64, "ingest_tokens": 160, "new_tokens": 4,
+                            "preset_tokens": 96, "preset_ratio": 0.75,
                             "methods": ["streamingllm", "snapkv", "pyramidkv"], "repeats": 1, "rounds": 1})
     res = run(cfg, {"run_dir": tmp_path})
     (cal,) = res["rows"]
@@ -189,3 +190,9 @@ def test_kv_press_suite_times_both_sides_of_each_ratio(tmp_path):
         # the ratio is stored to 3 decimals: a slow ingest (0.0102) reads 0.01
         assert r["ingest_vs_forward"] == pytest.approx(r["ingest_tok_s"] / r["plain_forward_tok_s"], rel=0.01, abs=6e-4)
         assert r["decode_tok_s"] > 0 and r["generate_tok_s"] > 0
+    preset = res["tables"][1]["rows"]  # one segment of 96 tokens to M = ceil(0.25 × 96) = 24
+    assert [(r["method"], r["segment_len"], r["mem_size"]) for r in preset] == [
+        (m, 96, 24) for m in ("streamingllm", "snapkv", "pyramidkv")]
+    for r in preset:
+        assert r["ingest_vs_forward"] == pytest.approx(r["ingest_tok_s"] / r["plain_forward_tok_s"], rel=0.01, abs=6e-4)
+        assert r["met"] == (r["ingest_vs_forward"] >= 0.67) and r["ingest_vs_forward_last"] > 0

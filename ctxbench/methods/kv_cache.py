@@ -107,6 +107,7 @@ class PressRunner:
         self.seams = dtype_seams(model)
         self.rope_dtype = self.attn[0].q_proj.weight.dtype
         self._slot_rope: tuple[torch.Tensor, torch.Tensor] | None = None  # :meth:`unit_rope`'s table
+        self.score_calls = 0  # attention-score computations over this runner's life (one per voting layer)
 
     def budget(self, layer_idx: int) -> int | None:
         if self.mem_size is None or self.press is None:
@@ -163,9 +164,11 @@ class PressRunner:
         return kv
 
     def forward(self, state: KVState, input_ids: torch.Tensor, phase: str = "ingest",
-                compress: bool = True) -> torch.Tensor:
-        """Process one segment [b, T]; update ``state`` in place; return logits [b, T, vocab]."""
-        args = (state.layers, state.n_seen, input_ids, phase, compress)
+                compress: bool = True, logits_to_keep: int = 0) -> torch.Tensor:
+        """Process one segment [b, T]; update ``state`` in place; return logits [b, T, vocab] (with
+        ``logits_to_keep`` = k > 0 only the last k tokens' [b, k, vocab]: the LM head, a fifth of a
+        SmolLM2 forward's work, runs on those rows only; the cache is the same)."""
+        args = (state.layers, state.n_seen, input_ids, phase, compress, logits_to_keep)
         if self.model.training and torch.is_grad_enabled() and checkpointing_on(self.layers):
             from torch.utils.checkpoint import checkpoint
 
@@ -179,22 +182,27 @@ class PressRunner:
         return logits
 
     def _step(self, layers: list[LayerKV], n_seen: int, input_ids: torch.Tensor, phase: str,
-              compress: bool) -> tuple[torch.Tensor, list[LayerKV]]:
+              compress: bool, logits_to_keep: int = 0) -> tuple[torch.Tensor, list[LayerKV]]:
         """One segment as a function of its inputs (what segment checkpointing recomputes)."""
         cache = KVState(layers).cache(self.model.config)
         call = PressCall(self, cache, layers, n_seen, input_ids.shape[1], phase=phase, compress=compress)
+        keep = {"logits_to_keep": int(logits_to_keep)} if logits_to_keep else {}
         with layers_not_checkpointed(self.layers), pressed(call):
-            out = self.model(input_ids=input_ids, **{self.cache_kwarg: cache}, use_cache=True)
+            out = self.model(input_ids=input_ids, **{self.cache_kwarg: cache}, use_cache=True, **keep)
+        self.score_calls += call.score_calls
         return out.logits, call.layers_out
 
     def stream(self, state: KVState, ids: torch.Tensor, segment_len: int, progress: bool = False,
-               on_logits: Any = None) -> KVState:
-        """Feed [b, N] tokens segment by segment; ``on_logits(start, logits)`` sees each segment's logits."""
+               on_logits: Any = None, logits_to_keep: int | None = None) -> KVState:
+        """Feed [b, N] tokens segment by segment; ``on_logits(start, logits)`` sees each segment's logits
+        (the last ``logits_to_keep`` of them; None = all with ``on_logits``, else only the last
+        token's, since ingestion reads none)."""
         from tqdm.auto import tqdm
 
+        keep = logits_to_keep if logits_to_keep is not None else (0 if on_logits is not None else 1)
         starts = range(0, ids.shape[1], segment_len)
         for s in tqdm(starts, disable=not progress, desc="segments", leave=False):
-            logits = self.forward(state, ids[:, s: s + segment_len])
+            logits = self.forward(state, ids[:, s: s + segment_len], logits_to_keep=keep)
             if on_logits is not None:
                 on_logits(s, logits)
         return state
@@ -373,7 +381,7 @@ def continuation_nll(ingest: PressRunner, read: PressRunner, context: Sequence[i
 
     if context:
         ids = torch.tensor([list(context)], dtype=torch.long, device=dev)
-        ingest.stream(state, ids, segment_len, on_logits=keep_last)
+        ingest.stream(state, ids, segment_len, on_logits=keep_last, logits_to_keep=1)
     st = KVState(list(state.layers), state.n_seen, state.peak_slots)
     if len(prompt) > 1:
         read.forward(st, torch.tensor([prompt[:-1]], device=dev), phase="question")

@@ -14,9 +14,11 @@ or a whole ``generate``) and removes them on exit:
   this layer's slot indices.
 - on every attention module (forward hook, after the model's attention ran and ``cache.update``
   appended the new KV): the press. It reads the layer's [cache + segment] KV from the cache,
-  recomputes the segment's attention scores when the press needs them (the layer's own q
-  projection, q norm and rotary embedding; the model's attention kernel is not asked for weights),
+  computes the segment's attention scores when the press needs them (the output of the layer's own
+  q projection in this call, kept by a hook on ``q_proj`` rather than run again; q norm and rotary
+  embedding on the window's rows only; the model's attention kernel is not asked for weights),
   and writes the compressed layer back into the cache.
+- with no cache before the segment and SDPA, no mask: SDPA's own causal kernel, as the plain model.
 
 The stored past is detached before a press compresses it (as LoCoCo's reference: a segment's
 gradient reaches only the compression that built the cache it reads). ``positions=cache``
@@ -73,6 +75,19 @@ class PressCall:
         self.layers_out: list[LayerKV | None] = [None] * len(runner.attn)
         base = layers_in[0].slots if layers_in else 0
         self.offset = n_seen - base if runner.positions == "absolute" else 0
+        press = runner.press
+        self.acts = track and press is not None and compress and (phase == "ingest" or press.question_aware)
+        self.wants_scores = self.acts and press.needs_scores
+        self.queries: dict[int, torch.Tensor] = {}  # layer → its q projection's output in this call
+        self._masks: dict[tuple[int, int], torch.Tensor] = {}
+        self.score_calls = 0  # attention-score computations (one per layer that votes): counted work
+
+    def mask(self, T: int, L: int, device: torch.device) -> torch.Tensor:
+        """:func:`past_then_causal` for T new tokens over L cached slots, built once per call and shape."""
+        m = self._masks.get((T, L))
+        if m is None:
+            m = self._masks[(T, L)] = past_then_causal(T, L, device)
+        return m
 
     # -- the hooks --------------------------------------------------------------------------------
     def on_rotary(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -84,6 +99,13 @@ class PressCall:
             args = (args[0], pid, *args[2:])
         return args, kwargs
 
+    def on_query(self, layer_idx: int) -> Any:
+        """A forward hook on a layer's q projection that keeps its output for :meth:`scores` (the
+        press's votes reuse the model's own projection instead of running it again)."""
+        def hook(module: Any, args: Any, output: torch.Tensor) -> None:
+            self.queries[layer_idx] = output
+        return hook
+
     def on_attention_input(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         h = kwargs.get("hidden_states", args[0] if args else None)
         T = h.shape[1]
@@ -94,10 +116,10 @@ class PressCall:
             kwargs["position_embeddings"] = self.runner.rope(h, pid)
         if impl.startswith("flash"):
             return args, kwargs
-        if T == 1:
+        if T == 1 or (L == 0 and impl == "sdpa"):  # one token sees everything; no past: SDPA's is_causal
             kwargs["attention_mask"] = None
             return args, kwargs
-        ok = past_then_causal(T, L, h.device)[None]
+        ok = self.mask(T, L, h.device)[None]
         kwargs["attention_mask"] = ok[None] if impl != "eager" else additive(ok, torch.float32)
         return args, kwargs
 
@@ -113,9 +135,9 @@ class PressCall:
         new_pos = torch.arange(self.n_seen, self.n_seen + T, device=k.device).view(1, 1, T).expand(b, n_kv, T)
         pos = torch.cat([old.pos, new_pos], dim=2) if old is not None else new_pos
         score = F.pad(old.score, (0, T)) if old is not None else torch.zeros(b, n_kv, T, device=k.device)
-        acts = press is not None and self.compress and (self.phase == "ingest" or press.question_aware)
+        acts = self.acts
         seg_score = None
-        if acts and press.needs_scores:
+        if self.wants_scores:
             seg_score = self.scores(module, kwargs, k, press.window)
             score = score + seg_score
         if run.detach_past:  # the stored past carries no graph into later segments
@@ -132,23 +154,28 @@ class PressCall:
 
     def scores(self, module: Any, kwargs: dict, keys: torch.Tensor, window: int | None) -> torch.Tensor:
         """Attention [b, kv, L+T] the segment's (last ``window``) queries gave every slot of this
-        layer, summed over those queries and the query heads of each KV group (softmax in fp32)."""
+        layer, summed over those queries and the query heads of each KV group (softmax in fp32).
+        The queries are the layer's own q projection from this call (:meth:`on_query`), only the
+        window's rows normed and rotated; only the segment's own block is masked (the past is
+        visible to every query)."""
+        self.score_calls += 1
         with torch.no_grad():
             h = kwargs["hidden_states"]
             cos, sin = kwargs["position_embeddings"]
             b, T = h.shape[:2]
             d, groups = module.head_dim, module.num_key_value_groups
-            q = module.q_proj(h).view(b, T, -1, d)
+            start = 0 if window is None else max(0, T - int(window))
+            q = self.queries.pop(module.layer_idx, None)
+            q = (module.q_proj(h) if q is None else q)[:, start:].detach().view(b, T - start, -1, d)
             if hasattr(module, "q_norm"):  # Qwen3-style per-head norm, before RoPE
                 q = module.q_norm(q)
-            q = rotate(q.transpose(1, 2), cos, sin)
-            start = 0 if window is None else max(0, T - int(window))
-            q = q[:, :, start:].float()
+            q = rotate(q.transpose(1, 2), cos[:, start:], sin[:, start:]).float()
             n_kv, L_all = keys.shape[1], keys.shape[-2]
             L = L_all - T
             qg = q.reshape(b, n_kv, groups, T - start, d)
             logits = torch.einsum("bkgtd,bksd->bkgts", qg, keys.float()) * module.scaling
-            logits = logits.masked_fill(~past_then_causal(T, L, h.device)[start:], float("-inf"))
+            future = ~self.mask(T, 0, h.device)[start:]  # [T − start, T]: a query's later tokens
+            logits[..., L:].masked_fill_(future, float("-inf"))
             return logits.softmax(-1).sum(dim=(2, 3))
 
 
@@ -182,9 +209,11 @@ def pressed(call: PressCall) -> Iterator[PressCall]:
     """Hook ``call`` on the model's rotary embedding and attention modules for the ``with`` body."""
     run = call.runner
     handles = [run.rotary.register_forward_pre_hook(call.on_rotary, with_kwargs=True)]
-    for attn in run.attn:
+    for i, attn in enumerate(run.attn):
         handles.append(attn.register_forward_pre_hook(call.on_attention_input, with_kwargs=True))
         handles.append(attn.register_forward_hook(call.on_attention_output, with_kwargs=True))
+        if call.wants_scores:
+            handles.append(attn.q_proj.register_forward_hook(call.on_query(i)))
     handles += [m.register_forward_hook(_cast_output(dt)) for m, dt in run.seams]
     try:
         yield call

@@ -134,8 +134,10 @@ class BenchConfigKvPress:
     mem_size: int = setting(128, 'M', POSITIVE)
     ingest_tokens: int = setting(1024, "presses: tokens streamed through the cache (and the plain forward's input)", POSITIVE)
     new_tokens: int = setting(16, 'presses: tokens decoded from the cache (and by plain generate)', POSITIVE)
+    preset_tokens: int = setting(2048, "presses: issue 39's CPU preset, this many tokens ingested in one segment (kvpress: one prefill, then compress); 0 = skip", COUNT)
+    preset_ratio: float = setting(0.5, 'presses: the preset\'s compression ratio r; M = ceil((1 − r) × preset_tokens)', between(0, 1, high_open=True))
     methods: list = setting(['streamingllm', 'h2o', 'lococo', 'snapkv', 'pyramidkv'], 'presses compared with the plain model')
-    repeats: int = setting(3, 'timed repeats per side; medians', POSITIVE)
+    repeats: int = setting(3, 'timed repeats per side (presses: round-robin rounds over the forwards and every press); medians', POSITIVE)
     rounds: int = setting(2, 'calibration: the three sides interleaved this many times', POSITIVE)
 
 
