@@ -104,14 +104,19 @@ def entries(table: dict[str, Any]) -> list[dict[str, Any]]:
 
 def ratio_cells(table: dict[str, Any]) -> list[dict[str, Any]]:
     """A ``kind: ruler`` table's cells: each method row at each of its ratios (the table's ``ratios``
-    unless the row names its own), ``<row>_r<ratio>`` running ``experiment=<table>_<row> task.ratio=<ratio>``."""
+    unless the row names its own), ``<row>_r<ratio>`` running ``experiment=<table>_<row> task.ratio=<ratio>``;
+    ``ratio_scales: {RATIO: {scales: [...], skip: why}}`` runs a ratio at those scales only."""
     cells = []
+    limited = {float(r): v for r, v in (table.get("ratio_scales") or {}).items()}
     for row in table["methods"]:
         for ratio in row.get("ratios", table["ratios"]):
-            cells.append({**{k: v for k, v in row.items() if k != "ratios"}, "cell": f"{row['row']}_r{float(ratio):g}",
-                          "label": f"{row.get('label', row['row'])} @ {float(ratio):g}", "ratio": float(ratio),
-                          "experiment": row.get("experiment", f"{table['name']}_{row['row']}"),
-                          "overrides": [f"task.ratio={float(ratio):g}"]})
+            cell = {**{k: v for k, v in row.items() if k != "ratios"}, "cell": f"{row['row']}_r{float(ratio):g}",
+                    "label": f"{row.get('label', row['row'])} @ {float(ratio):g}", "ratio": float(ratio),
+                    "experiment": row.get("experiment", f"{table['name']}_{row['row']}"),
+                    "overrides": [f"task.ratio={float(ratio):g}"]}
+            if float(ratio) in limited and not row.get("scales"):  # a ratio the table runs at some scales only
+                cell["scales"], cell["skip"] = list(limited[float(ratio)]["scales"]), limited[float(ratio)]["skip"]
+            cells.append(cell)
     return cells
 
 
