@@ -67,7 +67,7 @@ def runs(tmp_path):
     make_run(root, "snap50_old", "snapkv", {"niah_single_1": 0, "vt": 0}, created="2000-01-01T00:00:00Z")  # older: loses
     make_run(root, "snap875", "snapkv", {"niah_single_1": 1, "vt": 0.5}, ratio=0.875, slots=128)
     make_run(root, "snap50_qa", "snapkv", {"niah_single_1": 4, "vt": 3}, query_aware=True)
-    make_run(root, "knorm50", "kvpress", {"niah_single_1": 2, "vt": 2}, press="knorm")
+    make_run(root, "knorm50", "method=kvpress", {"niah_single_1": 2, "vt": 2}, press="knorm")
     make_run(root, "locomo", "snapkv", {"niah_single_1": 0, "vt": 0}, ratio=None, dataset="locomo_sample")  # not RULER
     return root
 
@@ -134,17 +134,21 @@ CPU_ROWS = ("streamingllm", "h2o", "snapkv", "pyramidkv", "kvpress_knorm", "kvpr
             "kvpress_tova", "kvpress_snapkv", "llmlingua", "rag")
 PAPER_ONLY = ("llmlingua2", "icae", "ccm_concat", "ccm_merge", "lococo")
 RATIOS = ("0.25", "0.5", "0.75", "0.875")
+CPU_RATIOS = ("0.5", "0.875")  # ratio_scales: 0.25 and 0.75 run at scale=paper only
 
 
 def test_the_plan_lists_method_by_ratio_cells(tmp_path):
     jobs, idle = plan("ruler", Options(scale="cpu", out=tmp_path))
     cells = {c for j in jobs for c in j.cells}
-    assert cells == {"full_cache_r0"} | {f"{m}_r{r}" for m in CPU_ROWS for r in RATIOS}
+    assert cells == {"full_cache_r0"} | {f"{m}_r{r}" for m in CPU_ROWS for r in CPU_RATIOS}
     steps = {s.run_dir.name: s for j in jobs for s in j.steps}
     assert steps["kvpress_tova_r0.875"].overrides == ("experiment=ruler_kvpress_tova", "scale/ruler=cpu",
                                                       "task.ratio=0.875")
     assert all(s.command == "eval" for s in steps.values())  # nothing trained at CPU scale
-    assert {c["cell"] for c in idle} == {f"{m}_r{r}" for m in PAPER_ONLY for r in RATIOS}
+    assert {c["cell"] for c in idle} == ({f"{m}_r{r}" for m in PAPER_ONLY for r in RATIOS}
+                                         | {f"{m}_r{r}" for m in CPU_ROWS for r in ("0.25", "0.75")})
+    assert next(c for c in idle if c["cell"] == "h2o_r0.75")["not_run"] == (
+        "scale=cpu: the CPU preset runs ratios 0.5 and 0.875 (20 minutes on 2 cores)")
     assert next(c for c in idle if c["cell"] == "icae_r0.5")["not_run"].startswith("scale=cpu: needs a trained ICAE")
     jobs, idle = plan("ruler", Options(scale="paper", out=tmp_path))
     assert not idle and {c for j in jobs for c in j.cells} >= {f"icae_r{r}" for r in RATIOS}
@@ -157,6 +161,6 @@ def test_the_plan_lists_method_by_ratio_cells(tmp_path):
 def test_dry_run_through_the_cli(cli, tmp_path):
     proc = cli("reproduce", "table=ruler", "dry_run=true", f"out={tmp_path}")
     assert proc.returncode == 0, proc.stderr
-    assert "41 job(s)" in proc.stdout and "task.ratio=0.875" in proc.stdout
+    assert "21 job(s)" in proc.stdout and "task.ratio=0.875" in proc.stdout
     assert "not run: llmlingua2_r0.25 (scale=cpu: LLMLingua-2's token classifier" in proc.stdout
     assert f"then: python -m ctxbench report table=ruler runs={tmp_path}" in proc.stdout

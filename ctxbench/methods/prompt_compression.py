@@ -30,13 +30,13 @@ the text as it is, without calling the compressor (LLMLingua at rate 1 still dro
 """
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
 import torch
 
 from ctxbench.core.errors import ConfigError
+from ctxbench.core.task_protocol import ratio_budget
 from ctxbench.core.types import History, Prediction, Question, Usage
 from ctxbench.methods.base import TrainingFreeMethod
 from ctxbench.methods.kv_prompt import qa_frame, stop_token_ids
@@ -55,11 +55,6 @@ def import_llmlingua() -> Any:
         raise ConfigError(f"method=llmlingua/llmlingua2 need the llmlingua package ({e.name} is missing); install "
                           f"it with: {INSTALL}   (or `make setup`; --no-deps: its other deps are ctxbench's)") from e
     return llmlingua
-
-
-def budget_tokens(ratio: float, n: int) -> int:
-    """What the reader may hold of an n-token text compressed at ``ratio``: ceil((1 - ratio) x n)."""
-    return math.ceil((1.0 - ratio) * n)
 
 
 class ReaderTokens:
@@ -165,7 +160,7 @@ class PromptCompressionMethod(TrainingFreeMethod):
         self._speakers = list(history.speakers)
         text = render_history(history, "locomo")
         n = len(self.reader_ids(text))
-        budget = budget_tokens(self.ratio, n)
+        budget = ratio_budget(self.ratio, n)
         read0, kept, tries = self.scorer_tokens(), text, 0
         if self.ratio > 0 and n > 0:
             target = budget
@@ -187,7 +182,7 @@ class PromptCompressionMethod(TrainingFreeMethod):
         self._ingest_seconds = time.perf_counter() - t0
 
     def budget(self) -> int:
-        return budget_tokens(self.ratio, self._n_text)
+        return ratio_budget(self.ratio, self._n_text)
 
     def extra(self) -> dict[str, Any]:
         return {"compression_ratio": self.ratio, "budget": self.budget(), "history_tokens": self._n_text,

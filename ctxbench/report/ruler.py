@@ -73,7 +73,7 @@ def protocol_of(run: Run) -> tuple[float, bool]:
 def method_of(run: Run) -> tuple[str, str, str]:
     """(label, kvpress-style press_name, source): ``kvpress:<press>`` for the kvpress adapter."""
     system = str((run.results or {}).get("system") or "?")
-    if system == "kvpress":
+    if system.split("=", 1)[-1] == "kvpress":  # results.json writes ``method=kvpress``
         press = str(((run.config.get("method") or {}).get("press")) or "?")
         return f"kvpress:{press}", KVPRESS_NAME.get(press, press), "kvpress"
     return system, system, "ctxbench"
