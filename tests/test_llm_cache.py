@@ -214,3 +214,21 @@ def test_an_old_cache_without_flags_gains_the_column(tmp_path):
     assert cache.get("k").text == "old"
     cache.put("k2", ChatResult(text="new", prompt_tokens=1, completion_tokens=1, truncated=True))
     assert cache.get("k2").truncated
+
+
+def test_a_cache_file_cut_short_is_refused_in_one_line(tmp_path):
+    """SQLite reads only the pages a query touches, so a cache cut in half would open; the header's page
+    count against the file's length catches it before any use."""
+    path = tmp_path / "calls.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE calls (key TEXT PRIMARY KEY, text TEXT NOT NULL)")
+    conn.executemany("INSERT INTO calls VALUES (?, ?)", [(f"k{i}", "x" * 2000) for i in range(40)])
+    conn.commit()
+    conn.close()
+    data = path.read_bytes()
+    whole = tmp_path / "whole.sqlite"
+    whole.write_bytes(data)
+    CallCache(whole)  # whole: opens
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DataError, match="cut short"):
+        CallCache(path)

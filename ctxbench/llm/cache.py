@@ -115,6 +115,7 @@ class CallCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         with self._guard():
+            self._check_length()
             conn = self._conn()
             # one process at a time (several rows of a board may open a new cache together): the table is
             # made with every column, an older table gains the missing :data:`COLUMNS` once, inside one write
@@ -132,6 +133,27 @@ class CallCache:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+
+    def _check_length(self) -> None:
+        """A file shorter than the pages its header counts was cut short (a copy or a disk that stopped):
+        refused before use, since SQLite reads only the pages a query touches and would not notice. Not
+        checked while a -wal file holds pages (a crashed writer's: SQLite replays them)."""
+        if not self.path.is_file() or self.path.stat().st_size < 100:
+            return
+        wal = Path(str(self.path) + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            return
+        with open(self.path, "rb") as f:
+            head = f.read(100)
+        if not head.startswith(b"SQLite format 3\x00"):
+            raise sqlite3.DatabaseError("file is not a database")
+        page = int.from_bytes(head[16:18], "big")
+        page = 65536 if page == 1 else page
+        pages = int.from_bytes(head[28:32], "big")
+        valid = head[24:28] == head[92:96]  # the in-header size is valid when its change counter matches
+        if valid and pages and self.path.stat().st_size < pages * page:
+            raise sqlite3.DatabaseError(f"the file is {self.path.stat().st_size} bytes, shorter than the "
+                                        f"{pages} pages of {page} bytes its header counts: it was cut short")
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
