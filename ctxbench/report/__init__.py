@@ -18,6 +18,9 @@ from ctxbench.report.runs import ReportError
 
 DEFAULT_ROOTS = ("outputs", "multirun")
 
+#: reports over a list of run folders, each ``report/<key>.py`` with ``<key>_report(runs, out)``
+RUN_LIST_REPORTS = ("compare", "reruns", "decay")
+
 
 def _paths(value: Any) -> list[Path]:
     """``runs=DIR``, ``runs=[A,B]`` or ``runs="A,B"`` → paths."""
@@ -53,27 +56,15 @@ def main(cfg: Any) -> dict[str, Any] | None:
         print(f"report: wrote {result['path']}{png} (runs searched: {', '.join(map(str, roots))}; "
               f"{result.get('found_label', 'experiments found')}: {', '.join(result['found']) or 'none'})")
         return result
-    if cfg.get("compare"):
-        from ctxbench.report.compare import compare_report
+    for key in RUN_LIST_REPORTS:  # compare=A,B | reruns=... | decay=...: report/<key>.py's <key>_report
+        if cfg.get(key):
+            import importlib
 
-        result = compare_report(cfg.compare, cfg.out)
-        print(result["markdown"])
-        print(f"report: wrote {result['path']} and {Path(result['path']).with_suffix('.json')}")
-        return result
-    if cfg.get("reruns"):
-        from ctxbench.report.reruns import reruns_report
-
-        result = reruns_report(cfg.reruns, cfg.out)
-        print(result["markdown"])
-        print(f"report: wrote {result['path']} and {Path(result['path']).with_suffix('.json')}")
-        return result
-    if cfg.get("decay"):
-        from ctxbench.report.decay import decay_report
-
-        result = decay_report(cfg.decay, cfg.out)
-        print(result["markdown"])
-        print(f"report: wrote {result['path']} and {Path(result['path']).with_suffix('.json')}")
-        return result
+            build = getattr(importlib.import_module(f"ctxbench.report.{key}"), f"{key}_report")
+            result = build(cfg.get(key), cfg.out)
+            print(result["markdown"])
+            print(f"report: wrote {result['path']} and {Path(result['path']).with_suffix('.json')}")
+            return result
     from ctxbench.report.tables import table_names
 
     print("usage: python -m ctxbench report sweep=DIR | table=NAME [runs=DIR] | compare=RUN_A,RUN_B | "
