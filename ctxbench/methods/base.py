@@ -168,6 +168,20 @@ def additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return m[:, None]
 
 
+def optional_package(name: str, who: str, install: str, note: str) -> Any:
+    """The optional package ``name`` (kvpress, llmlingua), imported when a method that uses it is built, or
+    one ConfigError line: ``who`` ("method=kvpress needs") the package, the install command and ``note``."""
+    import importlib
+
+    from ctxbench.core.errors import ConfigError
+
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        raise ConfigError(f"{who} the {name} package ({e.name} is missing); install it with: {install}   "
+                          f"(or `make setup`; {note})") from e
+
+
 class TrainingFreeMethod(TrainableMethod):
     """A method evaluated as it is (StreamingLLM, H2O, SnapKV, kvpress's presses): ``train`` refuses it."""
 

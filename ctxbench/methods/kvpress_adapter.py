@@ -25,7 +25,7 @@ from ctxbench.core.errors import ConfigError
 from ctxbench.core.registry import register
 from ctxbench.core.task_protocol import check_ratio, ratio_budget, ratio_extra
 from ctxbench.core.types import History, Prediction, Question, Usage
-from ctxbench.methods.base import TrainingFreeMethod
+from ctxbench.methods.base import TrainingFreeMethod, optional_package
 from ctxbench.methods.kv_cache import peak_rss_bytes, reset_peak_rss
 from ctxbench.methods.kv_prompt import qa_frame, stop_token_ids
 from ctxbench.models.loading import cache_kwarg
@@ -41,12 +41,7 @@ PER_LAYER_PRESSES = ("PyramidKVPress", "PerLayerCompressionPress")
 
 
 def import_kvpress() -> Any:
-    try:
-        import kvpress
-    except ModuleNotFoundError as e:
-        raise ConfigError(f"method=kvpress needs the kvpress package ({e.name} is missing); install it with: "
-                          f"{INSTALL}   (or `make setup`; --no-deps because kvpress pins transformers<5.3)") from e
-    return kvpress
+    return optional_package("kvpress", "method=kvpress needs", INSTALL, "--no-deps because kvpress pins transformers<5.3")
 
 
 def bridged(hook: Any) -> Any:

@@ -38,7 +38,7 @@ import torch
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.task_protocol import ratio_budget
 from ctxbench.core.types import History, Prediction, Question, Usage
-from ctxbench.methods.base import TrainingFreeMethod
+from ctxbench.methods.base import TrainingFreeMethod, optional_package
 from ctxbench.methods.kv_prompt import qa_frame, stop_token_ids
 from ctxbench.models.loading import cache_kwarg, returned_cache
 
@@ -49,12 +49,8 @@ RETRIES = 3  # compressions asked again with a lowered target when the kept text
 
 def import_llmlingua() -> Any:
     """The ``llmlingua`` package, or one ConfigError line saying how to install it."""
-    try:
-        import llmlingua
-    except ModuleNotFoundError as e:
-        raise ConfigError(f"method=llmlingua/llmlingua2 need the llmlingua package ({e.name} is missing); install "
-                          f"it with: {INSTALL}   (or `make setup`; --no-deps: its other deps are ctxbench's)") from e
-    return llmlingua
+    return optional_package("llmlingua", "method=llmlingua/llmlingua2 need", INSTALL,
+                            "--no-deps: its other deps are ctxbench's")
 
 
 class ReaderTokens:
