@@ -1,4 +1,4 @@
-"""The answer prompt registry (``qa_prompt=locomo|mem0|mem0g|amem|brief|ruler``, ctxbench/qa/).
+"""The answer prompt registry (``qa_prompt=locomo|mem0|mem0g|amem|brief|ruler|longmemeval``, ctxbench/qa/).
 
 Shows: each prompt renders what its source says (golden strings, one question of each LoCoMo
 category and the plain/choice forms: tests/test_qa_prompts_golden.json); ``locomo`` is byte for byte
@@ -84,6 +84,39 @@ def test_sources_are_cited_and_versions_distinct():
     assert "ANSWER_PROMPT_GRAPH" in PROMPTS["mem0g"].source
     assert "WujiangXu/A-mem test_advanced.py" in PROMPTS["amem"].source
     assert "issue 22" in PROMPTS["brief"].source
+    assert "xiaowu0162/LongMemEval src/generation/run_generation.py" in PROMPTS["longmemeval"].source
+
+
+def dated(q: Question, date: str = "2023/04/22 (Sat) 18:00") -> Question:
+    from dataclasses import replace
+    return replace(q, meta={**q.meta, "question_date": date})
+
+
+@pytest.mark.parametrize("name", sorted(PROMPTS))
+def test_every_prompt_shows_the_question_date_once_and_only_when_there_is_one(name):
+    p = get_prompt(name)
+    for kind, q in questions().items():
+        if name == "ruler":  # RULER's questions have no date; its prompt reads the question text as given
+            continue
+        plain, with_date = p.messages(q, CTX, SPEAKERS), p.messages(dated(q), CTX, SPEAKERS)
+        text = "".join(m["content"] for m in with_date)
+        assert "2023/04/22 (Sat) 18:00" not in "".join(m["content"] for m in plain)
+        assert text.count("2023/04/22 (Sat) 18:00") == 1, (name, kind)
+        assert p.instruction(dated(q)).count("2023/04/22 (Sat) 18:00") == 1
+        assert p.messages(dated(q), "")[-1]["content"].count("2023/04/22 (Sat) 18:00") == 1
+
+
+def test_longmemeval_prompt_is_history_then_current_date_then_question():
+    q = dated(Question("lme", "How many days ago did I go to my first pottery class?", "14 days",
+                       category="temporal-reasoning", category_name="temporal-reasoning"))
+    [msg] = get_prompt("longmemeval").messages(q, "HISTORY")
+    assert msg == {"role": "user", "content": (
+        "I will give you several history chats between you and a user. Please answer the question based on the "
+        "relevant chat history.\n\n\nHistory Chats:\n\nHISTORY\n\nCurrent Date: 2023/04/22 (Sat) 18:00\n"
+        "Question: How many days ago did I go to my first pottery class?\nAnswer:")}
+    assert get_prompt("brief").messages(q, "H")[1]["content"] == (
+        "Conversation:\nH\n\nQuestion: (Current date: 2023/04/22 (Sat) 18:00) How many days ago did I go to my "
+        "first pottery class?\nAnswer:")
 
 
 def test_mem0_is_one_system_message_with_the_source_instructions():
@@ -127,7 +160,7 @@ def test_brief_is_a_short_system_message_then_context_and_question():
 
 def test_unknown_prompt_is_one_line_naming_the_key():
     with pytest.raises(ConfigError, match=r"^qa_prompt='lcomo' is not an answer prompt; use one of locomo, "
-                                          r"mem0, mem0g, amem, brief, ruler$"):
+                                          r"mem0, mem0g, amem, brief, ruler, longmemeval$"):
         get_prompt("lcomo")
 
 

@@ -23,9 +23,10 @@ kept in the change history); summaries are never forgotten. How, by ``forgetting
   ``forget_threshold``, ``t`` in fractional days.
 
 Answering retrieves top-``k`` turn and event memories — a recall, so their S grows and t resets at
-the time of the last session — and shows them with the global summary and the portrait. The
-portrait and the global summary are held in state, not records: they count in
-:meth:`MemoryBank.memory_stats` beside the records.
+the time of the last session, or at the question's own date when the dataset gives one (LongMemEval's
+``question_date``, :func:`ctxbench.data.dates.question_time`) — and shows them with the global
+summary and the portrait. The portrait and the global summary are held in state, not records: they
+count in :meth:`MemoryBank.memory_stats` beside the records.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from typing import Any
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.registry import register
 from ctxbench.core.types import History, Question, Session
+from ctxbench.data.dates import question_time
 
 from ctxbench.memory.base import MemorySystem, days_between, session_times
 from ctxbench.memory.prompts import memorybank as P
@@ -182,6 +184,9 @@ class MemoryBank(MemorySystem):
     def retrieve(self, question: Question) -> str:
         hits = self.search(question.question, self.k, {"turn", "event"})
         now = datetime.fromisoformat(self.now) if self.now else None
+        asked = question_time(question)  # a question asked at a date of its own (LongMemEval) recalls then
+        if asked is not None:
+            now = asked if now is None else max(now, asked)
         lines = []
         for r, _ in hits:
             if r.kind == "turn":

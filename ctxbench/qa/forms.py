@@ -55,13 +55,25 @@ def prompt_style(question: Question) -> str:
     return "choice" if question.options else "plain"
 
 
+GOLD_META = ("outputs", "evidence_sessions", "abstention")  # question.meta keys a system is not told under protocol_pure
+DATE_FORM = "(Current date: {date}) {question}"
+
+
+def question_date(question: Question) -> str:
+    """The date the question is asked, as the dataset writes it (LongMemEval's ``question_date``), or ""."""
+    date = (question.meta or {}).get("question_date")
+    return date.strip() if isinstance(date, str) else ""
+
+
 def without_gold(question: Question) -> Question:
     """The question as a system may see it under ``protocol_pure=true``: no gold answer, category,
     adversarial distractor or evidence. Its prompt form (LoCoMo's, options listed, plain) is kept, but
     nothing in it is chosen by category: no temporal hint, no adversarial two-option form (the distractor
     is gold), A-Mem's single ``k`` and its plain prompt, LoCoMo's ``QA_PROMPT`` for every question; no
-    expected strings (``meta["outputs"]`` of ``dataset=ruler``: its answer prefix stays, it is the prompt's)."""
-    meta = {k: v for k, v in (question.meta or {}).items() if k != "outputs"}
+    expected strings (``meta["outputs"]`` of ``dataset=ruler``: its answer prefix stays, it is the prompt's);
+    no LongMemEval evidence sessions or abstention flag. The question's date (``meta["question_date"]``) is
+    kept: it is part of the question as asked."""
+    meta = {k: v for k, v in (question.meta or {}).items() if k not in GOLD_META}
     meta["prompt_style"] = prompt_style(question)
     return replace(question, answer="", category=0, category_name="", evidence=[], adversarial_answer=None,
                    meta=meta)
@@ -78,8 +90,21 @@ def adversarial_options(question: Question) -> dict[str, str]:
     return {"a": wrong, "b": NOT_MENTIONED}
 
 
-def question_text(question: Question) -> str:
-    """The question as the model reads it (temporal hint, adversarial choice, options)."""
+def question_text(question: Question, dated: bool = True) -> str:
+    """The question as the model reads it (temporal hint, adversarial choice, options), after the date it
+    is asked when the dataset gives one (:data:`DATE_FORM`; every answer prompt words its question with
+    this; ``dated=False`` for a prompt that shows the date on a line of its own, ``qa_prompt=longmemeval``)."""
+    text = _question_text(question)
+    return with_date(question, text) if dated else text
+
+
+def with_date(question: Question, text: str) -> str:
+    """``text`` (the question as some prompt words it) after the question's date, when it has one."""
+    date = question_date(question)
+    return DATE_FORM.format(date=date, question=text) if date else text
+
+
+def _question_text(question: Question) -> str:
     style = prompt_style(question)
     if style == "locomo":
         cat = category_name(question)

@@ -1,16 +1,16 @@
-"""The answer prompts by name: ``qa_prompt=locomo|mem0|mem0g|amem|brief|ruler`` (eval.yaml)."""
+"""The answer prompts by name: ``qa_prompt=locomo|mem0|mem0g|amem|brief|ruler|longmemeval`` (eval.yaml)."""
 from __future__ import annotations
 
 from ctxbench.core.errors import ConfigError
 from ctxbench.qa.prompt import AnswerPrompt
-from ctxbench.qa.prompts import amem, brief, locomo, mem0, ruler
+from ctxbench.qa.prompts import amem, brief, locomo, longmemeval, mem0, ruler
 
 # Chosen by measurement on the dev split only (LoCoMo conv-26 + conv-30, sessions 1-5, 94 questions, SmolLM2-135M
 # via llama.cpp): mean F1 on categories 1-4 over rag/full_context/no_context is brief 0.111, locomo 0.100,
 # amem 0.085, mem0 0.067 (python -m ctxbench.qa.compare --sessions 5 --choose). Paper experiments set their own.
 DEFAULT = "brief"
 PROMPTS: dict[str, AnswerPrompt] = {p.name: p for p in (locomo.PROMPT, mem0.PROMPT, mem0.GRAPH_PROMPT,
-                                                        amem.PROMPT, brief.PROMPT, ruler.PROMPT)}
+                                                        amem.PROMPT, brief.PROMPT, ruler.PROMPT, longmemeval.PROMPT)}
 
 
 def get_prompt(name: str | None) -> AnswerPrompt:

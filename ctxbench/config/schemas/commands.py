@@ -66,7 +66,7 @@ class EvalConfig:
 
     checkpoint: str | None = setting(None, 'a trained run folder (outputs/train/<run>) loaded into method=')
     seed: int = setting(0, 'random seed', SEED)
-    qa_prompt: str = setting('brief', "locomo | mem0 | mem0g | amem | brief | ruler   the answer prompt every system uses (ctxbench/qa/prompts/); brief: chosen on the dev split (ctxbench/qa/registry.py); paper experiments set their paper's; ruler: RULER's, with its answer prefix starting the reply (dataset=ruler)", choices=('locomo', 'mem0', 'mem0g', 'amem', 'brief', 'ruler'))
+    qa_prompt: str = setting('brief', "locomo | mem0 | mem0g | amem | brief | ruler | longmemeval   the answer prompt every system uses (ctxbench/qa/prompts/); brief: chosen on the dev split (ctxbench/qa/registry.py); paper experiments set their paper's; ruler: RULER's, with its answer prefix starting the reply (dataset=ruler); longmemeval: LongMemEval's reader prompt (history, Current Date, question). Every prompt shows a question's date (meta.question_date) when the dataset gives one", choices=('locomo', 'mem0', 'mem0g', 'amem', 'brief', 'ruler', 'longmemeval'))
     limit: int | None = setting(None, 'answer at most N questions, in dataset order (null or 0 = all; < 0 is refused)', ge(0, note='0 or null = all'))
     metrics: list = setting(['f1', 'f1_set', 'bleu1', 'rouge1', 'rouge2', 'rougeL'], "add llm_judge for the Mem0 paper's J", nonempty='name at least one metric (e.g. metrics=[f1,bleu1]); `python -m ctxbench ls` lists them')
     judge_llm: dict | None = setting(None, 'an llm config for llm_judge (null = the llm above)')

@@ -1,1 +1,1 @@
-"""The answer prompts, one module each (``locomo``, ``mem0``, ``mem0g``, ``amem``, ``brief``, ``ruler``); each defines ``PROMPT``."""
+"""The answer prompts, one module each (``locomo``, ``mem0``, ``mem0g``, ``amem``, ``brief``, ``ruler``, ``longmemeval``); each defines ``PROMPT``."""

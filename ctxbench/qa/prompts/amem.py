@@ -18,7 +18,7 @@ default text with ctxbench's question text (options listed).
 from __future__ import annotations
 
 from ctxbench.data.categories import question_category as category_name
-from ctxbench.qa.forms import adversarial_options, prompt_style, question_text
+from ctxbench.qa.forms import adversarial_options, prompt_style, question_text, with_date
 from ctxbench.core.types import Question
 from ctxbench.qa.prompt import AnswerPrompt
 
@@ -42,11 +42,12 @@ def user(question: Question, context: str, speakers: list[str]) -> str:
     if cat == "adversarial":
         opts = adversarial_options(question)
         if opts:
-            return ADVERSARIAL.format(context=context, question=question.question, a=opts["a"], b=opts["b"])
+            return ADVERSARIAL.format(context=context, question=with_date(question, question.question), a=opts["a"],
+                                      b=opts["b"])
     if cat == "temporal":
-        return TEMPORAL.format(context=context, question=question.question)
+        return TEMPORAL.format(context=context, question=with_date(question, question.question))
     template = OPEN_DOMAIN if cat == "open-domain" else SHORT_PHRASE
-    text = question.question if cat else question_text(question)
+    text = with_date(question, question.question) if cat else question_text(question)
     return template.format(context=context, question=text)
 
 
