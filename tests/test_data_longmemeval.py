@@ -262,3 +262,18 @@ def test_temporal_questions_see_the_question_date_in_the_rendered_prompt(lme):
     told = without_gold(q)
     assert told.meta["question_date"] == q.meta["question_date"]
     assert "evidence_sessions" not in told.meta and "abstention" not in told.meta and told.evidence == []
+
+
+# ---- data stats / download -------------------------------------------------------------------------------
+
+def test_data_stats_prints_types_and_distinct_sessions_and_download_fails_offline(tmp_path):
+    from conftest import run_cli
+
+    p = run_cli("data", "stats", "longmemeval_sample", env={"HF_HUB_OFFLINE": "1"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "| temporal-reasoning | temporal-reasoning | 2 |" in p.stdout
+    assert "| 13 | 39 | 19 | 80 | 40 | 51.3% |" in p.stdout
+    p = run_cli("data", "download", "longmemeval", f"dest={tmp_path}", env={"HF_HUB_OFFLINE": "1"})
+    err = p.stderr.strip().splitlines()
+    assert p.returncode != 0 and len(err) == 1 and "longmemeval_s_cleaned.json: is a hub file but the hub is offline" \
+        in err[0], p.stderr

@@ -1,6 +1,6 @@
 """``python -m ctxbench data download NAME``: fetch a dataset's real files into data/downloads/.
 
-Direct files (LoCoMo) are streamed to a temporary file next to the destination, checked against
+Direct files (LoCoMo; LongMemEval's three files through the hub's resolve URLs) are streamed to a temporary file next to the destination, checked against
 their sha256 and moved into place atomically; hub datasets (PwC, Pile) are read with ``datasets``
 and written as JSONL the same way. Offline, every path fails with one line saying so.
 """
@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from ctxbench.core.registry import suggest
 from ctxbench.data.errors import DataError
-from ctxbench.data.hub import iter_hub_rows
+from ctxbench.data.hub import hub_offline, iter_hub_rows
 from ctxbench.data.sources import SOURCES, RemoteFile, downloads_dir
 
 CHUNK = 1 << 20
@@ -122,6 +122,9 @@ def download(name: str, dest: str | None = None, url: str | None = None, force: 
                 log(f"{name}: {target} already present" + (" (sha256 ok)" if f.sha256 else ""))
                 written.append(target)
                 continue
+            if "huggingface.co/" in (url or f.url) and hub_offline():
+                raise DataError(url or f.url, "is a hub file but the hub is offline (HF_DATASETS_OFFLINE/HF_HUB_OFFLINE "
+                                              f"set): unset them on a machine with network, or copy it to {target}")
             digest = fetch_url(url or f.url, target, f.sha256)
             log(f"{name}: wrote {target} (sha256 {digest}{', verified' if f.sha256 else ''})")
             written.append(target)

@@ -34,6 +34,10 @@ def dataset_stats(samples: list[Sample]) -> dict[str, Any]:
         "by_category": by_cat,
         "quirks": dict(getattr(samples, "quirks", {}) or {}),
     }
+    if any(q.meta.get("evidence_sessions") is not None for s in samples for q in s.questions):
+        from ctxbench.data.longmemeval import distinct_sessions  # haystacks drawn from one pool (LongMemEval)
+
+        out["distinct"] = distinct_sessions(samples)
     return out
 
 
@@ -46,6 +50,12 @@ def format_stats(name: str, st: dict[str, Any]) -> str:
         lines += ["| category | id | questions |", "|---|---:|---:|"]
         lines += [f"| {n} | {v['id']} | {v['n']} |" for n, v in st["by_category"].items()]
         lines += [f"| **all** | | {st['questions']} |", ""]
+    if st.get("distinct"):
+        d = st["distinct"]
+        lines += ["| histories | session slots | distinct sessions | turn slots | distinct turns | repeated session share |",
+                  "|---:|---:|---:|---:|---:|---:|",
+                  f"| {d['histories']} | {d['session_slots']} | {d['distinct_sessions']} | {d['turn_slots']} | "
+                  f"{d['distinct_turns']} | {d['repeated_session_share']:.1%} |", ""]
     if st["quirks"]:
         lines += ["| handled quirk | count |", "|---|---:|"]
         lines += [f"| {k} | {v} |" for k, v in sorted(st["quirks"].items())]
