@@ -137,3 +137,16 @@ def category_fit(counts: dict[Any, int]) -> CategoryFit:
     diff = "; ".join(f"id {i}: {got[i]} (LoCoMo {LOCOMO_COUNTS[i] if i in LOCOMO_COUNTS else 'has no such id'})"
                      for i in ids if LOCOMO_COUNTS.get(i) != got[i])
     return CategoryFit("mismatch", got, {}, f"category counts do not fit LoCoMo's full set: {diff}")
+
+
+ABSTENTION_SUFFIX = "_abs"  # LongMemEval: a question id ending so is unanswerable (its answer says why)
+
+
+def is_abstention(question: "Question") -> bool:
+    """An abstention question (LongMemEval): ``meta["abstention"]`` or an id ending ``_abs``."""
+    return bool((question.meta or {}).get("abstention")) or str(question.id).endswith(ABSTENTION_SUFFIX)
+
+
+def record_is_abstention(record: dict) -> bool:
+    """The same for a prediction record (its ``abstention`` field or its ``id``)."""
+    return bool(record.get("abstention")) or str(record.get("id", "")).endswith(ABSTENTION_SUFFIX)

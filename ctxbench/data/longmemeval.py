@@ -304,3 +304,6 @@ def load_longmemeval(cfg: Any) -> Samples:
                                     release=release)
     samples.log_quirks("longmemeval")
     return select(samples, cfg.get("question_types"), cfg.get("questions"), cfg.get("limit"))
+
+
+load_longmemeval.judge = "longmemeval"  # the judge llm_judge uses when judge.panel is unset (metrics/judges/panel.py)

@@ -11,7 +11,10 @@ from ctxbench.metrics.aggregate import aggregate, count_failed, failed_as_wrong,
 from ctxbench.metrics.base import Metric
 from ctxbench.metrics.corrected import CORRECTED, corrected_block
 from ctxbench.metrics.cost import COST_VERSION, aggregate_cost, judging_per_question
+from ctxbench.metrics import evidence_recall as recall_md, longmemeval_scoring as lme_md
 from ctxbench.metrics.evidence_age import by_evidence_age
+from ctxbench.metrics.evidence_recall import evidence_recall
+from ctxbench.metrics.longmemeval_scoring import longmemeval_block
 from ctxbench.metrics.guards import run_warnings, warning_lines
 from ctxbench.metrics.health import DEFAULT_MAX_FAILED_FRACTION, run_health
 from ctxbench.metrics.stats import statistics_block
@@ -35,6 +38,10 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     calls, structured outputs and answers failed (:mod:`ctxbench.metrics.health`).
     ``by_evidence_age``: the same numbers grouped by how many sessions before the history's end each
     question's evidence was said (:mod:`ctxbench.metrics.evidence_age`), when questions carry evidence.
+    ``longmemeval``: per LongMemEval question type, overall, task-averaged and abstention
+    (:mod:`ctxbench.metrics.longmemeval_scoring`), when the questions carry those types;
+    ``evidence_recall``: session- and turn-level recall@k / NDCG@k of what the system retrieved against the
+    questions' evidence (:mod:`ctxbench.metrics.evidence_recall`), when records carry both.
     ``statistics``: per metric and category the per-question std, the minimum detectable difference
     and, for J, the Wilson 95% interval (:mod:`ctxbench.metrics.stats`).
     ``errata`` (:class:`ctxbench.data.errata.Errata`, from ``dataset.errata``): also scored under the
@@ -58,6 +65,12 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     ages = by_evidence_age(scored + failed, names)
     if ages is not None:  # questions with session evidence (LoCoMo): by how many sessions ago it was said
         results["by_evidence_age"] = ages
+    lme = longmemeval_block(scored + failed, names)
+    if lme is not None:  # LongMemEval question types: per type, overall, task-averaged, abstention
+        results["longmemeval"] = lme
+    recall = evidence_recall(records)
+    if recall is not None:  # systems that retrieve, on questions with evidence: session / turn recall@k, ndcg@k
+        results["evidence_recall"] = recall
     fixes: dict[str, dict[str, Any]] = {}
     if errata is not None:
         results[CORRECTED], fixes = corrected_block(scored + failed, errata, metrics, progress=progress)
@@ -82,7 +95,8 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     ex = extra or {}
     title = command + (f": {ex['system']}" if ex.get("system") else "")
     title += f" on {ex['dataset']}" if ex.get("dataset") else ""
-    atomic_write_text(out_dir / RESULTS_MD, results_markdown(results, names, title=title))
+    md = results_markdown(results, names, title=title) + lme_md.markdown(lme, names) + recall_md.markdown(recall)
+    atomic_write_text(out_dir / RESULTS_MD, md)
     return results
 
 

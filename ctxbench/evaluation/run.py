@@ -37,7 +37,9 @@ from ctxbench.evaluation.systems import HistorySystems
 from ctxbench.llm.scope import call_scope
 from ctxbench.memory.stores.retrieval_notes import noting_retrieval, retrieval_summary
 from ctxbench.metrics.base import answer_text
+from ctxbench.data.categories import is_abstention
 from ctxbench.metrics.evidence_age import LAST_SESSION, history_last_session
+from ctxbench.metrics.evidence_recall import locomo_sessions
 from ctxbench.qa.forms import without_gold
 from ctxbench.runs.results import JsonlAppender
 
@@ -66,7 +68,9 @@ def plan(samples: list[Sample], limit: int | None) -> list[tuple[Sample, list[Qu
 
 def question_record(q: Question, history_id: str, last_session: int | None = None) -> dict[str, Any]:
     """The question's fields of its predictions.jsonl line; a question with evidence also carries its
-    history's last session (``history_last_session``: the age of its evidence, :mod:`ctxbench.metrics.evidence_age`)."""
+    history's last session (``history_last_session``: the age of its evidence, :mod:`ctxbench.metrics.evidence_age`)
+    and its evidence sessions (``evidence_sessions``: ``Question.meta["evidence_sessions"]``, else LoCoMo's
+    ``session_<s>`` of its dia ids); an abstention question carries ``abstention: true``."""
     rec: dict[str, Any] = {"id": q.id, "history_id": history_id, "question": q.question,
                            "answer": answer_text(q.answer), "category": q.category,
                            "category_name": q.category_name}
@@ -76,6 +80,11 @@ def question_record(q: Question, history_id: str, last_session: int | None = Non
         rec["evidence"] = list(q.evidence)
         if last_session is not None:
             rec[LAST_SESSION] = last_session
+    sessions = list((q.meta or {}).get("evidence_sessions") or []) or locomo_sessions(q.evidence or [])
+    if sessions:  # evidence recall's session-level gold (ctxbench/metrics/evidence_recall.py)
+        rec["evidence_sessions"] = [str(s) for s in sessions]
+    if is_abstention(q):  # LongMemEval: judged with the abstention template, left out of evidence recall
+        rec["abstention"] = True
     return rec
 
 

@@ -34,8 +34,9 @@ def judge_llm(cfg: Any, llm: Any = None, force: bool = False) -> Any:
 
 def metrics_of(cfg: Any, llm: Any = None) -> list[Metric]:
     """The metrics of ``metrics=``, with their judge LLM (``llm``, the evaluated system's, if no judge_llm);
-    ``judge.panel`` makes one ``llm_judge`` metric per judge (:mod:`ctxbench.metrics.judges.panel`)."""
-    judge = cfg.get("judge")
+    ``judge.panel`` makes one ``llm_judge`` metric per judge (:mod:`ctxbench.metrics.judges.panel`); left
+    unset, the dataset's own judge (``dataset=longmemeval``: ``longmemeval``), else ``mem0``."""
+    judge = judge_panel.with_dataset_judge(cfg.get("judge"), cfg.get("dataset"))  # dataset=longmemeval: its judge
     if judge is not None and judge.get("calibration"):  # a bad judges.json fails now, not after the answers
         from ctxbench.metrics.judges.leniency import load_calibration
 

@@ -81,7 +81,7 @@ class AMem(MemorySystem):
     def apply(self, step: tuple[int, int], i: int) -> None:
         s = self._sessions[step[0]]
         t = s.turns[step[1]]
-        self.add_note(f"{t.speaker} says: {t.text}", s.date, {"turn": t.id})
+        self.add_note(f"{t.speaker} says: {t.text}", s.date, {"turn": t.id, "session": s.id})
 
     def add_note(self, content: str, time: str, extra: dict | None = None) -> int:
         attrs = self.call(P.note_messages(time, content),
@@ -154,6 +154,7 @@ class AMem(MemorySystem):
                         seen.add(l)
                         extra.append(notes[l])
             got += extra
+            self.note_records(extra)  # the linked notes shown after the hits (provenance: their turns)
         return "\n".join(show(r) for r in got)
 
     def memory_stats(self) -> tuple[int, int]:

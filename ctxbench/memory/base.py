@@ -32,6 +32,7 @@ from ctxbench.core.system import System
 from ctxbench.core.types import History, Prediction, Question, Session, Usage
 
 from ctxbench.memory.stores.records import Record, RecordStore
+from ctxbench.memory.stores.retrieval_notes import note_retrieved, noting_retrieved, provenance
 from ctxbench.memory.stores.structured import StructuredCaller, counter_for, output_counts, own_counts
 from ctxbench.memory.stores.vector import VectorIndex
 
@@ -197,7 +198,20 @@ class MemorySystem(System):
         allowed = None
         if kinds is not None:
             allowed = {r.id for r in self.store.records(self.hid) if r.kind in kinds}
-        return [(self.store.get(i), s) for i, s in self.index.search(q, k, allowed)]
+        hits = [(self.store.get(i), s) for i, s in self.index.search(q, k, allowed)]
+        self.note_records([r for r, _ in hits])
+        return hits
+
+    def note_records(self, records: list[Record]) -> None:
+        """``records`` were retrieved for the answer being made (in rank order after what it retrieved
+        before): their provenance goes into ``Prediction.meta["retrieved"]``. Outside an answer
+        (construction's searches) nothing is noted (:func:`.stores.retrieval_notes.noting_retrieved`)."""
+        for r in records:
+            note_retrieved(("record", r.id), self.provenance_of(r))
+
+    def provenance_of(self, record: Record) -> dict[str, Any]:
+        """Where a record came from: ``{"session", "turns"}`` from its metadata (:func:`provenance`)."""
+        return provenance(record.meta)
 
     # ---- answering -----------------------------------------------------------------------------
     def answer_messages(self, context: str, question: Question) -> list[dict[str, str]]:
@@ -210,9 +224,10 @@ class MemorySystem(System):
 
         Everything this answer notes stays in this call (answers of one history may run side by side on
         the shared instance): its counts (:func:`.stores.structured.own_counts`) come back as
-        ``Prediction.outputs``, what :meth:`retrieve_noted` noted in ``usage.extra``."""
+        ``Prediction.outputs``, what :meth:`retrieve_noted` noted in ``usage.extra``, what it retrieved
+        (:meth:`note_records`: each item's session and turns, in rank order) in ``meta["retrieved"]``."""
         t0, a0 = self.answer_start()
-        with own_counts() as mine:
+        with own_counts() as mine, noting_retrieved() as retrieved:
             context, noted = self.retrieve_noted(question)
             search_s = time.perf_counter() - t0
             msgs = self.answer_messages(context, question)
@@ -221,7 +236,7 @@ class MemorySystem(System):
         held = held_text_tokens(self.llm, msgs, context, self.answer_max_tokens())
         usage = self.answer_usage(t0, a0, held, {**noted, "search_seconds": round(search_s, 6)})
         return Prediction(text=r.text.strip(), usage=usage, outputs=output_counts(mine),
-                          meta={"context": context, "prompt_version": self.prompt_version()})
+                          meta={"context": context, "prompt_version": self.prompt_version(), "retrieved": retrieved})
 
     def retrieve_noted(self, question: Question) -> tuple[str, dict[str, Any]]:
         """(the memories shown for ``question``, what this retrieval noted for ``usage.extra``);

@@ -33,7 +33,9 @@ summary and recent messages — for half the extraction calls (issue 44: 203 ing
 messages it came from (a remark by one speaker about the other lands in the other's store here),
 and the model sees the pair once with both names rather than twice from each side.
 
-An UPDATE gives the memory the time of the message that updated it (``time``; ``meta.updated``),
+A memory's provenance (``meta.session`` / ``meta.turns``, :attr:`Prediction.meta` ``retrieved``) is the
+message pair that added it; an UPDATE adds the updating pair's turns (and session, ``meta.sessions``
+when they differ). An UPDATE gives the memory the time of the message that updated it (``time``; ``meta.updated``),
 keeping when it was first stored in ``meta.created``: mem0's ``Memory._update_memory`` replaces the
 memory's metadata by the updating call's (its ``timestamp``) and keeps ``created_at``. The running
 summary counts in the memory footprint (:meth:`Mem0.memory_stats`).
@@ -50,6 +52,7 @@ from ctxbench.core.types import History, Question, Turn
 from ctxbench.memory.base import MemorySystem
 from ctxbench.memory.prompts import mem0 as P
 from ctxbench.memory.stores.records import Record
+from ctxbench.memory.stores.retrieval_notes import merged_provenance
 
 STORES = ("per_speaker", "shared")  # memory.stores: one store per speaker (Mem0's evaluation) | one for all
 
@@ -161,7 +164,8 @@ class Mem0(MemorySystem):
             if event == "UPDATE":
                 new_emb = self.embed([text])[0]
                 old = self.store.get(rid)
-                stamped = {**old.meta, "created": old.meta.get("created", old.time), "updated": date}
+                stamped = {**old.meta, "created": old.meta.get("created", old.time), "updated": date,
+                           **merged_provenance(old.meta, meta)}  # provenance: where it was added and updated
                 self.store.update(self.hid, rid, text=text, meta=stamped, emb=new_emb, time=date)
                 self.index.add([rid], new_emb[None, :])
             else:
@@ -190,7 +194,10 @@ class Mem0(MemorySystem):
         if not order or self.index is None or self.k <= 0:
             return []
         q = self.embed([question.question])[0]
-        return [(n, [self.store.get(i) for i, _ in self.index.search(q, self.k, by[n])]) for n in order]
+        out = [(n, [self.store.get(i) for i, _ in self.index.search(q, self.k, by[n])]) for n in order]
+        for _, recs in out:  # retrieved in the order the context shows them
+            self.note_records(recs)
+        return out
 
     def fact_context(self, question: Question) -> str:
         """The facts shown to the answer: per speaker (:func:`speaker_memories`) or one list (shared)."""

@@ -36,7 +36,7 @@ from ctxbench.core.types import Question
 from ctxbench.memory.mem0 import Mem0, render_turns
 from ctxbench.memory.prompts import mem0g as P
 from ctxbench.memory.stores.graph import Edge, Node, open_graph
-from ctxbench.memory.stores.retrieval_notes import note_retrieval
+from ctxbench.memory.stores.retrieval_notes import note_retrieval, note_retrieved
 
 _STOP = set("a an the and or of to in on at for with from by is are was were be been do does did what "
             "when where who whom which how why that this these those it its his her their my your our "
@@ -64,6 +64,19 @@ class Mem0g(Mem0):
         self.max_conflict_edges = cfg.max_conflict_edges
         self.use_facts = cfg.use_facts
         self.k_graph = cfg.k_graph
+
+    def steps(self, history) -> list[tuple]:
+        self._step_list = super().steps(history)  # an edge's step → the message pair it came from
+        return self._step_list
+
+    def edge_provenance(self, e: Edge) -> dict:
+        """The session and turns of the message pair whose step added edge ``e`` (none when unknown)."""
+        steps = getattr(self, "_step_list", [])
+        if not 0 <= e.step < len(steps) or steps[e.step][0] != "pair":
+            return {"session": None, "turns": []}
+        _, si, ti = steps[e.step]
+        s = self._sessions[si]
+        return {"session": s.id, "turns": [t.id for t in s.turns[ti:ti + 2]]}
 
     def apply(self, step: tuple, i: int) -> None:
         if step[0] == "summary" or self.use_facts:
@@ -211,6 +224,8 @@ class Mem0g(Mem0):
         parts = []
         valid = [e for e in edges if e.valid]
         invalid = [e for e in edges if not e.valid]
+        for e in valid + invalid:  # retrieved: the edges in the order shown, then the facts
+            note_retrieved(("edge", e.id), self.edge_provenance(e))
         if valid:
             parts.append("Relations (current):\n" + "\n".join(f"- {e.line()}" for e in valid))
         if invalid:

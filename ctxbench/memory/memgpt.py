@@ -53,6 +53,7 @@ from ctxbench.llm.fit import held_text_tokens
 
 from ctxbench.memory.base import MemorySystem
 from ctxbench.memory.prompts import memgpt as P
+from ctxbench.memory.stores.retrieval_notes import noting_retrieved
 from ctxbench.memory.stores.structured import output_counts, own_counts
 
 FTS_TABLE = "memgpt_recall"
@@ -260,10 +261,18 @@ class MemGPT(MemorySystem):
         if not q:
             return []
         rows = self.store.conn.execute(
-            f"SELECT text FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH ? AND hid=? "
+            f"SELECT text, rid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH ? AND hid=? "
             f"ORDER BY bm25({FTS_TABLE}), rid LIMIT ? OFFSET ?",
             (q, self.hid, self.recall_k, self.recall_k * page)).fetchall()
+        self.note_records([self.store.get(int(r[1])) for r in rows])  # each row is a message record
         return [r[0] for r in rows]
+
+    def provenance_of(self, record: Any) -> dict[str, Any]:
+        """A message: its turn and session; an evicted message's archival copy: that message's; a passage
+        the agent wrote itself: none (it may draw on any message it had in view)."""
+        if "message" in record.meta:
+            return super().provenance_of(self.store.get(int(record.meta["message"])))
+        return super().provenance_of(record)
 
     # ---- answering -------------------------------------------------------------------------------
     def clip(self, lines: list[str], budget: int, newest: bool = False) -> list[str]:
@@ -325,7 +334,7 @@ class MemGPT(MemorySystem):
         is this answer's own copy; its edits become the state only with ``persist_core_edits`` (then
         answers run one at a time, in order: :attr:`answer_writes_state`). Counts are the answer's own."""
         t0, a0 = self.answer_start()
-        with own_counts() as mine:
+        with own_counts() as mine, noting_retrieved() as retrieved:  # the searches' hits, in call order
             reply, shown, fallback, noted = self.page(question)
         self.store.commit()  # working-context edits persist
         # the agent's own prompts are fitted by :meth:`fit` (whole exchanges dropped): what it saw is held;
@@ -336,7 +345,7 @@ class MemGPT(MemorySystem):
         return Prediction(text=(reply or "").strip(), usage=usage, outputs=output_counts(mine),
                           meta={"context": shown, "prompt_version": self.prompt_version(),
                                 "paging_steps": noted["paging_steps"], "invalid_calls": noted["invalid_calls"],
-                                "fallback_answer": fallback})
+                                "fallback_answer": fallback, "retrieved": retrieved})
 
     def page(self, question: Question) -> tuple[str | None, str, bool, dict[str, Any]]:
         """The answer's paging loop: (reply, the context shown, whether the fallback answered, what it noted)."""

@@ -122,7 +122,8 @@ class MemoryBank(MemorySystem):
         r = self.llm.chat(P.event_messages(date, transcript), phase="construction",
                           max_new_tokens=self.cfg.summary_max_tokens)
         if r.text.strip():
-            self.add_record("event", f"[{date}] {r.text.strip()}", {"day": date}, when.isoformat())
+            self.add_record("event", f"[{date}] {r.text.strip()}", {"day": date, "sessions": [s.id for s in sessions]},
+                            when.isoformat())
         if self.portrait_on:
             r = self.llm.chat(P.portrait_messages(self.portrait, date, transcript), phase="construction",
                               max_new_tokens=self.cfg.portrait_max_tokens)
@@ -139,7 +140,8 @@ class MemoryBank(MemorySystem):
                         self.recall(self.store.get(rid), when)
         self.forget(when)
         for t, text, e in zip(s.turns, texts, embs):
-            self.add_record("turn", text, {"S": 1.0, "last": when.isoformat(), "turn": t.id, "date": s.date},
+            self.add_record("turn", text, {"S": 1.0, "last": when.isoformat(), "turn": t.id, "date": s.date,
+                                            "session": s.id},
                             when.isoformat(), emb=e)
         self.now = when.isoformat()
 

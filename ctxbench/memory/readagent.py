@@ -47,6 +47,14 @@ def paragraphs_of(history: History, max_sessions: int | None = None) -> list[tup
     return out
 
 
+def paragraph_sources(history: History, max_sessions: int | None = None) -> list[tuple[str | None, str]]:
+    """(session id, turn id) of each paragraph of :func:`paragraphs_of` (a document's: (None, ""))."""
+    if not history.sessions:
+        return [(None, "") for p in history.text.split("\n") if p.strip()]
+    sessions = history.sessions[: int(max_sessions)] if max_sessions else history.sessions
+    return [(s.id, t.id) for s in sessions for t in s.turns]
+
+
 @register("memory", "readagent")
 class ReadAgent(MemorySystem):
     name = "readagent"
@@ -81,6 +89,7 @@ class ReadAgent(MemorySystem):
     def steps(self, history: History) -> list[int]:
         """One slot per paragraph (an upper bound on pages); slots after the last page do nothing."""
         self._paras = paragraphs_of(history, self.cfg.max_sessions)
+        self._src = paragraph_sources(history, self.cfg.max_sessions)
         self._tok = [self.llm.count_tokens(p) for p, _ in self._paras]
         return list(range(len(self._paras)))
 
@@ -92,7 +101,11 @@ class ReadAgent(MemorySystem):
         text = "\n".join(p for p, _ in self._paras[start:end])
         n = len(self.store.records(self.hid, "page"))
         date = self._paras[start][1]
-        self.add_record("page", text, {"page": n, "start": start, "end": end, "date": date}, date, index=False)
+        src = self._src[start:end]  # provenance: the sessions and turns of the page's paragraphs
+        sessions = list(dict.fromkeys(sid for sid, _ in src if sid is not None))
+        meta = {"page": n, "start": start, "end": end, "date": date, "turns": [tid for _, tid in src if tid],
+                "sessions": sessions}
+        self.add_record("page", text, meta, date, index=False)
         r = self.llm.chat(P.gist_messages(text), max_new_tokens=self.cfg.gist_max_tokens,
                           temperature=0.0, phase="construction")
         gist = r.text.strip()
@@ -193,6 +206,8 @@ class ReadAgent(MemorySystem):
         this call: a history's questions may be answered side by side on this instance)."""
         chosen, noted = self.lookup(question)
         pages = self.pages()
+        records = sorted(self.store.records(self.hid, "page"), key=lambda r: r.meta["page"])
+        self.note_records([records[p] for p in chosen if 0 <= p < len(records)])  # the pages read again
         room = self._room(self.answer_messages("", question), self.answer_max_tokens())
         text, dropped = self.memory_text(pages, set(chosen), room)
         return text, {**noted, "looked_up": sorted(chosen), "dropped_gists": dropped, "pages": len(pages)}

@@ -39,7 +39,8 @@ def record_question(rec: dict[str, Any]) -> Question:
     return Question(id=str(rec["id"]), question=str(rec.get("question") or ""),
                     answer=answer_text(rec.get("answer")), category=rec.get("category", 0),
                     category_name=str(rec.get("category_name") or ""),
-                    adversarial_answer=rec.get("adversarial_answer"))
+                    adversarial_answer=rec.get("adversarial_answer"),
+                    meta={"abstention": True} if rec.get("abstention") else {})
 
 
 def score_records(records: list[dict[str, Any]], metrics: list[Metric],

@@ -3,8 +3,10 @@
 The judge prompt comes from the judge registry (:mod:`ctxbench.metrics.judges`): ``mem0`` (Mem0's
 ACCURACY_PROMPT, the default and today's J), ``zep``, ``evermemos``, ``longmemeval``, ``strict``. One
 :class:`LLMJudge` judges with one of them; ``judge.panel=[...]`` builds one per judge
-(:mod:`ctxbench.metrics.judges.panel`). Like Mem0's code, adversarial questions are not judged
-(score ``None``, excluded from the mean). Off by default: add ``llm_judge`` to ``metrics`` (or name two
+(:mod:`ctxbench.metrics.judges.panel`). Like Mem0's code, adversarial questions (LoCoMo category 5) are
+not judged (score ``None``, excluded from the mean). Each judge gets the question's category name as its
+type (the ``longmemeval`` judge picks its template by it); an abstention question (LongMemEval: id ending
+``_abs`` or ``meta["abstention"]``) gets the type ``abstention`` instead, and is judged. Off by default: add ``llm_judge`` to ``metrics`` (or name two
 or more judges in ``judge.panel``) and pick the judge model with ``llm=...`` / ``judge_llm=...``.
 
 Repeated judging (``judge.runs``, ``judge.temperature``, ``judge.seed`` in eval.yaml / score.yaml):
@@ -28,6 +30,7 @@ from typing import Any
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.registry import register
 from ctxbench.core.types import Question
+from ctxbench.data.categories import is_abstention
 from ctxbench.metrics.base import answer_text, category_name
 from ctxbench.metrics.judges.mem0 import ACCURACY_PROMPT as JUDGE_PROMPT  # noqa: F401 - the mem0 judge's text
 from ctxbench.metrics.judges.mem0 import LABEL_SCHEMA  # noqa: F401
@@ -92,7 +95,8 @@ class LLMJudge:
         cat = category_name(question)
         if cat == "adversarial":
             return [None] * self.runs
-        messages = self.prompt.messages(question.question, answer_text(question.answer), prediction, cat)
+        qtype = "abstention" if is_abstention(question) else cat  # LongMemEval's _abs: its own template
+        messages = self.prompt.messages(question.question, answer_text(question.answer), prediction, qtype)
         return [self._judge(question.id, messages, seed) for seed in self.seeds()]
 
     def score(self, prediction: str, question: Question) -> float | None:

@@ -4,7 +4,8 @@ A paper table (:mod:`.tables`) sets ours beside published cells; a board has no 
 YAML (``ctxbench/report/papers/<NAME>.yaml`` with ``kind: board``) lists ``rows`` — ``row``, ``label``,
 ``paradigm`` (compression | memory | baseline), the ``experiment`` whose newest run fills it and, for a
 trained method, ``trained_by`` (the train experiment that makes its checkpoint). Each row reads its
-run's results.json: F1, BLEU-1, ROUGE-L ± bootstrap stderr (J when the run has ``llm_judge``), held
+run's results.json: F1, BLEU-1, ROUGE-L ± bootstrap stderr (J when the run has ``llm_judge``), session
+evidence recall@5 when some row's run has ``evidence_recall`` (systems that retrieve), held
 context per question (results.json ``cost.held_per_question.total``: text tokens + KV slots + soft
 slots the answering model holds when it answers, the one axis every paradigm is counted on), tokens per
 question kept apart — read and written by the answering model, construction (amortised), judging —,
@@ -27,12 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from ctxbench.report.guards import MARKS_NOTE, answer_prompt, odd_prompts, run_marks
+from ctxbench.metrics.evidence_recall import headline as recall_headline
 from ctxbench.metrics.judges.leniency import lenient_metrics
 from ctxbench.report.markdown import MISSING, md_table
 from ctxbench.report.runs import ReportError, Run
 
 METRICS = (("F1", "f1"), ("BLEU-1", "bleu1"), ("ROUGE-L", "rougeL"), ("J", "llm_judge"))
 PARADIGMS = ("compression", "memory", "baseline")
+RECALL_K = 5  # the board's evidence-recall column: session recall_any@5 (results.json evidence_recall)
 
 
 def check_board(data: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -101,6 +104,7 @@ def row_record(spec: dict[str, Any], run: Run | None) -> dict[str, Any]:
                health=(res.get("health") or {}).get("status"),
                checkpoint=(res.get("config") or {}).get("checkpoint"),
                answer_prompt=answer_prompt(res), guards=run_marks(res))
+    rec["session_recall"] = recall_headline(res.get("evidence_recall"), RECALL_K)  # systems that retrieve
     rec["questions"] = question_hash(question_ids(run))
     rec["llm_judge_lenient"] = "llm_judge" in lenient_metrics(res)  # its judge flagged on the calibration set
     return rec
@@ -176,9 +180,10 @@ def _sec(v: float | None) -> str:
 def render_board(board: dict[str, Any], records: list[dict[str, Any]], png: str | None) -> str:
     judged = any(r.get("llm_judge") is not None for r in records)
     metrics = [(label, key) for label, key in METRICS if key != "llm_judge" or judged]
+    recall = any(r.get("session_recall") is not None for r in records)
     front = set(r["row"] for r in records if r.get("pareto"))
     header = ["system", "paradigm", "n"] + [f"{label} ± SE" for label, _ in metrics] + \
-        ["held / q", "read / q", "written / q", "construction / q", "judging / q", "memory per history",
+        ([f"session R@{RECALL_K}"] if recall else []) + ["held / q", "read / q", "written / q", "construction / q", "judging / q", "memory per history",
          "answer p50 s", "ingest s", "Pareto", "guards"]
     rows = []
     for r in records:
@@ -187,6 +192,7 @@ def render_board(board: dict[str, Any], records: list[dict[str, Any]], png: str 
             rows.append([label, r["paradigm"], "no run found"] + [MISSING] * (len(header) - 3))
             continue
         rows.append([label, r["paradigm"], r.get("n")] + [_with_se(r, key) for _, key in metrics] +
+                    ([MISSING if r.get("session_recall") is None else f"{r['session_recall']:.3f}"] if recall else []) +
                     [_held(r), _tok(r.get("read_tokens")), _tok(r.get("written_tokens")),
                      _tok(r.get("construction_tokens")), _tok(r.get("judging_tokens")), _memory(r),
                      _sec(r.get("answer_p50_s")), _sec(r.get("ingest_s")), "★" if r["row"] in front else "",
@@ -208,7 +214,10 @@ def render_board(board: dict[str, Any], records: list[dict[str, Any]], png: str 
               "questions asked of it; judging / q = the judge's prompt + completion tokens per question "
               "(— = not counted: a run before ctxbench-cost-5); memory per history = the KV bytes a compression method holds between "
               "ingest and answer, or a memory system's items and their tokens. ★ = on the Pareto front of F1 "
-              f"against held context per question. {HELD_UNKNOWN}: the run was evaluated before held counts "
+              f"against held context per question. "
+              + (f"session R@{RECALL_K} = evidence recall: the share of questions whose evidence session is among "
+                 f"the first {RECALL_K} distinct sessions the system retrieved (— = retrieves nothing). " if recall else "")
+              + f"{HELD_UNKNOWN}: the run was evaluated before held counts "
               "existed (re-evaluate it); such rows are off the front and the plot. " + MARKS_NOTE]
     if png:
         lines += ["", f"![F1 against held context per question]({png})"]

@@ -55,7 +55,7 @@ class EvalConfigJudge:
     runs: int = setting(1, 'judge every answer this many times: J = mean over runs, llm_judge_std = std over runs', POSITIVE)
     temperature: float = setting(0.0, "the judge's sampling temperature (Mem0's code: 0); a greedy local judge needs > 0 for runs to differ", between(0, 2, note="0 = greedy; the OpenAI API's range"))
     seed: int = setting(0, 'with runs > 1, run i sends seed + i (its own call and cache key); runs=1 sends no seed', SEED)
-    panel: list = setting(['mem0'], 'the judges every answer is judged under (ctxbench/metrics/judges/: mem0, zep, evermemos, longmemeval, strict); llm_judge = the first; two or more also give llm_judge_<name> each and add llm_judge to metrics', nonempty='name at least one judge, e.g. judge.panel=[mem0,zep,strict]')
+    panel: list | None = setting(None, "the judges every answer is judged under (ctxbench/metrics/judges/: mem0, zep, evermemos, longmemeval, strict); llm_judge = the first; two or more also give llm_judge_<name> each and add llm_judge to metrics; null = the dataset's own judge (dataset=longmemeval: longmemeval), else [mem0]", nonempty='name at least one judge, e.g. judge.panel=[mem0,zep,strict]')
     calibration: str | None = setting(None, "a judges.json written by `report judges`: each panel judge's false-accept / false-reject rates and lenient flag go into results.json judges (when judge, prompt version and model match)")
     lenient_above: float = setting(0.2, 'a judge that accepts more than this share of the calibration set\'s wrong answers is flagged lenient', SHARE)
 

@@ -64,6 +64,7 @@ class Edge:
     emb: np.ndarray | None = None
     updated: str = ""  # conversation time it was last stated again ("" = never restated)
     mentions: int = 1
+    step: int = -1  # the ingestion step that added it (its provenance; -1 unknown)
 
     def text(self) -> str:
         return f"{self.src_name} {self.relation} {self.dst_name}"
@@ -204,12 +205,12 @@ class _CypherGraph:
             q += " AND (a.id IN $ids OR b.id IN $ids)"
             params["ids"] = [int(i) for i in node_ids]
         q += (" RETURN r.id, a.id, b.id, a.name, r.relation, b.name, r.valid, r.created, r.invalidated, r.emb, "
-              "r.updated, r.mentions ORDER BY r.id")
+              "r.updated, r.mentions, r.step ORDER BY r.id")
         out = []
         for r in self._run(q, params):
             emb = self._vector(r[9], f"edge {r[0]}") if r[9] else None
             out.append(Edge(int(r[0]), int(r[1]), int(r[2]), r[3], r[4], r[5], bool(r[6]), r[7], r[8], emb,
-                            r[10] or "", int(r[11] or 0)))
+                            r[10] or "", int(r[11] or 0), -1 if r[12] is None else int(r[12])))
         return out
 
     def clear(self, hid: str) -> None:

@@ -11,6 +11,11 @@ everything the system stored, so the answer reads the store, not a retrieval fro
 Outside an answer (construction: Mem0's update search, A-Mem's neighbours, MemoryBank's recall)
 nothing is noted. The notes live in a :mod:`contextvars` variable, so answers running side by side
 each note their own.
+
+The same holds for *what* an answer retrieved (:func:`noting_retrieved`, opened by
+``MemorySystem.answer``): each retrieved item's provenance (:func:`provenance`: the session and turns it
+came from), in rank order, becomes ``Prediction.meta["retrieved"]`` and the evidence recall of
+:mod:`ctxbench.metrics.evidence_recall`.
 """
 from __future__ import annotations
 
@@ -48,3 +53,58 @@ def retrieval_summary(notes: list[tuple[int, int]]) -> dict[str, Any] | None:
     full = [(k, c) for k, c in notes if c > 0 and k >= c]
     k, stored = full[0] if full else (max(k for k, _ in notes), max(c for _, c in notes))
     return {"searches": len(notes), "exhaustive": len(full), "k": k, "stored": stored}
+
+
+# ---- what each answer retrieved, with its provenance (evidence recall: ctxbench/metrics/evidence_recall.py) ----
+_RETRIEVED: contextvars.ContextVar[dict[Any, dict[str, Any]] | None] = contextvars.ContextVar(
+    "ctxbench_retrieved", default=None)
+
+
+@contextmanager
+def noting_retrieved() -> Iterator[list[dict[str, Any]]]:
+    """Collect, in rank order, the items retrieved in this context (one answer): the list yielded is
+    filled when the context closes, one ``{"session": id or None, "turns": [ids]}`` per distinct item
+    (``"sessions": [...]`` too when the item came from more than one session)."""
+    items: dict[Any, dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
+    token = _RETRIEVED.set(items)
+    try:
+        yield out
+    finally:
+        _RETRIEVED.reset(token)
+        out.extend(items.values())
+
+
+def note_retrieved(key: Any, item: dict[str, Any]) -> None:
+    """Item ``key`` was retrieved (``item``: :func:`provenance`); an item noted again keeps its first rank.
+    Nothing is noted outside :func:`noting_retrieved` (construction's searches)."""
+    items = _RETRIEVED.get()
+    if items is not None and key not in items:
+        items[key] = item
+
+
+def provenance(meta: dict[str, Any]) -> dict[str, Any]:
+    """The provenance of a stored item from its metadata: ``session`` (or ``sessions``: the first is
+    ``session``) and ``turns`` (or one ``turn``); ``{"session": None, "turns": []}`` when it has none."""
+    sessions = [str(s) for s in (meta.get("sessions") or ([meta["session"]] if meta.get("session") else []))]
+    turns = meta.get("turns")
+    if turns is None:
+        turns = [meta["turn"]] if meta.get("turn") else []
+    item: dict[str, Any] = {"session": sessions[0] if sessions else None, "turns": [str(t) for t in turns if t]}
+    if len(sessions) > 1:
+        item["sessions"] = sessions
+    return item
+
+
+def merged_provenance(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """Record metadata keys ``session`` / ``sessions`` / ``turns`` covering both ``old`` and ``new``
+    (a memory updated from another message keeps where it came from and where it was updated)."""
+    a, b = provenance(old), provenance(new)
+    sessions = list(dict.fromkeys((a.get("sessions") or ([a["session"]] if a["session"] else []))
+                                  + (b.get("sessions") or ([b["session"]] if b["session"] else []))))
+    out: dict[str, Any] = {"turns": list(dict.fromkeys(a["turns"] + b["turns"]))}
+    if sessions:
+        out["session"] = sessions[0]
+    if len(sessions) > 1:
+        out["sessions"] = sessions
+    return out

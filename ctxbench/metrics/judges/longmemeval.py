@@ -11,8 +11,9 @@ LoCoMo questions have no LongMemEval type; each LoCoMo category takes the closes
 single-hop → ``single-session-user`` (the generic check; open-domain's commonsense answers have no
 type of their own), adversarial → the abstention template (unanswerable questions; unused on LoCoMo
 since adversarial questions are not judged). A LongMemEval question type (a dataset that carries
-them as its category names) picks its own template; a question id ending ``_abs`` is not seen here,
-so the abstention template is chosen by the ``abstention`` type. ``knowledge-update`` and
+them as its category names) picks its own template; an abstention question (id ending ``_abs``) is
+given the ``abstention`` type by :meth:`ctxbench.metrics.judge.LLMJudge.score_runs`, which picks the
+abstention template. ``knowledge-update`` and
 ``single-session-preference`` keep their templates for such datasets.
 """
 from __future__ import annotations

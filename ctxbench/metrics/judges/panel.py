@@ -24,7 +24,8 @@ JUDGE_KEYS = ("runs", "temperature", "seed")  # passed to every judge of the pan
 
 
 def panel_names(judge_cfg: Any) -> list[str]:
-    """The judges of ``judge.panel`` (default ``[mem0]``), checked: known names, no repeats, not empty."""
+    """The judges of ``judge.panel`` (unset: ``[mem0]``; :func:`with_dataset_judge` first puts a dataset's own
+    judge there), checked: known names, no repeats, not empty."""
     from ctxbench.metrics.judge import DEFAULT_JUDGE, get_judge
 
     raw = None if judge_cfg is None else judge_cfg.get("panel")
@@ -40,6 +41,33 @@ def panel_names(judge_cfg: Any) -> list[str]:
         seen.add(n)
         get_judge(n)
     return names
+
+
+def dataset_judge(dataset_cfg: Any) -> str | None:
+    """The judge a dataset's loader declares as its own (``judge = "longmemeval"`` on the registered
+    loader, as ``metrics`` declares its own metrics), or None."""
+    from ctxbench.core.registry import UnknownName, get
+
+    if dataset_cfg is None or not dataset_cfg.get("name"):
+        return None
+    try:
+        own = getattr(get("dataset", str(dataset_cfg.get("name"))), "judge", None)
+    except UnknownName:
+        return None
+    return None if own is None else str(own)
+
+
+def with_dataset_judge(judge_cfg: Any, dataset_cfg: Any) -> Any:
+    """``judge_cfg`` with ``panel`` = [the dataset's own judge] when ``judge.panel`` is unset (null) and the
+    dataset declares one (:func:`dataset_judge`: LongMemEval's per-type judge on ``dataset=longmemeval``);
+    else ``judge_cfg`` as it is (``panel_names`` then defaults to ``mem0``)."""
+    own = dataset_judge(dataset_cfg)
+    if own is None or (judge_cfg is not None and judge_cfg.get("panel") is not None):
+        return judge_cfg
+    from omegaconf import DictConfig, OmegaConf
+
+    plain = OmegaConf.to_container(judge_cfg, resolve=True) if isinstance(judge_cfg, DictConfig) else dict(judge_cfg or {})
+    return {**plain, "panel": [own]}
 
 
 def judge_metric_name(judge: str) -> str:
@@ -98,4 +126,4 @@ def panel_metrics(cfg: Any, llm: Any = None) -> list[Any]:
     """The judge metrics of a command's config alone (``judge:``, ``judge_llm``, ``llm``), whatever
     ``metrics=`` says, on ``llm`` (when given and ``judge_llm`` is unset) or the judge LLM the config
     builds: for records scored outside ``eval`` (``report judges``, an importer's records)."""
-    return build_panel(judge_llm(cfg, llm, force=True), cfg.get("judge"))
+    return build_panel(judge_llm(cfg, llm, force=True), with_dataset_judge(cfg.get("judge"), cfg.get("dataset")))

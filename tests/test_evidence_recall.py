@@ -1,0 +1,171 @@
+"""Evidence recall (ctxbench/metrics/evidence_recall.py) on hand-made rankings, on a synthetic haystack
+retrieved by RAG with the real MiniLM embedder, and the provenance every retrieving memory system
+returns (Prediction.meta["retrieved"])."""
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from ctxbench.bench.scripted_llm import ScriptedChatModel
+from ctxbench.config.compose import option_config
+from ctxbench.core import registry
+from ctxbench.core.types import History, Question, Session, Turn
+from ctxbench.evaluation.run import question_record
+from ctxbench.memory.prompts import memgpt as MP
+from ctxbench.memory.prompts import readagent as RP
+from ctxbench.memory.prompts.scripting import template_key
+from ctxbench.metrics.evidence_recall import evidence_recall, markdown, ranked_sessions, record_recall, scores_at
+
+from memory_scripted import BowEmbedder, ScriptedLLM, prompt_text
+
+L2 = math.log2
+
+
+def test_measures_on_hand_made_rankings():
+    assert scores_at(["a", "b", "c"], {"b", "c"}, 1) == {"recall_any": 0.0, "recall_all": 0.0, "ndcg": 0.0}
+    s = scores_at(["a", "b", "c"], {"b", "c"}, 3)
+    assert s["recall_any"] == 1.0 and s["recall_all"] == 1.0
+    assert s["ndcg"] == pytest.approx((1 / L2(3) + 1 / L2(4)) / (1 + 1 / L2(3)))
+    s = scores_at(["x", "g1", "y"], {"g1", "g2", "g3"}, 3)  # one of three: any yes, all no
+    assert (s["recall_any"], s["recall_all"]) == (1.0, 0.0)
+    assert s["ndcg"] == pytest.approx((1 / L2(3)) / (1 + 1 / L2(3) + 1 / L2(4)))
+    assert scores_at(["g"], {"g"}, 10)["ndcg"] == 1.0  # ideal over min(|gold|, k)
+
+
+def test_sessions_collapse_at_first_rank_and_k_counts_distinct_sessions():
+    retrieved = [{"session": "s1", "turns": ["s1_1"]}, {"session": "s1", "turns": ["s1_2"]},
+                 {"session": "s2", "turns": ["s2_1"]}, {"session": None, "turns": []},
+                 {"session": "s3", "sessions": ["s3", "s4"], "turns": ["s3_1", "s4_2"]}]
+    assert ranked_sessions(retrieved) == ["s1", "s2", "s3", "s4"]
+    rec = {"id": "q", "evidence": ["s2_1"], "evidence_sessions": ["s2"], "meta": {"retrieved": retrieved}}
+    got = record_recall(rec)
+    # s2 is the 2nd distinct session (3rd item): recall@1 0, @3 1; turns: s2_1 is the 3rd distinct turn
+    assert got["session"]["recall_any@1"] == 0.0 and got["session"]["recall_any@3"] == 1.0
+    assert got["session"]["ndcg@3"] == pytest.approx(1 / L2(3))
+    assert got["turn"]["recall_any@1"] == 0.0 and got["turn"]["recall_any@3"] == 1.0
+    assert got["turn"]["ndcg@5"] == pytest.approx(1 / L2(4))
+
+
+def test_block_leaves_out_abstention_and_non_retrievers_and_groups_by_category():
+    hit = {"meta": {"retrieved": [{"session": "s1", "turns": ["s1_1"]}]}}
+    records = [
+        {"id": "a", "category_name": "multi-session", "evidence": ["s1_1"], "evidence_sessions": ["s1"], **hit},
+        {"id": "b", "category_name": "multi-session", "evidence": ["s9_1"], "evidence_sessions": ["s9"], **hit},
+        {"id": "c_abs", "category_name": "multi-session", "evidence_sessions": ["s1"], **hit},  # abstention
+        {"id": "d", "category_name": "temporal-reasoning", **hit},  # no evidence
+        {"id": "e", "category_name": "temporal-reasoning", "evidence_sessions": ["s1"]},  # retrieved nothing
+    ]
+    block = evidence_recall(records)
+    assert block["n"] == 2 and block["abstention_excluded"] == 1 and block["no_evidence_excluded"] == 1
+    assert block["session"]["recall_any@1"] == 0.5 and block["turn"]["n"] == 2
+    assert list(block["by_category"]) == ["multi-session"]
+    assert "## Evidence recall" in markdown(block)
+    assert evidence_recall([{"id": "x", "evidence": ["D1:1"]}]) is None  # full context: no block
+
+
+def test_locomo_evidence_gives_sessions_in_the_record():
+    q = Question("q1", "?", "a", category=1, evidence=["D2:3", "D8:6; D9:17"])
+    rec = question_record(q, "conv-1")
+    assert rec["evidence_sessions"] == ["session_2", "session_8", "session_9"]
+    q = Question("x_abs", "?", "why", category="multi-session", meta={"evidence_sessions": ["s5"], "abstention": True})
+    rec = question_record(q, "x_abs")
+    assert rec["evidence_sessions"] == ["s5"] and rec["abstention"] is True
+
+
+# ---- a synthetic haystack: five sessions, distinct topics, one holds the answer --------------------------
+TOPICS = [
+    ("s_garden", ["I planted tomatoes and basil in my vegetable garden this spring.",
+                  "Tomatoes need plenty of sun and regular watering."]),
+    ("s_car", ["My car needed new brake pads, so I took it to the mechanic on Monday.",
+               "Brake pads usually last about fifty thousand miles."]),
+    ("s_pet", ["I adopted a grey cat from the shelter and named her Luna.",
+               "Cats like a quiet corner and a scratching post."]),
+    ("s_trip", ["Next month I am flying to Lisbon for a conference on databases.",
+                "Lisbon is hilly; bring comfortable walking shoes."]),
+    ("s_cook", ["I baked sourdough bread with a starter my neighbour gave me.",
+                "A sourdough starter needs feeding with flour and water."]),
+]
+
+
+def haystack() -> tuple[History, Question]:
+    sessions = [Session(sid, [Turn("user" if i % 2 == 0 else "assistant", text, f"{sid}_{i + 1}")
+                              for i, text in enumerate(texts)], f"2023/05/{20 + j:02d} (Sat) 10:00")
+                for j, (sid, texts) in enumerate(TOPICS)]
+    q = Question("pet_q", "What did I name the cat I adopted?", "Luna", category="single-session-user",
+                 category_name="single-session-user", evidence=["s_pet_1"], meta={"evidence_sessions": ["s_pet"]})
+    return History("h", sessions, speakers=["user", "assistant"]), q
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return registry.build("embedder", option_config("embedder", {"name": "minilm", "batch_size": 8}))
+
+
+def test_rag_with_minilm_retrieves_the_evidence_session_first(tmp_path, minilm):
+    history, q = haystack()
+    cfg = option_config("memory", {"name": "rag", "k": 3, "chunk_size": 2, "overlap": 0, "progress": False})
+    rag = registry.get("memory", "rag")(cfg, llm=ScriptedLLM(lambda m, p: "Luna"), embedder=minilm, workdir=tmp_path)
+    rag.ingest(history)
+    pred = rag.answer(q)
+    got = pred.meta["retrieved"]
+    assert len(got) == 3 and got[0] == {"session": "s_pet", "turns": ["s_pet_1", "s_pet_2"]}
+    rec = {**question_record(q, history.id), "meta": {"retrieved": got}}
+    scores = record_recall(rec)
+    assert all(scores["session"][f"recall_any@{k}"] == 1.0 for k in (1, 3, 5, 10))
+    assert all(scores["session"][f"ndcg@{k}"] == 1.0 for k in (1, 3, 5, 10))
+    assert scores["turn"]["recall_all@1"] == 1.0
+
+
+def test_full_context_prompt_holds_the_evidence_turn_and_retrieves_nothing(tmp_path):
+    history, q = haystack()
+    llm = ScriptedLLM(lambda m, p: "Luna")
+    cfg = option_config("memory", {"name": "full_context"})
+    fc = registry.get("memory", "full_context")(cfg, llm=llm, embedder=None, workdir=tmp_path)
+    fc.ingest(history)
+    pred = fc.answer(q)
+    assert "named her Luna" in prompt_text(llm.calls[-1][1])
+    assert "retrieved" not in (pred.meta or {})
+
+
+# ---- provenance from every retrieving memory system --------------------------------------------------
+class Scripted(ScriptedChatModel):
+    """Valid replies for every prompt; ReadAgent looks up page 0; MemGPT searches the conversation once."""
+
+    def reply(self, messages, phase):
+        system, user = messages[0]["content"], messages[-1]["content"]
+        if system.startswith(template_key(RP.LOOKUP)):
+            return json.dumps({"pages": [0]})
+        if system.startswith(template_key(MP.AGENT_SYSTEM)):
+            if "RESULT of conversation_search" in user:
+                return json.dumps({"function": "send_message", "args": {"message": "Luna"}})
+            return json.dumps({"function": "conversation_search", "args": {"query": "cat"}})
+        return super().reply(messages, phase)
+
+
+RETRIEVERS = ["rag", "mem0", "mem0g", "amem", "memgpt", "readagent", "memorybank"]
+
+
+@pytest.mark.parametrize("name", RETRIEVERS)
+def test_each_retrieving_system_returns_provenance(tmp_path, name):
+    history, q = haystack()
+    conf = {"name": name, "progress": False}
+    if name == "readagent":
+        conf.update({"max_page_tokens": 40, "min_page_tokens": 20, "tail_tokens": 10})
+    cfg = option_config("memory", conf)
+    llm = Scripted()
+    cls = registry.get("memory", name)
+    system = cls(cfg, llm=llm, embedder=BowEmbedder() if cls.needs_embedder else None, workdir=tmp_path)
+    system.ingest(history)
+    pred = system.answer(q)
+    got = pred.meta["retrieved"]
+    assert isinstance(got, list) and got, f"{name}: nothing retrieved"
+    sessions = {s.id for s in history.sessions}
+    turns = {t.id for s in history.sessions for t in s.turns}
+    for item in got:
+        assert set(item) <= {"session", "sessions", "turns"}
+        assert item["session"] is None or item["session"] in sessions
+        assert set(item["turns"]) <= turns
+    assert any(item["session"] in sessions for item in got), f"{name}: no item names its session"
