@@ -3,7 +3,8 @@
 Datasets write a session's date as free text; MemoryBank's forgetting curve needs it as a time.
 :func:`parse_session_date` reads, in this order:
 
-1. LoCoMo's own formats, exactly ("1:56 pm on 8 May, 2023", "8 May, 2023", ...);
+1. LoCoMo's own formats, exactly ("1:56 pm on 8 May, 2023", "8 May, 2023", ...), and LongMemEval's
+   ("2023/05/20 (Sat) 02:21"; the weekday in brackets is read but not checked against the date);
 2. epoch seconds (9 to 11 digits, read as UTC);
 3. ISO 8601 (``datetime.fromisoformat``: with ``T``, ``Z`` or an offset);
 4. anything python-dateutil reads without guessing a year or a month: "April 16th, 2024 8:05pm",
@@ -31,6 +32,8 @@ from typing import Any, Iterable
 
 LOCOMO_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B, %Y", "%d %B %Y",
                   "%B %d, %Y", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d", "%Y/%m/%d")
+# LongMemEval's haystack_dates and question_date: "2023/05/20 (Sat) 02:21"
+LONGMEMEVAL_FORMATS = ("%Y/%m/%d (%a) %H:%M", "%Y/%m/%d (%a)")
 EPOCH = datetime(2000, 1, 1)
 _NUMERIC_DMY = re.compile(r"^\s*(\d{1,2})[/.-](\d{1,2})[/.-]\d{2,4}\b")
 _EPOCH_SECONDS = re.compile(r"^\d{9,11}$")
@@ -44,7 +47,7 @@ def parse_session_date(text: str) -> datetime | None:
     if not s:
         return None
     upper = re.sub(r"\b(am|pm)\b", lambda m: m.group(1).upper(), s, flags=re.I)
-    for fmt in LOCOMO_FORMATS:
+    for fmt in LOCOMO_FORMATS + LONGMEMEVAL_FORMATS:
         try:
             return datetime.strptime(upper, fmt)
         except ValueError:
@@ -160,3 +163,12 @@ def report_line(report: dict[str, Any]) -> str:
     hs = [h for h, c in report["histories"].items() if c.get("unparsed") or c.get("out_of_order")]
     return "; ".join(parts) + f" (histories: {', '.join(hs[:5])}{' ...' if len(hs) > 5 else ''}; see results.json " \
                               "session_dates)"
+
+
+def question_time(question: Any) -> datetime | None:
+    """The time a question is asked (``Question.meta["question_date"]``, LongMemEval's ``question_date``),
+    or None when the dataset does not say. Systems with a clock (MemoryBank's forgetting, A-Mem's and
+    Mem0's timestamps) take it as "now" when they answer that question."""
+    meta = getattr(question, "meta", None) or {}
+    text = meta.get("question_date") if isinstance(meta, dict) else None
+    return parse_session_date(text) if isinstance(text, str) and text.strip() else None

@@ -163,3 +163,84 @@ def short_text(val: Any, n: int = 40) -> str:
     """``str(val)`` for a record label, on one line and at most ``n`` characters (bounded for any value)."""
     s = " ".join(val.split()) if isinstance(val, str) else short_repr(val, n)
     return s if len(s) <= n else s[: n - 3] + "..."
+
+
+def iter_json_array(path: Path) -> Iterator[tuple[int, Any]]:
+    """(index, element) of a file holding one top-level JSON list, read one element at a time.
+
+    For released files too large to hold twice (LongMemEval's M release is ~2.7 GB, past
+    ``MAX_FILE_BYTES``): only the element being parsed is in memory, and each element keeps to
+    ``MAX_LINE_BYTES`` like a JSONL line. ``NaN``/``Infinity`` are refused as in :func:`read_json`;
+    a malformed element names its index and the character position within it.
+    """
+    import codecs
+
+    decoder = json.JSONDecoder(parse_constant=_refuse_constant)
+    utf8 = codecs.getincrementaldecoder("utf-8")("strict")
+    fd = open_regular(path)
+    with os.fdopen(fd, "rb") as f:
+        state = {"buf": "", "eof": False, "bytes": 0}
+
+        def more(at_least: int = CHUNK_BYTES) -> bool:
+            if state["eof"]:
+                return False
+            raw = f.read(at_least)
+            try:
+                text = utf8.decode(raw, final=not raw)
+            except UnicodeDecodeError as e:
+                raise DataError(path, f"not UTF-8 text ({e.reason} at byte offset {state['bytes'] + e.start}); "
+                                      "save the file as UTF-8") from None
+            state["bytes"] += len(raw)
+            state["eof"] = not raw
+            state["buf"] += text
+            return True
+
+        def skip_ws(pos: int) -> int:
+            while True:
+                buf = state["buf"]
+                while pos < len(buf) and buf[pos] in " \t\r\n":
+                    pos += 1
+                if pos < len(buf) or not more():
+                    return pos
+
+        pos = skip_ws(0)
+        if state["buf"][pos:pos + 1] != "[":
+            raise DataError(path, "expected a JSON list (the file must start with '[')")
+        pos, index = skip_ws(pos + 1), 0
+        while True:
+            buf = state["buf"]
+            if buf[pos:pos + 1] == "]":
+                if skip_ws(pos + 1) < len(state["buf"]):
+                    raise DataError(path, "extra data after the closing ']' of the list")
+                return
+            if index:
+                if buf[pos:pos + 1] != ",":
+                    raise DataError(path, f"malformed JSON (expected ',' or ']' after entry {index - 1})",
+                                    record=f"index {index}")
+                pos = skip_ws(pos + 1)
+            while True:
+                buf = state["buf"]
+                try:
+                    value, end = decoder.raw_decode(buf, pos)
+                    if end < len(buf) or state["eof"]:
+                        break
+                except NonJsonConstant as e:
+                    raise DataError(path, f"{e} is not JSON; write a string or a finite number",
+                                    record=f"index {index}") from None
+                except RecursionError:
+                    raise DataError(path, f"nested too deeply to parse {WHERE}", record=f"index {index}") from None
+                except json.JSONDecodeError as e:
+                    if state["eof"]:
+                        raise DataError(path, f"malformed JSON ({e.msg} at character {e.pos - pos} of the entry)",
+                                        record=f"index {index}") from None
+                if len(buf) - pos > MAX_LINE_BYTES:
+                    raise DataError(path, f"an entry longer than {MAX_LINE_BYTES} characters {WHERE}",
+                                    record=f"index {index}")
+                more(max(CHUNK_BYTES, len(buf) - pos))
+            check_json_text(buf[pos:end], path, record=f"index {index}")
+            yield index, value
+            index += 1
+            state["buf"] = buf[end:]
+            pos = skip_ws(0)
+            if pos >= len(state["buf"]):
+                raise DataError(path, "malformed JSON (the list is not closed with ']')")

@@ -43,6 +43,12 @@ SOURCES: dict[str, Source] = {
             # sha256 of the official file (the copy the tests read matches it)
             "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4"),),
         default_file="locomo10.json"),
+    "longmemeval": Source(
+        "longmemeval", "LongMemEval (Wu et al., ICLR 2025): 500 questions over per-question chat haystacks; "
+                       "releases S (~264 MB), M (~2.7 GB) and oracle",
+        files=tuple(RemoteFile(f, f"https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned/resolve/main/{f}")
+                    for f in ("longmemeval_s_cleaned.json", "longmemeval_oracle.json", "longmemeval_m_cleaned.json")),
+        default_file="longmemeval_s_cleaned.json"),
     "pwc": Source(
         "pwc", "PwC, ICAE's Prompt-with-Context set (240k train / 18k test rows)",
         hub_id="sggetao/PwC", hub_splits=("train", "test"), default_file="pwc_test.jsonl"),

@@ -131,6 +131,30 @@ class LocomoSampleDataset:
 
 
 @dataclass
+class LongmemevalDataset:
+    """LongMemEval (Wu et al., ICLR 2025): 500 questions, each over its own haystack of chat sessions, in six types plus abstention (ids ending _abs); releases s (~50 sessions a question), m (~500) and oracle (the evidence sessions). Read by ctxbench/data/longmemeval.py."""
+
+    name: str = setting('longmemeval', 'the registered name this config builds (ctxbench ls lists them)')
+    path: str | None = setting(None, 'a released file, or a folder holding longmemeval_{s,m}_cleaned.json / longmemeval_oracle.json; null = data/downloads/ (python -m ctxbench data download longmemeval)')
+    release: str = setting('s', 'which released file to read from a folder: s | m | oracle (also written to each question as meta.release)', choices=('s', 'm', 'oracle'))
+    questions: list | None = setting(None, 'keep these question ids, e.g. [e47becba, gpt4_2655b836]')
+    question_types: list | None = setting(None, 'keep these question types, e.g. [temporal-reasoning, knowledge-update]; abstention = the _abs questions')
+    limit: int | None = setting(None, 'the first N questions (after the other filters)', ge(0, note='0 or null = all'))
+
+
+@dataclass
+class LongmemevalSampleDataset:
+    """A short made-up LongMemEval-format file written for this project (13 questions, all 6 types, 2 abstention; haystacks of 3 sessions from a shared pool of 19)."""
+
+    name: str = setting('longmemeval_sample', 'the registered name this config builds (ctxbench ls lists them)')
+    path: str | None = setting('data/samples/longmemeval_sample.json', 'a LongMemEval-format file')
+    release: str = setting('sample', 'written to each question as meta.release', choices=('sample', 's', 'm', 'oracle'))
+    questions: list | None = setting(None, 'keep these question ids')
+    question_types: list | None = setting(None, 'keep these question types; abstention = the _abs questions')
+    limit: int | None = setting(None, 'the first N questions', ge(0, note='0 or null = all'))
+
+
+@dataclass
 class PileDataset:
     """The Pile: JSONL {text, meta: {pile_set_name}} shards (.jsonl, or .jsonl.zst with `pip install zstandard`)."""
 
@@ -237,6 +261,8 @@ SCHEMAS = {
     'locomo': LocomoDataset,
     'locomo_pwc': LocomoPwcDataset,
     'locomo_sample': LocomoSampleDataset,
+    'longmemeval': LongmemevalDataset,
+    'longmemeval_sample': LongmemevalSampleDataset,
     'pile': PileDataset,
     'pile_sample': PileSampleDataset,
     'pwc': PwcDataset,
@@ -256,6 +282,8 @@ BY_NAME = {
     'locomo': (LocomoDataset,),
     'locomo_pwc': (LocomoPwcDataset,),
     'locomo_sample': (LocomoSampleDataset,),
+    'longmemeval': (LongmemevalDataset,),
+    'longmemeval_sample': (LongmemevalSampleDataset,),
     'pile': (PileDataset,),
     'pile_sample': (PileSampleDataset,),
     'pwc': (PwcDataset,),
