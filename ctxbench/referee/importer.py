@@ -40,17 +40,19 @@ def load_locomo_full(dataset_cfg: Any) -> tuple[list[Any], set[str]]:
 
 
 def load_longmemeval_full(dataset_cfg: Any) -> tuple[list[Any], set[str]]:
-    """Every sample (one per question) of ``dataset.path`` (or the shipped sample) and their question ids."""
-    from ctxbench.data.longmemeval import load_longmemeval_file
-    from ctxbench.data.sources import locate
+    """Every sample (one per question) of the file ``dataset.path`` / ``dataset.release`` name (or the shipped
+    sample), and the question ids ``dataset.question_types`` / ``questions`` / ``limit`` select."""
+    from ctxbench.data.longmemeval import load_longmemeval_file, release_path, select
 
     name = "" if dataset_cfg is None else str(dataset_cfg.get("name", ""))
     if name not in ("longmemeval", "longmemeval_sample"):
         raise ConfigError("score format=longmemeval matches rows to LongMemEval questions by question_id: add "
                           "dataset=longmemeval dataset.path=/path/to/longmemeval_s_cleaned.json (the file the "
                           "hypotheses answer)")
-    full = list(load_longmemeval_file(locate(dataset_cfg.get("path"), name)))
-    return full, {q.id for s in full for q in s.questions}
+    release = str(dataset_cfg.get("release") or "s")
+    full = load_longmemeval_file(release_path(dataset_cfg.get("path"), release), release=release)
+    chosen = select(full, dataset_cfg.get("question_types"), dataset_cfg.get("questions"), dataset_cfg.get("limit"))
+    return list(full), {q.id for s in chosen for q in s.questions}
 
 
 DATASET_NAMES = {"locomo": "LoCoMo", "longmemeval": "LongMemEval"}
