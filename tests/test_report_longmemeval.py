@@ -25,9 +25,9 @@ def write_run(root: Path, name: str, *, model: str = "gpt-4o", judge_model: str 
     d = root / name
     d.mkdir(parents=True)
     by_type = by_type or {t: 0.5 for t in TYPES}
-    block = {"by_type": {t: {"n": 2, "llm_judge": v} for t, v in by_type.items()},
-             "overall": {"llm_judge": sum(by_type.values()) / len(by_type)},
-             "task_averaged": {"llm_judge": sum(by_type.values()) / len(by_type)},
+    block = {"source": "LongMemEval print_qa_metrics.py", "by_type": {t: {"n": 2, "llm_judge": v} for t, v in by_type.items()},
+             "overall": {"n": 12, "llm_judge": sum(by_type.values()) / len(by_type)},
+             "task_averaged": {"types": 6, "llm_judge": sum(by_type.values()) / len(by_type)},
              "abstention": {"n": 2, "llm_judge": 0.25}}
     results = {"system": system, "dataset": dataset, "overall": {"n": 12, "llm_judge": 0.5},
                "by_category": {}, "longmemeval": block,
