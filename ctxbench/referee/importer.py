@@ -1,4 +1,4 @@
-"""``score predictions=FILE format=NAME dataset=locomo``: an artifact read, matched and made into ordinary
+"""``score predictions=FILE format=NAME dataset=locomo|longmemeval``: an artifact read, matched and made into ordinary
 prediction records; what the import found goes to results.json ``import`` (and ``judge`` when the
 artifact stored judge labels), to results.md and to the console.
 
@@ -18,7 +18,7 @@ from ctxbench.metrics.base import build_metrics
 from ctxbench.referee.categories import check_labels
 from ctxbench.referee.formats import get_format
 from ctxbench.referee.labels import judge_metrics
-from ctxbench.referee.match import AMBIGUITY_RULE, match_rows
+from ctxbench.referee.match import AMBIGUITY_RULE, match_by_id, match_rows
 
 JUDGE_METRICS = ("llm_judge", "llm_judge_majority")
 STORED_TOLERANCE = 1e-6
@@ -39,13 +39,39 @@ def load_locomo_full(dataset_cfg: Any) -> tuple[list[Any], set[str]]:
     return list(full), {q.id for s in chosen for q in s.questions}
 
 
+def load_longmemeval_full(dataset_cfg: Any) -> tuple[list[Any], set[str]]:
+    """Every sample (one per question) of the file ``dataset.path`` / ``dataset.release`` name (or the shipped
+    sample), and the question ids ``dataset.question_types`` / ``questions`` / ``limit`` select."""
+    from ctxbench.data.longmemeval import load_longmemeval_file, release_path, select
+
+    name = "" if dataset_cfg is None else str(dataset_cfg.get("name", ""))
+    if name not in ("longmemeval", "longmemeval_sample"):
+        raise ConfigError("score format=longmemeval matches rows to LongMemEval questions by question_id: add "
+                          "dataset=longmemeval dataset.path=/path/to/longmemeval_s_cleaned.json (the file the "
+                          "hypotheses answer)")
+    release = str(dataset_cfg.get("release") or "s")
+    full = load_longmemeval_file(release_path(dataset_cfg.get("path"), release), release=release)
+    chosen = select(full, dataset_cfg.get("question_types"), dataset_cfg.get("questions"), dataset_cfg.get("limit"))
+    return list(full), {q.id for s in chosen for q in s.questions}
+
+
+DATASET_NAMES = {"locomo": "LoCoMo", "longmemeval": "LongMemEval"}
+#: the dataset a format's rows are matched to (the format's ``dataset``; LoCoMo unless it names another):
+#: how its questions are loaded and how rows find them
+DATASETS = {"locomo": (load_locomo_full, match_rows), "longmemeval": (load_longmemeval_full, match_by_id)}
+
+
 def record_of(m: Any) -> dict[str, Any]:
     q = m.question
-    return {"id": q.id, "question": q.question, "prediction": m.row.prediction, "answer": q.answer,
-            "category": q.category, "category_name": q.category_name, "adversarial_answer": q.adversarial_answer,
-            "evidence": list(q.evidence), "conversation": m.conversation,
-            "source": {"location": m.row.location, "artifact_category": m.row.category,
-                       "artifact_gold": m.row.gold, "stored": dict(m.row.stored)}}
+    rec = {"id": q.id, "question": q.question, "prediction": m.row.prediction, "answer": q.answer,
+           "category": q.category, "category_name": q.category_name, "adversarial_answer": q.adversarial_answer,
+           "evidence": list(q.evidence), "conversation": m.conversation,
+           "source": {"location": m.row.location, "artifact_category": m.row.category,
+                      "artifact_gold": m.row.gold, "stored": dict(m.row.stored)}}
+    for key in ("evidence_sessions", "abstention", "question_date", "release"):  # LongMemEval's question meta
+        if key in (q.meta or {}):
+            rec[key] = q.meta[key]
+    return rec
 
 
 def import_artifact(path: Path, fmt_name: str, dataset_cfg: Any, metric_names: list[str]):
@@ -54,8 +80,9 @@ def import_artifact(path: Path, fmt_name: str, dataset_cfg: Any, metric_names: l
     rows = fmt.read(path)
     if not rows:
         raise DataError(path, f"no question rows (format={fmt_name})")
-    conversations, selected = load_locomo_full(dataset_cfg)
-    res = match_rows(rows, conversations)
+    load, match = DATASETS[getattr(fmt, "dataset", "locomo")]
+    conversations, selected = load(dataset_cfg)
+    res = match(rows, conversations)
     kept = [m for m in res.matched if m.question.id in selected]
     records = [record_of(m) for m in kept]
     labels = {m.question.id: m.row.labels for m in kept if m.row.labels is not None}
@@ -67,7 +94,8 @@ def import_artifact(path: Path, fmt_name: str, dataset_cfg: Any, metric_names: l
     for q in missing:
         by_cat[q.category_name] = by_cat.get(q.category_name, 0) + 1
     block: dict[str, Any] = {
-        "format": fmt_name, "artifact": str(path), "rows": len(rows), "matched": len(kept),
+        "format": fmt_name, "dataset": DATASET_NAMES[getattr(fmt, "dataset", "locomo")], "artifact": str(path),
+        "rows": len(rows), "matched": len(kept),
         "outside_selection": len(res.matched) - len(kept),
         "unmatched": {"n": len(res.unmatched), "rows": res.unmatched},
         "missing": {"n": len(missing), "by_category": by_cat, "ids": [q.id for q in missing]},
@@ -80,6 +108,10 @@ def import_artifact(path: Path, fmt_name: str, dataset_cfg: Any, metric_names: l
     if labels:
         runs = max(len(v) for v in labels.values())
         judge = {"source": "artifact", "format": fmt_name, "runs": runs}
+        models = sorted({m.row.judge_model for m in kept if m.row.judge_model})
+        if models:  # the judge model the labels name (LongMemEval: autoeval_label.model)
+            judge["models"] = models
+            block["judge_models"] = models
     return records, metrics, block, judge, fmt
 
 
@@ -105,7 +137,7 @@ def stored_check(scored: list[dict[str, Any]], kept_rows: dict[str, dict[str, fl
 
 def console_lines(block: dict[str, Any]) -> list[str]:
     lines = [f"import {block['format']}: {block['rows']} rows, {block['matched']} matched, "
-             f"{block['unmatched']['n']} unmatched, {block['missing']['n']} LoCoMo questions missing"
+             f"{block['unmatched']['n']} unmatched, {block['missing']['n']} {block.get('dataset', 'LoCoMo')} questions missing"
              + (f" ({', '.join(f'{k} {v}' for k, v in block['missing']['by_category'].items())})"
                 if block['missing']['n'] else "")
              + (f", {block['ambiguous']['n']} repeated questions settled" if block['ambiguous']['n'] else ""),

@@ -8,6 +8,10 @@ the k-th such row of the conversation, in artifact order, takes the k-th such Lo
 LoCoMo order. Each settled case is listed (``ambiguous``). A row with no question of that text, a
 conversation index the file does not have, or a question already taken is ``unmatched`` with its
 location and reason; LoCoMo questions no row took are ``missing``. Nothing is dropped silently.
+
+A format whose rows name the dataset's own question ids (LongMemEval's ``question_id``) is matched by
+:func:`match_by_id` instead: the same three lists, an id the dataset file does not have (or one an
+earlier row took) ``unmatched`` with its reason.
 """
 from __future__ import annotations
 
@@ -84,3 +88,25 @@ def match_rows(rows: list[ArtifactRow], conversations: list[Sample]) -> MatchRes
 
 def _unmatched(row: ArtifactRow, reason: str) -> dict[str, Any]:
     return {"location": row.location, "question": row.question, "reason": reason}
+
+
+def match_by_id(rows: list[ArtifactRow], samples: list[Sample]) -> MatchResult:
+    """Each row to the question whose id it names (``row.question_id``); ``samples``: every sample of the
+    dataset file (LongMemEval: one per question, its history the question's own haystack)."""
+    res = MatchResult()
+    by_id = {q.id: (q, s.history.id) for s in samples for q in s.questions}
+    taken: set[str] = set()
+    for row in rows:
+        qid = row.question_id
+        if qid not in by_id:
+            res.unmatched.append(_unmatched(row, f"question_id {qid!r} is not in the dataset file "
+                                                 f"({len(by_id)} questions)"))
+            continue
+        if qid in taken:
+            res.unmatched.append(_unmatched(row, f"question already matched by an earlier row ({qid})"))
+            continue
+        taken.add(qid)
+        q, history = by_id[qid]
+        res.matched.append(Matched(row, q, history))
+    res.missing = [q for s in samples for q in s.questions if q.id not in taken]
+    return res

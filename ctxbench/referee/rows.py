@@ -20,7 +20,9 @@ class ArtifactRow:
     stored judge labels, one per judge run (1.0 / 0.0 / None), or None when the artifact has none;
     ``category``: the artifact's own category label (None if it has none); ``stored``: per-question metric
     values the artifact carries; ``qa_index``: the question's index in its LoCoMo conversation when the
-    artifact names it; ``gold``: the artifact's own gold answer (information only, never scored)."""
+    artifact names it; ``gold``: the artifact's own gold answer (information only, never scored);
+    ``question_id``: the dataset's question id when the artifact names it (LongMemEval: rows are matched by
+    it, :func:`ctxbench.referee.match.match_by_id`); ``judge_model``: the model the stored label names."""
 
     conversation: str
     conv_index: int
@@ -32,6 +34,8 @@ class ArtifactRow:
     stored: dict[str, float] = field(default_factory=dict)
     qa_index: int | None = None
     gold: Any = None
+    question_id: str | None = None
+    judge_model: str | None = None
 
 
 def load_object(path: Path) -> Any:

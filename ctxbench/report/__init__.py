@@ -6,6 +6,7 @@
     python -m ctxbench report reruns=RUN1,RUN2,...                   # the variance of the system vs the judge
     python -m ctxbench report decay=RUN1,RUN2,...                    # accuracy by evidence age, runs side by side
     python -m ctxbench report table=ruler runs=DIR                   # RULER: accuracy per task x ratio x method (+ PNG, CSV)
+    python -m ctxbench report table=longmemeval [runs=DIR,DIR]       # LongMemEval per type: published rows beside ours
     python -m ctxbench report judges [judge.panel=[...]] dataset=locomo  # each judge's leniency (judges.json)
     python -m ctxbench report                                        # list the paper tables
 """
@@ -70,6 +71,7 @@ def main(cfg: Any) -> dict[str, Any] | None:
     print("usage: python -m ctxbench report sweep=DIR | table=NAME [runs=DIR] | compare=RUN_A,RUN_B | "
           "reruns=RUN1,RUN2,... | decay=RUN1,RUN2,... | judges [judge.panel=[...]]\npaper tables: "
           + ", ".join(table_names()) + "\nboards (systems side by side): " + ", ".join(table_names("board"))
-          + "\nmethods x compression ratios: " + ", ".join(table_names("ruler")))
+          + "\nmethods x compression ratios: " + ", ".join(table_names("ruler"))
+          + "\nLongMemEval, published beside ours: " + ", ".join(table_names("longmemeval")))
     return None
 

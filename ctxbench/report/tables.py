@@ -52,8 +52,9 @@ def read_yaml(name: str) -> dict[str, Any]:
 
 
 def table_kind(name: str) -> str:
-    """``paper`` (ours beside published cells), ``board`` (systems side by side, :mod:`.board`) or
-    ``ruler`` (methods × compression ratios on RULER, :mod:`.ruler`)."""
+    """``paper`` (ours beside published cells), ``board`` (systems side by side, :mod:`.board`),
+    ``ruler`` (methods × compression ratios on RULER, :mod:`.ruler`) or ``longmemeval`` (published
+    LongMemEval rows beside our runs, :mod:`.longmemeval`)."""
     return str(read_yaml(name).get("kind", "paper"))
 
 
@@ -346,6 +347,12 @@ def table_report(name: str, roots: list[Path], out: Path | None = None) -> dict[
 
         result = ruler_report(read_yaml(name), roots, out)
         return {**result, "found": sorted({r["method"] for r in result["records"]}), "found_label": "methods found"}
+    if table_kind(name) == "longmemeval":  # published LongMemEval numbers beside every LongMemEval run (longmemeval.py)
+        from ctxbench.report.longmemeval import longmemeval_report
+
+        result = longmemeval_report(read_yaml(name), roots, out, str(PAPERS_DIR / f"{name}.yaml"))
+        return {**result, "found": [r["row"] for r in result["records"] if r["kind"] == "ours"],
+                "found_label": "LongMemEval runs found"}
     runs = runs_by_experiment(roots)
     if table_kind(name) == "board":  # many systems on the same questions, no published values (board.py)
         from ctxbench.report.board import board_report, check_board

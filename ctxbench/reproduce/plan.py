@@ -95,7 +95,7 @@ def scale_option(group: str, scale: str) -> str:
 def entries(table: dict[str, Any]) -> list[dict[str, Any]]:
     """A table's cells, a board's rows, or a ruler table's methods at each ratio, each with ``cell``
     (its name) and ``experiment``."""
-    if table.get("kind") == "board":
+    if table.get("kind") in ("board", "longmemeval"):  # longmemeval: published rows, none with an experiment
         return [{**row, "cell": row["row"]} for row in table["rows"]]
     if table.get("kind") == "ruler":
         return ratio_cells(table)
