@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxbench.core.errors import ConfigError
+from ctxbench.core.plan import PlannedEmbed, planned
 from ctxbench.metrics.base import LOCOMO_CATEGORIES, canonical_name, category_name
 from ctxbench.core.registry import register
 from ctxbench.core.types import History, Question
@@ -106,6 +107,44 @@ class AMem(MemorySystem):
                 for nb in d["neighbors"]:
                     self.evolve(idmap[nb["id"]], nb["context"], nb["tags"])
         return self.add_record("note", content, meta, time, emb=emb)
+
+    def estimate_calls(self, history: History, questions: list[Question]) -> Any:
+        """Per turn one note call (exact: a pure function of the turn and its date, so a session shared by
+        two haystacks is asked once and served from the call cache after) and, from the second note on,
+        one evolve call showing min(k_neighbors, notes so far) neighbours; per question the keyword call
+        (exact) and one answer over min(k + expand, notes) notes. A note as shown is its content and date
+        plus its LLM context and tags, assumed half their schema's bound in characters / 4; evolutions'
+        re-embeddings depend on the model's decisions and are not counted."""
+        count = self.llm.count_tokens
+        attrs = (P.CONTEXT_CHARS + self.cfg.max_tags * P.WORD_CHARS) // 8  # half their schema bound, 4 chars a token
+        schema = P.note_schema(self.cfg.max_keywords, self.cfg.max_tags)
+        shown: list[int] = []  # tokens of each note as shown to evolve and answer calls
+        for s in self.limit(history):
+            for t in s.turns:
+                content = f"{t.speaker} says: {t.text}"
+                yield planned(self.llm, "construction", P.note_messages(s.date, content), self.cfg.note_max_tokens,
+                              "amem.note", schema=schema)
+                yield PlannedEmbed(unknown=1, kind="amem.note")
+                n = min(self.k_neighbors, len(shown)) if self.k_neighbors > 0 else 0
+                if n:
+                    ids = [str(j) for j in range(n)]
+                    msgs = P.evolve_messages(f"[{s.date}] {content} (context: )", [(j, "") for j in ids])
+                    mean = sum(shown) / len(shown)
+                    yield planned(self.llm, "construction", msgs, self.cfg.evolve_max_tokens, "amem.evolve",
+                                  exact=False, extra_tokens=attrs + int(round(mean * n)),
+                                  note=f"{n} neighbours x {mean:.1f} mean note tokens (content + {attrs} for "
+                                       "its context and tags)")
+                shown.append(count(f"[{s.date}] {content}") + attrs)
+        mean = sum(shown) / len(shown) if shown else 0.0
+        for q in questions:
+            if self.query_keywords:
+                yield planned(self.llm, "answer", P.query_messages(q.question), self.cfg.query_max_tokens,
+                              "amem.query", schema=P.query_schema(self.cfg.query_max_keywords))
+            yield PlannedEmbed(unknown=1, kind="amem.query")
+            k = self.k_for(q)
+            n = min(k + (k if self.expand is None else int(self.expand)), len(shown))
+            yield self.planned_answer(q, int(round(mean * n)) + max(0, n - 1),
+                                      f"min(k + expand = {n}, notes) x {mean:.1f} mean note tokens")
 
     def evolve(self, rid: int, context: str | None, tags: list[str] | None) -> None:
         old = self.store.get(rid)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ctxbench.core.errors import ConfigError
+from ctxbench.core.plan import OUTPUT_SHARE, CannotEstimate, PlannedCall, planned
 from ctxbench.data.dates import session_clock
 from ctxbench.llm.base import ChatLLM
 from ctxbench.llm.fit import held_text_tokens
@@ -177,6 +178,24 @@ class MemorySystem(System):
     def memory_stats(self) -> tuple[int, int]:
         recs = self.store.records(self.hid)
         return len(recs), sum(self.llm.count_tokens(r.text) for r in recs)
+
+    # ---- the estimate (eval estimate=true, ctxbench/evaluation/estimate.py) ----------------------
+    def estimate_calls(self, history: History, questions: list[Question]) -> Any:
+        """The calls and embeddings building ``history`` and answering ``questions`` will make
+        (:mod:`ctxbench.core.plan`), from the same prompt functions :meth:`apply` uses; ``self.llm`` is the
+        estimate's tokenizer-only stand-in. A system that does not say raises :class:`CannotEstimate`."""
+        raise CannotEstimate(f"memory={self.name}: no estimate_calls (it cannot say before it runs what it will "
+                             "call; its construction depends on model output step by step)")
+
+    def planned_answer(self, question: Question, context_tokens: int, rule: str) -> PlannedCall:
+        """The answer call of ``question`` with ``context_tokens`` of retrieved memory (estimated by ``rule``)."""
+        return planned(self.llm, "answer", self.answer_messages("", question), self.answer_max_tokens(),
+                       f"{self.name}.answer", exact=False, note=rule, extra_tokens=context_tokens)
+
+    @staticmethod
+    def output_tokens(cap: int) -> int:
+        """The tokens assumed for model output shown in a later prompt: :data:`OUTPUT_SHARE` of its cap."""
+        return int(round(OUTPUT_SHARE * int(cap)))
 
     # ---- helpers -------------------------------------------------------------------------------
     def embed(self, texts: list[str]) -> np.ndarray:

@@ -18,6 +18,7 @@ from ctxbench.core.render import render_history, render_session_block, render_tu
 from ctxbench.core.registry import register
 from ctxbench.core.system import System
 from ctxbench.core.types import History, Prediction, Question, Usage
+from ctxbench.core.plan import planned
 from ctxbench.llm.fit import held_text_tokens
 
 
@@ -55,6 +56,12 @@ class NoContext(_LLMBaseline):
 
     def answer(self, question: Question) -> Prediction:
         return self._ask(question, "", [], {})
+
+    def estimate_calls(self, history: History, questions: list[Question]) -> Any:
+        """One answer call per question, the question alone (exact)."""
+        for q in questions:
+            yield planned(self.llm, "answer", self.answer_prompt.messages(q, "", []), self.answer_max_tokens(),
+                          "no_context.answer")
 
 
 QUESTION_ALLOWANCE = 64  # tokens of a question's own text the history cut leaves room for (FullContext.budget)
@@ -116,6 +123,17 @@ class FullContext(_LLMBaseline):
             extra = {"truncated_turns": cut_turns, "truncated_tokens": cut_tokens,
                      "total_turns": len(self._turns)}
         return self._ask(question, context, self.history.speakers, extra)
+
+    def estimate_calls(self, history: History, questions: list[Question]) -> Any:
+        """One answer call per question with the history as :meth:`answer` fits it (exact: the same
+        budget, cut and renderer; ``self.llm`` counts as the backend does)."""
+        self.ingest(history)
+        for q in questions:
+            budget = self.budget(q)
+            context = (self._fit_document(history.text, budget)[0] if not history.sessions
+                       else self._fit_turns(budget)[0])
+            yield planned(self.llm, "answer", self.answer_prompt.messages(q, context, history.speakers),
+                          self.answer_max_tokens(), "full_context.answer")
 
     def _render(self, start: int) -> str:
         """The history from turn ``start`` on, through the one renderer every system shares."""

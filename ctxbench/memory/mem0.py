@@ -45,6 +45,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxbench.core.errors import ConfigError
+from ctxbench.core.plan import PlannedEmbed, planned
 from ctxbench.qa.prompts.mem0 import speaker_memories
 from ctxbench.core.registry import register
 from ctxbench.core.types import History, Question, Turn
@@ -120,6 +121,58 @@ class Mem0(MemorySystem):
                 self.counts["facts_unrouted"] += 1
                 continue
             self.update(f, s.date, {**meta, "speaker": owner}, owner)
+
+    def estimate_calls(self, history: History, questions: list[Question]) -> Any:
+        """Per message pair one extraction call (exact but for the running summary, assumed
+        :meth:`output_tokens` of its cap once the first session is summarised), per session one summary
+        call; the update calls depend on how many facts extraction returns: ``estimate_facts_per_pair``
+        facts per pair (a documented assumption), each embedded, each but the first per store decided
+        by one update call showing min(s, facts so far) memories of the mean fact's tokens (a fact:
+        its pair's mean turn tokens). Per question one answer over min(k, facts) facts per store."""
+        sessions = self.limit(history)
+        self._speakers = list(history.speakers) or list(dict.fromkeys(t.speaker for s in sessions for t in s.turns))
+        self._sessions = sessions
+        count = self.llm.count_tokens
+        summary_toks = self.output_tokens(self.cfg.summary_max_tokens)
+        per_pair = float(self.cfg.estimate_facts_per_pair)
+        stores = max(1, len(self._speakers)) if self.stores == "per_speaker" else 1
+        schema = P.facts_schema(self._speakers, self.cfg.max_facts)
+        facts, fact_tokens, summarised, owed = 0.0, [], False, 0.0
+        for si, s in enumerate(sessions):
+            for ti in range(0, len(s.turns), 2):
+                pair = s.turns[ti:ti + 2]
+                msgs = P.extract_messages("", render_turns(self._recent(si, ti)), s.date, render_turns(pair))
+                extra = summary_toks if summarised else 0
+                yield planned(self.llm, "construction", msgs, self.cfg.extract_max_tokens, "mem0.extract",
+                              schema=schema, exact=not summarised, extra_tokens=extra,
+                              note=f"the running summary assumed {summary_toks} tokens" if summarised else "")
+                tok = sum(count(f"{t.speaker}: {t.text}") for t in pair) / max(1, len(pair))
+                owed += per_pair
+                while owed >= 1.0:  # this pair's facts (a fractional rate carried to the next pairs)
+                    owed -= 1.0
+                    yield PlannedEmbed(unknown=1, kind="mem0.fact")
+                    if facts >= stores:  # the first fact of each store is added without a decision
+                        n = min(self.s, int(facts // stores) or 1)
+                        mean = sum(fact_tokens) / len(fact_tokens)
+                        msgs = P.update_messages([(str(j), "") for j in range(n)], "")
+                        yield planned(self.llm, "construction", msgs, self.cfg.update_max_tokens, "mem0.update",
+                                      exact=False, extra_tokens=int(round(mean * (n + 1))),
+                                      note=f"estimate_facts_per_pair={per_pair:g}; {n} memories x {mean:.1f} "
+                                           "mean fact tokens")
+                    facts += 1
+                    fact_tokens.append(tok)
+            if self.cfg.summary:
+                msgs = P.summary_messages("", s.date, render_turns(s.turns))
+                yield planned(self.llm, "construction", msgs, self.cfg.summary_max_tokens, "mem0.summary",
+                              exact=not summarised, extra_tokens=summary_toks if summarised else 0,
+                              note=f"the running summary assumed {summary_toks} tokens" if summarised else "")
+                summarised = True
+        mean = sum(fact_tokens) / len(fact_tokens) if fact_tokens else 0.0
+        for q in questions:
+            yield PlannedEmbed((q.question,), kind="mem0.query")
+            n = min(self.k * stores, int(facts))
+            yield self.planned_answer(q, int(round(mean * n)) + 4 * n,
+                                      f"min(k x {stores} stores, {int(facts)} facts) x {mean:.1f} mean fact tokens")
 
     # ---- the two phases ------------------------------------------------------------------------
     def extract(self, recent: str, date: str, new: str) -> list[str]:

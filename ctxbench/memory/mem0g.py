@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ctxbench.core.registry import register
-from ctxbench.core.types import Question
+from ctxbench.core.types import History, Question
 
 from ctxbench.memory.mem0 import Mem0, render_turns
 from ctxbench.memory.prompts import mem0g as P
@@ -54,6 +54,14 @@ def norm_relation(s: str) -> str:
 @register("memory", "mem0g")
 class Mem0g(Mem0):
     name = "mem0g"
+
+    def estimate_calls(self, history: History, questions: list[Question]) -> Any:
+        """Mem0g adds entity, relation and conflict calls whose number depends on what each extraction
+        returns: no estimate (Mem0's would leave them out)."""
+        from ctxbench.core.plan import CannotEstimate
+
+        raise CannotEstimate("memory=mem0g: no estimate (its graph calls per pair depend on the entities and "
+                             "relations each extraction returns; memory=mem0 estimates the fact pipeline)")
 
     def __init__(self, cfg: Any, **deps: Any) -> None:
         super().__init__(cfg, **deps)

@@ -36,6 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from ctxbench.core.errors import ConfigError
+from ctxbench.core.plan import PlannedEmbed, planned
 from ctxbench.core.registry import register
 from ctxbench.core.types import History, Question, Session
 from ctxbench.data.dates import question_time
@@ -129,6 +130,47 @@ class MemoryBank(MemorySystem):
                               max_new_tokens=self.cfg.portrait_max_tokens)
             if r.text.strip():
                 self.portrait = r.text.strip()
+
+    def estimate_calls(self, history: History, questions: list[Question]) -> Any:
+        """Per conversation day one event summary (exact: the day's transcript) and, with ``portrait``, one
+        portrait update (exact but for the previous portrait, assumed :meth:`output_tokens` of its cap);
+        one global summary over the days' events (each assumed :meth:`output_tokens` of the summary cap).
+        Every turn embedded (exact texts). Per question one answer over min(k, turns + days) memories of the
+        mean turn tokens, the global summary and the portrait."""
+        count = self.llm.count_tokens
+        steps = self.steps(history)
+        event_toks = self.output_tokens(self.cfg.summary_max_tokens)
+        portrait_toks = self.output_tokens(self.cfg.portrait_max_tokens)
+        days, turns = 0, []
+        for step in steps:
+            if step[0] == "global":
+                if days:
+                    yield planned(self.llm, "construction", P.global_messages([]), self.cfg.summary_max_tokens,
+                                  "memorybank.global", exact=False, extra_tokens=days * event_toks,
+                                  note=f"{days} events x {event_toks} tokens")
+                continue
+            sessions = [self._sessions[j] for j in step[1]]
+            date = self._times[step[1][0]].strftime("%d %B %Y")
+            transcript = "\n".join(render(s) for s in sessions)
+            texts = [f"{t.speaker}: {t.text}" for s in sessions for t in s.turns]
+            yield PlannedEmbed(tuple(texts), kind="memorybank.turn")
+            turns += [count(t) for t in texts]
+            yield planned(self.llm, "construction", P.event_messages(date, transcript), self.cfg.summary_max_tokens,
+                          "memorybank.event")
+            yield PlannedEmbed(unknown=1, kind="memorybank.event")
+            if self.portrait_on:
+                yield planned(self.llm, "construction", P.portrait_messages("", date, transcript),
+                              self.cfg.portrait_max_tokens, "memorybank.portrait", exact=not days,
+                              extra_tokens=portrait_toks if days else 0,
+                              note=f"the previous portrait assumed {portrait_toks} tokens" if days else "")
+            days += 1
+        mean = sum(turns) / len(turns) if turns else 0.0
+        held = (event_toks if days else 0) + (portrait_toks if self.portrait_on and days else 0)
+        for q in questions:
+            yield PlannedEmbed((q.question,), kind="memorybank.query")
+            n = min(int(self.k), len(turns) + days)
+            yield self.planned_answer(q, int(round(mean * n)) + held,
+                                      f"min(k={self.k}, memories) x {mean:.1f} mean turn tokens + summaries")
 
     def ingest_session(self, s: Session, when: datetime) -> None:
         texts = [f"{t.speaker}: {t.text}" for t in s.turns]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ctxbench.core.errors import ConfigError
+from ctxbench.core.plan import PlannedEmbed, planned
 from ctxbench.core.registry import register
 from ctxbench.core.task_protocol import check_ratio, ratio_budget, ratio_extra
 from ctxbench.core.types import History, Question, Session
@@ -104,6 +105,31 @@ class RAG(MemorySystem):
                               max_new_tokens=self.cfg.summary_max_tokens, phase="construction")
             text = f"[{session.date}] {r.text.strip()}"
             self.add_record("summary", text, {"session": session.id}, session.date)
+
+    def estimate_calls(self, history: History, questions: list[Question]) -> Any:
+        """Chunks (embedded, exact texts) or one summary call per session (exact prompts); per question one
+        query embedding and one answer holding min(k, items) items of the mean item's tokens (a summary:
+        :meth:`output_tokens` of its cap plus its date)."""
+        sessions = self.steps(history)
+        count = self.llm.count_tokens
+        if self.granularity == "turns":
+            texts = [c[0] for s in sessions for c in chunk_turns(s, self.size, self.overlap)]
+            yield PlannedEmbed(tuple(texts), kind="rag.chunk")
+            sizes = [count(t) for t in texts]
+        else:
+            sizes = []
+            for s in sessions:
+                transcript = "\n".join(f"{t.speaker}: {t.text}" for t in s.turns)
+                yield planned(self.llm, "construction", P.summary_messages(s.date, transcript),
+                              self.cfg.summary_max_tokens, "rag.summary")
+                sizes.append(count(f"[{s.date}] ") + self.output_tokens(self.cfg.summary_max_tokens))
+            yield PlannedEmbed(unknown=len(sessions), kind="rag.summary")
+        mean = sum(sizes) / len(sizes) if sizes else 0.0
+        for q in questions:
+            yield PlannedEmbed((q.question,), kind="rag.query")
+            shown = min(int(self.k), len(sizes))
+            yield self.planned_answer(q, int(round(mean * shown)) + max(0, shown - 1),
+                                      f"min(k={self.k}, {len(sizes)} items) x {mean:.1f} mean item tokens")
 
     def retrieve(self, question: Question) -> str:
         hits = [r.text for r, _ in self.search(question.question, self.k)]

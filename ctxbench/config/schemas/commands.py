@@ -61,6 +61,14 @@ class EvalConfigJudge:
 
 
 @dataclass
+class EvalConfigPrice:
+    """the price estimate=true prints (USD per million tokens; null = no price line)"""
+
+    input_per_mtok: float | None = setting(None, 'USD per million input (prompt) tokens; null = no price', ge(0, note='null = no price'))
+    output_per_mtok: float | None = setting(None, 'USD per million output tokens (counted at the calls\' caps: an upper bound); null = no price', ge(0, note='null = no price'))
+
+
+@dataclass
 class EvalConfig:
     """python -m ctxbench eval memory=NAME|method=NAME dataset=NAME [llm=...] [limit=N] [hydra.run.dir=DIR] python -m ctxbench eval task=perplexity|reconstruction|choice method=NAME [checkpoint=DIR] dataset=NAME A rerun with the same hydra.run.dir resumes: answered questions are skipped. The folder is bound to its config (.ctxbench/run.json; force_resume=true to change it) and to one process at a time (ctxbench/runs/guard.py). Sweeps: python -m ctxbench eval -m memory=amem memory.k=10,20,30 dataset=locomo"""
 
@@ -78,6 +86,8 @@ class EvalConfig:
     bypass_held_share: float = setting(0.8, "health.warnings: a question whose held context is at least this share of its history's tokens bypasses memory (ctxbench/metrics/guards.py)", between(0, 1, low_open=True))
     protocol_pure: bool = setting(False, "true: systems answer without the gold category, answer, adversarial distractor or evidence (no category-chosen prompt form, hint or A-Mem k: ctxbench/qa/forms.py without_gold; docs/evaluation.md lists what false passes on); scoring still uses them")
     force_resume: bool = setting(False, 'true = reuse a run folder made with another config (its .ctxbench/run.json records the new one)')
+    estimate: bool = setting(False, "true: print and write estimate.json (histories, sessions, distinct sessions, LLM calls and input/output tokens per phase, calls the call cache would serve, embeddings, price) WITHOUT calling or loading a model, then stop (ctxbench/evaluation/estimate.py, docs/estimate.md)")
+    price: EvalConfigPrice | None = nested(EvalConfigPrice, 'the price estimate=true prints (USD per million tokens; null = no price line)')
 
 
 @dataclass

@@ -61,6 +61,7 @@ class Mem0Memory:
     extract_max_tokens: int = setting(256, 'room for max_facts facts of <= 140 characters (a cut reply is retried with 2x)', POSITIVE)
     update_max_tokens: int = setting(96, 'room for the update-decision reply', POSITIVE)
     summary_max_tokens: int = setting(128, 'generation cap of one summary call (construction phase)', POSITIVE)
+    estimate_facts_per_pair: float = setting(2.0, 'eval estimate=true only: facts extraction is assumed to return per message pair (update calls follow from it; docs/estimate.md gives the measured rates)', between(0, 64))
     index: str = setting('flat', 'faiss index for archival storage: flat (exact) | hnsw', choices=('flat', 'hnsw'))
     max_sessions: int | None = setting(None, 'ingest only the first N sessions (CPU smoke runs); null = all', ge(1, note='null = all'))
     max_turns: int | None = setting(None, '... and at most N turns in all (CPU smoke runs); null = all', ge(1, note='null = all'))
