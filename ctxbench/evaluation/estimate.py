@@ -186,20 +186,20 @@ def judge_calls(cfg: Any, llm: TokenOnlyLLM, plan: list[tuple[History, list[Ques
     """questions × judge.runs × panel size judge calls (the judge prompt with the answer at its cap)."""
     if "llm_judge" not in list(cfg.metrics or []):
         return []
-    from ctxbench.metrics.base import category_name
-    from ctxbench.metrics.judge import answer_text, get_judge
+    from ctxbench.metrics.judge import answer_text, get_judge, judged_type
+    from ctxbench.metrics.judges.panel import panel_names, with_dataset_judge
 
     runs = int(cfg.judge.runs)
     out = []
-    for name in list(cfg.judge.panel):
+    for name in panel_names(with_dataset_judge(cfg.judge, cfg.dataset)):
         judge = get_judge(str(name))
         cap = int(judge.max_new_tokens)
         for _, qs in plan:
             for q in qs:
-                cat = category_name(q)
-                if cat == "adversarial":
+                qtype = judged_type(q)
+                if qtype is None:
                     continue
-                msgs = judge.messages(q.question, answer_text(q.answer), "", cat)
+                msgs = judge.messages(q.question, answer_text(q.answer), "", qtype)
                 for _ in range(runs):
                     out.append(planned(llm, "judge", msgs, cap, f"judge.{name}", exact=False,
                                        note="the judged answer's own tokens left out (at most the answer cap)"))

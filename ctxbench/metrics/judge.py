@@ -50,6 +50,15 @@ def get_judge(name: str) -> JudgePrompt:
     return registry.get("judge", str(name))
 
 
+def judged_type(question: Question) -> str | None:
+    """The question type a judge prompt is rendered for: its category name, ``abstention`` for a LongMemEval
+    ``_abs`` question (its own template); None for a LoCoMo adversarial question (never judged)."""
+    cat = category_name(question)
+    if cat == "adversarial":
+        return None
+    return "abstention" if is_abstention(question) else cat
+
+
 @register("metric", "llm_judge")
 class LLMJudge:
     name = "llm_judge"
@@ -92,10 +101,9 @@ class LLMJudge:
 
     def score_runs(self, prediction: str, question: Question) -> list[float | None]:
         """One label per run (1.0 CORRECT, 0.0 WRONG, None failed/unlabelled/adversarial)."""
-        cat = category_name(question)
-        if cat == "adversarial":
+        qtype = judged_type(question)
+        if qtype is None:
             return [None] * self.runs
-        qtype = "abstention" if is_abstention(question) else cat  # LongMemEval's _abs: its own template
         messages = self.prompt.messages(question.question, answer_text(question.answer), prediction, qtype)
         return [self._judge(question.id, messages, seed) for seed in self.seeds()]
 
