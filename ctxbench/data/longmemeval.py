@@ -48,6 +48,7 @@ from typing import Any, Iterable
 
 from ctxbench.core.registry import register
 from ctxbench.core.types import History, Question, Sample, Session, Turn
+from ctxbench.data.categories import ABSTENTION_SUFFIX
 from ctxbench.data.dates import parse_session_date
 from ctxbench.data.errors import DataError
 from ctxbench.data.invariants import answer_text, check_samples, nonblank
@@ -69,10 +70,6 @@ QUIRKS = ("sessions_after_question", "evidence_after_question_same_day", "sessio
           "session_id_with_other_content", "non_string_answers", "empty_sessions", "empty_turns",
           "evidence_turns_outside_answer_sessions", "questions_without_evidence_turns")
 DATE_EXAMPLE = "2023/05/20 (Sat) 02:21"
-
-
-def is_abstention(question_id: str) -> bool:
-    return question_id.endswith("_abs")
 
 
 def release_of(path: Path) -> str:
@@ -205,7 +202,7 @@ def _entry(raw: Any, path: Path, i: int, release: str, quirks: Counter, pool: _P
         quirks["questions_without_evidence_turns"] += 1
     q = Question(id=qid, question=question, answer=answer, category=qtype, category_name=qtype, evidence=evidence,
                  meta={"question_date": qdate, "evidence_sessions": list(answer_ids),
-                       "abstention": is_abstention(qid), "release": release})
+                       "abstention": qid.endswith(ABSTENTION_SUFFIX), "release": release})
     return Sample(History(id=qid, sessions=sessions, speakers=list(ROLES)), [q])
 
 
