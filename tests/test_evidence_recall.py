@@ -28,11 +28,23 @@ def test_measures_on_hand_made_rankings():
     assert scores_at(["a", "b", "c"], {"b", "c"}, 1) == {"recall_any": 0.0, "recall_all": 0.0, "ndcg": 0.0}
     s = scores_at(["a", "b", "c"], {"b", "c"}, 3)
     assert s["recall_any"] == 1.0 and s["recall_all"] == 1.0
-    assert s["ndcg"] == pytest.approx((1 / L2(3) + 1 / L2(4)) / (1 + 1 / L2(3)))
+    assert s["ndcg"] == pytest.approx((1 + 1 / L2(3)) / 2)  # LongMemEval: rank 2 by log2(2) = 1, rank 3 by log2(3)
     s = scores_at(["x", "g1", "y"], {"g1", "g2", "g3"}, 3)  # one of three: any yes, all no
     assert (s["recall_any"], s["recall_all"]) == (1.0, 0.0)
-    assert s["ndcg"] == pytest.approx((1 / L2(3)) / (1 + 1 / L2(3) + 1 / L2(4)))
+    assert s["ndcg"] == pytest.approx(1 / (2 + 1 / L2(3)))
     assert scores_at(["g"], {"g"}, 10)["ndcg"] == 1.0  # ideal over min(|gold|, k)
+
+
+def test_ndcg_is_longmemevals_formula():
+    """eval_utils.dcg / ndcg transcribed: relevances[0] + sum(relevances[1:] / log2(arange(2, n + 1)))."""
+    def theirs(rels, k):
+        r = rels[:k]
+        return r[0] + sum(x / L2(i) for i, x in zip(range(2, len(r) + 1), r[1:])) if r else 0.0
+    for ranked, gold in ((list("abcdefghij"), {"c", "f", "j"}), (list("xyz"), {"y"}), (list("gx2w"), {"g", "2"})):
+        for k in (1, 3, 5, 10):
+            rels = [1 if x in gold else 0 for x in ranked]
+            ideal = theirs(sorted(rels + [1] * (len(gold) - sum(rels)), reverse=True), k)
+            assert scores_at(ranked, gold, k)["ndcg"] == pytest.approx(theirs(rels, k) / ideal)
 
 
 def test_sessions_collapse_at_first_rank_and_k_counts_distinct_sessions():
@@ -44,9 +56,9 @@ def test_sessions_collapse_at_first_rank_and_k_counts_distinct_sessions():
     got = record_recall(rec)
     # s2 is the 2nd distinct session (3rd item): recall@1 0, @3 1; turns: s2_1 is the 3rd distinct turn
     assert got["session"]["recall_any@1"] == 0.0 and got["session"]["recall_any@3"] == 1.0
-    assert got["session"]["ndcg@3"] == pytest.approx(1 / L2(3))
+    assert got["session"]["ndcg@3"] == pytest.approx(1.0)  # rank 2 weighs as rank 1 (LongMemEval)
     assert got["turn"]["recall_any@1"] == 0.0 and got["turn"]["recall_any@3"] == 1.0
-    assert got["turn"]["ndcg@5"] == pytest.approx(1 / L2(4))
+    assert got["turn"]["ndcg@5"] == pytest.approx(1 / L2(3))
 
 
 def test_block_leaves_out_abstention_and_non_retrievers_and_groups_by_category():

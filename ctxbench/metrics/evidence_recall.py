@@ -20,8 +20,8 @@ The measures are LongMemEval's (xiaowu0162/LongMemEval ``src/retrieval/eval_util
   (a chunk of two turns fills two of the k).
 
 ``recall_any@k`` = 1 if any gold id is in the top k; ``recall_all@k`` = 1 if all are;
-``ndcg@k`` = DCG of the top k (relevance 1 for a gold id, rank r discounted by log2(r + 1)) over the
-ideal DCG of min(|gold|, k) relevant ids at the top. Records without ``meta.retrieved`` (systems that
+``ndcg@k`` = DCG of the top k (relevance 1 for a gold id; LongMemEval's discount: rank 1 by 1, rank r >= 2
+by log2(r), :func:`dcg`) over the ideal DCG of min(|gold|, k) relevant ids at the top. Records without ``meta.retrieved`` (systems that
 retrieve nothing: full context, no context, compression methods; failed answers) are not counted;
 abstention questions (id ending ``_abs`` or ``abstention: true``: nothing to retrieve, as LongMemEval
 leaves them out) and questions without evidence at a level are left out of that level, with their
@@ -65,7 +65,9 @@ def ranked_turns(retrieved: list[dict[str, Any]]) -> list[str]:
 
 
 def dcg(relevances: list[int]) -> float:
-    return sum(rel / math.log2(rank + 2) for rank, rel in enumerate(relevances))
+    """LongMemEval's DCG (``eval_utils.dcg``): the first relevance undiscounted, the one at 1-based rank r >= 2
+    divided by log2(r) — not the textbook log2(r + 1), so ranks 1 and 2 weigh the same."""
+    return sum(rel / (math.log2(rank + 1) if rank else 1.0) for rank, rel in enumerate(relevances))
 
 
 def scores_at(ranked: list[str], gold: set[str], k: int) -> dict[str, float]:
