@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ctxbench.config.compose import option_config
-from ctxbench.core.types import History, Session, Turn
+from ctxbench.core.types import History, Question, Session, Turn
 from ctxbench.data.locomo import load_locomo_file
 from ctxbench.evaluation.evaluator import evaluate_samples
 from ctxbench.memory.baselines import FullContext
@@ -114,3 +114,20 @@ def test_report_decay_refuses_a_run_without_evidence_ages(tmp_path):
     (out / "results.json").write_text(json.dumps(res))
     with pytest.raises(ReportError, match=r"a: results.json has no by_evidence_age"):
         decay_report(str(out), None)
+
+
+def test_longmemeval_age_from_session_order():
+    """LongMemEval: no dia-id numbering; the age is the sessions after the latest evidence session."""
+    from ctxbench.evaluation.run import question_record
+    from ctxbench.metrics.evidence_age import by_evidence_age, session_evidence_age
+
+    order = ["s_a", "answer_1", "s_b", "answer_2", "s_c"]
+    assert session_evidence_age(order, ["answer_1"]) == 3
+    assert session_evidence_age(order, ["answer_1", "answer_2"]) == 1
+    assert session_evidence_age(order, ["elsewhere"]) is None
+    q = Question(id="q1", question="?", answer="x", category="multi-session", category_name="multi-session",
+                 evidence=["answer_2_1"], meta={"evidence_sessions": ["answer_2"]})
+    rec = question_record(q, "q1", None, order)
+    assert rec["evidence_age"] == 1
+    rec["f1"] = 1.0
+    assert list(by_evidence_age([rec], ["f1"])) == ["1"]

@@ -38,7 +38,7 @@ from ctxbench.llm.scope import call_scope
 from ctxbench.memory.stores.retrieval_notes import noting_retrieval, retrieval_summary
 from ctxbench.metrics.base import answer_text
 from ctxbench.data.categories import is_abstention
-from ctxbench.metrics.evidence_age import LAST_SESSION, history_last_session
+from ctxbench.metrics.evidence_age import AGE, LAST_SESSION, history_last_session, session_evidence_age
 from ctxbench.metrics.evidence_recall import locomo_sessions
 from ctxbench.qa.forms import without_gold
 from ctxbench.runs.results import JsonlAppender
@@ -66,11 +66,14 @@ def plan(samples: list[Sample], limit: int | None) -> list[tuple[Sample, list[Qu
     return work
 
 
-def question_record(q: Question, history_id: str, last_session: int | None = None) -> dict[str, Any]:
+def question_record(q: Question, history_id: str, last_session: int | None = None,
+                    session_order: list[str] | None = None) -> dict[str, Any]:
     """The question's fields of its predictions.jsonl line; a question with evidence also carries its
     history's last session (``history_last_session``: the age of its evidence, :mod:`ctxbench.metrics.evidence_age`)
     and its evidence sessions (``evidence_sessions``: ``Question.meta["evidence_sessions"]``, else LoCoMo's
-    ``session_<s>`` of its dia ids); an abstention question carries ``abstention: true``."""
+    ``session_<s>`` of its dia ids); an abstention question carries ``abstention: true``. A history without
+    LoCoMo's session numbering (LongMemEval) gives its questions' age directly (``evidence_age``: sessions
+    after the latest evidence session in ``session_order``, the history's sessions in time order)."""
     rec: dict[str, Any] = {"id": q.id, "history_id": history_id, "question": q.question,
                            "answer": answer_text(q.answer), "category": q.category,
                            "category_name": q.category_name}
@@ -83,6 +86,10 @@ def question_record(q: Question, history_id: str, last_session: int | None = Non
     sessions = list((q.meta or {}).get("evidence_sessions") or []) or locomo_sessions(q.evidence or [])
     if sessions:  # evidence recall's session-level gold (ctxbench/metrics/evidence_recall.py)
         rec["evidence_sessions"] = [str(s) for s in sessions]
+        if last_session is None and session_order:
+            age = session_evidence_age(session_order, rec["evidence_sessions"])
+            if age is not None:
+                rec[AGE] = age
     if is_abstention(q):  # LongMemEval: judged with the abstention template, left out of evidence recall
         rec["abstention"] = True
     return rec
@@ -178,6 +185,7 @@ class HistoryTasks:
         self.sample, self.pending, self.systems, self.recorder = sample, pending, systems, recorder
         self.hid = sample.history.id
         self.last_session = history_last_session(sample.history)  # its questions' evidence ages are counted from it
+        self.session_order = [s.id for s in sample.history.sessions]  # ... or from here (no LoCoMo numbering)
         self.prompt = systems.first.answer_prompt
         self.system: System | None = None
         self.ingest_s = 0.0
@@ -213,7 +221,7 @@ class HistoryTasks:
                    "run (rerun in the same run folder to resume the construction at that step)")
         construction = self.construction_of(system, Usage())
         for q in self.pending:
-            rec = question_record(q, self.hid, self.last_session)
+            rec = question_record(q, self.hid, self.last_session, self.session_order)
             rec.update(prediction="", usage=Usage().to_dict(), construction=construction, failed=True, error=why,
                        construction_stopped=dict(stopped))
             self.recorder.unanswered(q, rec)
@@ -234,7 +242,7 @@ class HistoryTasks:
             usage.extra["retrieval"] = retrieval
         if self.construction is None:
             self.construction = self.construction_of(system, usage)
-        rec = question_record(q, self.hid, self.last_session)
+        rec = question_record(q, self.hid, self.last_session, self.session_order)
         rec.update(prediction=self.prompt.postprocess(asked, pred.text), raw_prediction=pred.text,
                    usage=usage.to_dict(), answer_seconds=round(answer_s, 4), construction=self.construction,
                    outputs=dict(pred.outputs or {}))

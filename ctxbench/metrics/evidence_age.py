@@ -12,7 +12,9 @@ each prediction record as ``history_last_session`` when the question is answered
 (:func:`history_last_session`); ``score predictions=FILE`` groups a file whose lines carry
 ``evidence`` and ``history_last_session`` the same way. Ages fall into the buckets of
 :data:`BUCKETS`; a question with no evidence id naming a session of its history (none, malformed, or
-a record without ``history_last_session``) goes to ``unknown``. Each bucket is one results.json row
+a record without ``history_last_session``) goes to ``unknown``. A history without that numbering
+(LongMemEval: evidence = ``answer_session_ids``) has its age written into each record as ``evidence_age``
+(:func:`session_evidence_age`: sessions after the latest evidence session, in the history's time order). Each bucket is one results.json row
 as ``by_category``'s are (n, each metric's mean, its bootstrap stderr: :func:`.aggregate.group_means`),
 and failed answers count 0 there as in the headline numbers.
 """
@@ -28,6 +30,7 @@ from ctxbench.metrics.aggregate import group_means
 BUCKETS: tuple[tuple[str, int, int | None], ...] = (("0", 0, 0), ("1", 1, 1), ("2-3", 2, 3), ("4-7", 4, 7),
                                                     ("8+", 8, None))
 UNKNOWN = "unknown"
+AGE = "evidence_age"  # a record's age given directly (histories without LoCoMo numbering: LongMemEval)
 LAST_SESSION = "history_last_session"  # the predictions.jsonl field :func:`history_last_session` fills
 DEFINITION = ("age = (the history's last session) - (the session of the question's most recent evidence), "
               "in sessions; unknown = no evidence id in a session of the history")
@@ -49,6 +52,14 @@ def evidence_age(evidence: Iterable[str] | None, last_session: int | None) -> in
     return int(last_session) - max(sessions) if sessions else None
 
 
+def session_evidence_age(session_order: list[str], evidence_sessions: Iterable[str]) -> int | None:
+    """Sessions after the latest evidence session, the sessions in time order (LongMemEval: ``answer_session_ids``
+    placed in the haystack); None when no evidence session is in the history."""
+    at = {sid: i for i, sid in enumerate(session_order)}
+    where = [at[s] for s in evidence_sessions if s in at]
+    return len(session_order) - 1 - max(where) if where else None
+
+
 def age_bucket(age: int | None) -> str:
     """The :data:`BUCKETS` label of an age (``unknown`` for None)."""
     if age is None:
@@ -57,7 +68,9 @@ def age_bucket(age: int | None) -> str:
 
 
 def record_bucket(record: dict[str, Any]) -> str:
-    """The bucket of a prediction record (its ``evidence`` and ``history_last_session``)."""
+    """The bucket of a prediction record (its ``evidence_age``, else its ``evidence`` and ``history_last_session``)."""
+    if isinstance(record.get(AGE), int):
+        return age_bucket(record[AGE])
     last = record.get(LAST_SESSION)
     return age_bucket(evidence_age(record.get("evidence"), last if isinstance(last, int) else None))
 
@@ -66,7 +79,7 @@ def by_evidence_age(records: list[dict[str, Any]], names: list[str]) -> dict[str
     """results.json ``by_evidence_age``: bucket → {ages, n, <metric>, <metric>_stderr, ...} in
     :data:`BUCKETS` order, then ``unknown``; only the buckets some question falls in. None when no
     record carries evidence (a dataset without session evidence: RULER, PwC)."""
-    if not any(r.get("evidence") for r in records):
+    if not any(r.get("evidence") or r.get("evidence_sessions") for r in records):
         return None
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in records:
