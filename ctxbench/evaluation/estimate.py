@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
-from ctxbench.core.plan import CannotEstimate, PlannedCall, PlannedEmbed, planned
+from ctxbench.core.plan import OUTPUT_SHARE, CannotEstimate, PlannedCall, PlannedEmbed, planned
 from ctxbench.core.types import History, Question, Sample
 
 ESTIMATE_JSON = "estimate.json"
@@ -182,8 +182,10 @@ def tally(items: Iterable[Any], cache: bool) -> dict[str, Any]:
             "rules": rules}
 
 
-def judge_calls(cfg: Any, llm: TokenOnlyLLM, plan: list[tuple[History, list[Question]]]) -> list[PlannedCall]:
-    """questions × judge.runs × panel size judge calls (the judge prompt with the answer at its cap)."""
+def judge_calls(cfg: Any, llm: TokenOnlyLLM, plan: list[tuple[History, list[Question]]],
+                answer_cap: int = 0) -> list[PlannedCall]:
+    """questions × judge.runs × panel size judge calls: the judge prompt with the judged answer taken as
+    :data:`~ctxbench.core.plan.OUTPUT_SHARE` of the answer cap ``answer_cap``."""
     if "llm_judge" not in list(cfg.metrics or []):
         return []
     from ctxbench.metrics.judge import answer_text, get_judge, judged_type
@@ -202,7 +204,8 @@ def judge_calls(cfg: Any, llm: TokenOnlyLLM, plan: list[tuple[History, list[Ques
                 msgs = judge.messages(q.question, answer_text(q.answer), "", qtype)
                 for _ in range(runs):
                     out.append(planned(llm, "judge", msgs, cap, f"judge.{name}", exact=False,
-                                       note="the judged answer's own tokens left out (at most the answer cap)"))
+                                       extra_tokens=int(round(OUTPUT_SHARE * answer_cap)),
+                                       note=f"the judged answer taken as {OUTPUT_SHARE:g} of the answer cap"))
     return out
 
 
@@ -279,7 +282,9 @@ def estimate(cfg: Any, samples: Iterable[Sample], out: Path | None) -> dict[str,
     if llm is None and "llm_judge" in list(cfg.metrics or []):
         llm = token_only_llm(cfg.judge_llm or cfg.llm)
     if llm is not None and "cannot_estimate" not in record:
-        items += judge_calls(cfg, llm, plan)
+        answer_cap = max((c.max_new_tokens for c in items if isinstance(c, PlannedCall) and c.phase == "answer"),
+                         default=0)
+        items += judge_calls(cfg, llm, plan, answer_cap)
     record.update(tally(items, cache))
     record["price"] = price(record["phases"], cfg)
     if out is not None:
