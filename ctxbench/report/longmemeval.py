@@ -180,7 +180,15 @@ def _versus(rec: dict[str, Any]) -> str:
     if rec["kind"] == "ours":
         return f"{rec['metric'] or MISSING}"
     parts = [f"comparable with {Path(r).name}" for r in rec["comparable_with"]]
-    parts += [f"not comparable with {Path(x['run']).name} ({x['why']})" for x in rec["not_comparable"]]
+    groups: dict[str, list[str]] = {}  # the fields that differ → the runs they differ from (the JSON has the values)
+    for x in rec["not_comparable"]:
+        fields = ", ".join(part.split(" ")[0] + (" prompts" if part.startswith("judge prompts") else "")
+                           for part in x["why"].split("; "))
+        groups.setdefault(fields, []).append(Path(x["run"]).name)
+    n_ours = len(rec["comparable_with"]) + len(rec["not_comparable"])
+    parts += [f"not comparable ({fields} differ" + (" from every run below)" if len(runs) == n_ours > 1
+                                                     else f": {', '.join(runs)})")
+              for fields, runs in groups.items()]
     return "; ".join(parts) or "no run of ours found"
 
 
