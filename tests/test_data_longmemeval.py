@@ -54,7 +54,7 @@ def test_the_sample_has_every_type_abstention_and_shared_sessions(lme):
         {"single-session-user", "temporal-reasoning"}  # abstention keeps its type
     assert all(3 <= len(s.history.sessions) <= 4 and all(2 <= len(x.turns) <= 4 for x in s.history.sessions)
                for s in lme)
-    assert distinct_sessions(lme) == {"histories": 13, "session_slots": 39, "distinct_sessions": 19,
+    assert distinct_sessions(lme) == {"histories": 13, "session_slots": 39, "distinct_sessions": 19, "distinct_dated_sessions": 19,
                                       "turn_slots": 80, "distinct_turns": 40, "repeated_session_share": 0.5128}
     # a repeated session is the same session (id, date, turns) in every haystack
     seen = {}
