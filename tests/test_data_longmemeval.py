@@ -54,7 +54,7 @@ def test_the_sample_has_every_type_abstention_and_shared_sessions(lme):
         {"single-session-user", "temporal-reasoning"}  # abstention keeps its type
     assert all(3 <= len(s.history.sessions) <= 4 and all(2 <= len(x.turns) <= 4 for x in s.history.sessions)
                for s in lme)
-    assert distinct_sessions(lme) == {"histories": 13, "session_slots": 39, "distinct_sessions": 19,
+    assert distinct_sessions(lme) == {"histories": 13, "session_slots": 39, "distinct_sessions": 19, "distinct_dated_sessions": 19,
                                       "turn_slots": 80, "distinct_turns": 40, "repeated_session_share": 0.5128}
     # a repeated session is the same session (id, date, turns) in every haystack
     seen = {}
@@ -272,7 +272,7 @@ def test_data_stats_prints_types_and_distinct_sessions_and_download_fails_offlin
     p = run_cli("data", "stats", "longmemeval_sample", env={"HF_HUB_OFFLINE": "1"})
     assert p.returncode == 0, p.stderr[-2000:]
     assert "| temporal-reasoning | temporal-reasoning | 2 |" in p.stdout
-    assert "| 13 | 39 | 19 | 80 | 40 | 51.3% |" in p.stdout
+    assert "| 13 | 39 | 19 | 19 | 80 | 40 | 51.3% |" in p.stdout
     p = run_cli("data", "download", "longmemeval", f"dest={tmp_path}", env={"HF_HUB_OFFLINE": "1"})
     err = p.stderr.strip().splitlines()
     assert p.returncode != 0 and len(err) == 1 and "longmemeval_s_cleaned.json: is a hub file but the hub is offline" \

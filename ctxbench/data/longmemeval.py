@@ -54,6 +54,7 @@ from ctxbench.data.errors import DataError
 from ctxbench.data.invariants import answer_text, check_samples, nonblank
 from ctxbench.data.records import field, iter_json_array, short_repr, short_text
 from ctxbench.data.samples import Samples
+from ctxbench.data.sessions import distinct_sessions  # noqa: F401  (re-exported: data stats, tests)
 from ctxbench.data.sources import downloads_dir, locate
 
 QUESTION_TYPES = ("single-session-user", "single-session-assistant", "single-session-preference",
@@ -273,25 +274,6 @@ def select(samples: Samples, question_types: Iterable[str] | None = None, questi
             raise DataError(samples.source, f"must be >= 0, got {limit}", field="dataset.limit")
         out = out[: int(limit) or None]
     return samples.derive(out)
-
-
-def distinct_sessions(samples: Iterable[Sample]) -> dict[str, Any]:
-    """How much of the haystacks repeats: histories, session slots (sessions over all histories), distinct
-    session ids, turn slots and distinct turns (by turn id), and the share of slots that repeat an earlier one."""
-    histories = slots = turn_slots = 0
-    ids: set[str] = set()
-    turn_ids: set[str] = set()
-    for s in samples:
-        histories += 1
-        for sess in s.history.sessions:
-            slots += 1
-            turn_slots += len(sess.turns)
-            if sess.id not in ids:
-                ids.add(sess.id)
-                turn_ids.update(t.id for t in sess.turns)
-    return {"histories": histories, "session_slots": slots, "distinct_sessions": len(ids),
-            "turn_slots": turn_slots, "distinct_turns": len(turn_ids),
-            "repeated_session_share": round(1 - len(ids) / slots, 4) if slots else 0.0}
 
 
 @register("dataset", "longmemeval", aliases=("longmemeval_sample",))

@@ -35,7 +35,7 @@ def dataset_stats(samples: list[Sample]) -> dict[str, Any]:
         "quirks": dict(getattr(samples, "quirks", {}) or {}),
     }
     if any(q.meta.get("evidence_sessions") is not None for s in samples for q in s.questions):
-        from ctxbench.data.longmemeval import distinct_sessions  # haystacks drawn from one pool (LongMemEval)
+        from ctxbench.data.sessions import distinct_sessions  # haystacks drawn from one pool (LongMemEval)
 
         out["distinct"] = distinct_sessions(samples)
     return out
@@ -52,10 +52,11 @@ def format_stats(name: str, st: dict[str, Any]) -> str:
         lines += [f"| **all** | | {st['questions']} |", ""]
     if st.get("distinct"):
         d = st["distinct"]
-        lines += ["| histories | session slots | distinct sessions | turn slots | distinct turns | repeated session share |",
-                  "|---:|---:|---:|---:|---:|---:|",
-                  f"| {d['histories']} | {d['session_slots']} | {d['distinct_sessions']} | {d['turn_slots']} | "
-                  f"{d['distinct_turns']} | {d['repeated_session_share']:.1%} |", ""]
+        lines += ["| histories | session slots | distinct sessions | distinct dated sessions | turn slots | "
+                  "distinct turns | repeated session share |",
+                  "|---:|---:|---:|---:|---:|---:|---:|",
+                  f"| {d['histories']} | {d['session_slots']} | {d['distinct_sessions']} | {d['distinct_dated_sessions']} | "
+                  f"{d['turn_slots']} | {d['distinct_turns']} | {d['repeated_session_share']:.1%} |", ""]
     if st["quirks"]:
         lines += ["| handled quirk | count |", "|---|---:|"]
         lines += [f"| {k} | {v} |" for k, v in sorted(st["quirks"].items())]

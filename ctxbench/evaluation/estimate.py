@@ -18,8 +18,6 @@ upper bound. A system that cannot say is one line naming it, never a silent 0.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -27,6 +25,7 @@ from typing import Any, Iterable
 
 from ctxbench.core.plan import OUTPUT_SHARE, CannotEstimate, PlannedCall, PlannedEmbed, planned
 from ctxbench.core.types import History, Question, Sample
+from ctxbench.data.sessions import distinct_sessions
 
 ESTIMATE_JSON = "estimate.json"
 PHASES = ("construction", "answer", "judge")
@@ -142,12 +141,6 @@ def planned_questions(samples: Iterable[Sample], limit: int | None) -> list[tupl
     return out
 
 
-def session_key(session: Any) -> str:
-    """A session's identity across histories: its id and its content (date and turns)."""
-    body = json.dumps([session.date, [[t.speaker, t.text] for t in session.turns]], ensure_ascii=False)
-    return f"{session.id}:{hashlib.sha1(body.encode('utf-8')).hexdigest()[:16]}"
-
-
 def tally(items: Iterable[Any], cache: bool) -> dict[str, Any]:
     """Planned calls and embeddings summed: per phase calls, input and output tokens, cache-served calls
     (a key seen before, with ``llm.cache`` on), exact / estimated calls; embeddings requested / distinct."""
@@ -254,10 +247,10 @@ def estimate(cfg: Any, samples: Iterable[Sample], out: Path | None) -> dict[str,
     """The estimate of ``cfg``'s run over ``samples`` (printed by :func:`print_estimate`; written to
     ``out/estimate.json`` when ``out`` is given)."""
     plan = planned_questions(samples, cfg.limit)
-    slots = sum(len(h.sessions) for h, _ in plan)
-    distinct = len({session_key(s) for h, _ in plan for s in h.sessions})
+    shared = distinct_sessions(h for h, _ in plan)  # the one definition (data/sessions.py)
     record: dict[str, Any] = {"histories": len(plan), "questions": sum(len(q) for _, q in plan),
-                              "session_slots": slots, "distinct_sessions": distinct,
+                              "session_slots": shared["session_slots"], "distinct_sessions": shared["distinct_sessions"],
+                              "distinct_dated_sessions": shared["distinct_dated_sessions"],
                               "dataset": str(cfg.dataset.name)}
     method, memory = (cfg[g] if g in cfg else None for g in ("method", "memory"))
     if method:
@@ -286,6 +279,9 @@ def estimate(cfg: Any, samples: Iterable[Sample], out: Path | None) -> dict[str,
                          default=0)
         items += judge_calls(cfg, llm, plan, answer_cap)
     record.update(tally(items, cache))
+    from ctxbench.evaluation.reuse import planned as planned_reuse
+
+    record["reuse"] = planned_reuse((h for h, _ in plan), record)  # results.json reuse's names (evaluation/reuse.py)
     record["price"] = price(record["phases"], cfg)
     if out is not None:
         write_estimate(out, record)
@@ -324,7 +320,9 @@ def print_estimate(record: dict[str, Any], out: Path | None = None) -> None:
     """The estimate as a few lines (stdout)."""
     head = (f"estimate {record['system']} on {record['dataset']}: {record['histories']} histories, "
             f"{record['questions']} questions, {record['session_slots']} session slots, "
-            f"{record['distinct_sessions']} distinct sessions")
+            f"{record['distinct_sessions']} distinct sessions"
+            + (f" ({record['distinct_dated_sessions']} with their dates)"
+               if record.get("distinct_dated_sessions", record["distinct_sessions"]) != record["distinct_sessions"] else ""))
     print(head)
     if record.get("cannot_estimate"):
         print(f"  cannot estimate: {record['cannot_estimate']}")

@@ -82,6 +82,7 @@ def main(cfg: Any) -> dict[str, Any]:
     if report_dates_line(dates):
         print(f"warning: dataset={cfg.dataset.name}: {report_dates_line(dates)}", file=sys.stderr)
     systems, llm, name = build_history_systems(cfg, out)
+    resumed = bool(_answered(out))  # answers written before this process: reuse counts only what follows
     metrics = metrics_of(cfg, llm)  # with a judge LLM: built before any question, so a bad one fails now
     workers, workers_from = resolve_concurrency(cfg.concurrency, llm)
     state = process_state()
@@ -94,6 +95,8 @@ def main(cfg: Any) -> dict[str, Any]:
                              "answers": "in dataset order" if system.answer_writes_state or workers == 1
                              else "in parallel"},
              "llm": llm_record(cfg, llm), "session_dates": dates, **baseline_record(system)}
+    if llm is not None:  # a memory system: work shared across histories (evaluation/reuse.py)
+        extra["reuse"] = reuse_record(cfg, samples, llm, getattr(system, "embedder", None), resumed)
     if protocol is not None:
         extra["protocol"] = protocol_record(protocol)
     results = finalize(out, records, metrics, cfg, "eval", with_cost=True, extra=extra, progress=bool(cfg.progress),
@@ -127,6 +130,14 @@ def answer_all(cfg: Any, systems: HistorySystems, llm: Any, workers: int, sample
     if gathered is None:
         state.wait_for_everyone()
     return gathered
+
+
+def reuse_record(cfg: Any, samples: Any, llm: Any, embedder: Any, resumed: bool) -> dict[str, Any]:
+    """results.json ``reuse`` over the histories this run plans (``limit`` applied as the estimate applies it)."""
+    from ctxbench.evaluation.estimate import planned_questions
+    from ctxbench.evaluation.reuse import measured
+
+    return measured((h for h, _ in planned_questions(samples, cfg.limit)), llm, embedder, resumed)
 
 
 def llm_record(cfg: Any, llm: Any) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ from ctxbench.metrics.base import Metric
 from ctxbench.metrics.corrected import CORRECTED, corrected_block
 from ctxbench.metrics.cost import COST_VERSION, aggregate_cost, judging_per_question
 from ctxbench.metrics import evidence_recall as recall_md, longmemeval_scoring as lme_md
+from ctxbench.evaluation import reuse as reuse_md
 from ctxbench.metrics.evidence_age import by_evidence_age
 from ctxbench.metrics.evidence_recall import evidence_recall
 from ctxbench.metrics.longmemeval_scoring import longmemeval_block
@@ -95,7 +96,8 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     ex = extra or {}
     title = command + (f": {ex['system']}" if ex.get("system") else "")
     title += f" on {ex['dataset']}" if ex.get("dataset") else ""
-    md = results_markdown(results, names, title=title) + lme_md.markdown(lme, names) + recall_md.markdown(recall)
+    md = (results_markdown(results, names, title=title) + lme_md.markdown(lme, names) + recall_md.markdown(recall)
+          + reuse_md.markdown(results.get("reuse")))
     atomic_write_text(out_dir / RESULTS_MD, md)
     return results
 

