@@ -139,3 +139,32 @@ def test_results_json_and_estimate_json_carry_the_reuse_block(tmp_path):
     assert {k: est[k] for k in ("session_slots", "distinct_sessions")} == \
         {k: reuse[k] for k in ("session_slots", "distinct_sessions")}
     assert "**Shared work**" in (tmp_path / "run" / "results.md").read_text()
+
+
+def test_redated_shared_sessions_embed_once_only_without_dates(tmp_path, monkeypatch):
+    """LongMemEval_S dates a shared session anew in each haystack: its dated chunks differ per history, so
+    only memory.embed_dates=false (the reader still sees the date) embeds them once per distinct session."""
+    import test_shared_sessions as me
+    from ctxbench.memory.rag import chunk_turns
+
+    original = me.samples
+
+    def redated():
+        out = []
+        for i, s in enumerate(original()):
+            sessions = [Session(x.id, x.turns, f"2023/0{i + 1}/1{j} (Mon) 10:00") for j, x in enumerate(s.history.sessions)]
+            out.append(Sample(History(s.history.id, sessions, speakers=s.history.speakers), s.questions))
+        return out
+
+    monkeypatch.setattr(me, "samples", redated)
+    cfg = config("rag")
+    bodies = {c[0][c[0].index("] ") + 2:] for s in redated() for sess in s.history.sessions
+              for c in chunk_turns(sess, cfg.chunk_size, cfg.overlap)}
+    queries = {q.question for s in redated() for q in s.questions}
+    dated = CountingEmbedder()
+    run("rag", tmp_path / "dated", embedder=dated)
+    undated = CountingEmbedder()
+    run("rag", tmp_path / "undated", embedder=undated, embed_dates=False)
+    assert sorted(undated.encoded) == sorted(bodies | queries)  # each distinct session's chunks once
+    assert len(dated.encoded) > len(undated.encoded)  # dated: every slot's chunks again
+    assert all(t.startswith("[2023/0") for t in set(dated.encoded) - queries)  # the stored text keeps its date

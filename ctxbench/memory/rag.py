@@ -96,7 +96,7 @@ class RAG(MemorySystem):
             chunks = chunk_turns(session, self.size, self.overlap)
             if not chunks:
                 return
-            embs = self.embed([c[0] for c in chunks])
+            embs = self.embed([self.embedded_text(c[0], session) for c in chunks])
             for (text, ids), e in zip(chunks, embs):
                 self.add_record("chunk", text, {"turns": ids, "session": session.id}, session.date, emb=e)
         else:
@@ -106,6 +106,13 @@ class RAG(MemorySystem):
             text = f"[{session.date}] {r.text.strip()}"
             self.add_record("summary", text, {"session": session.id}, session.date)
 
+    def embedded_text(self, chunk: str, session: Session) -> str:
+        """The text a chunk is embedded as: the chunk as the reader sees it, or without its ``[date]`` head
+        with ``memory.embed_dates=false`` (LongMemEval dates a shared session anew in each haystack, so only
+        an undated chunk is embedded once per distinct session; LongMemEval's own retrieval embeds it so)."""
+        head = f"[{session.date}] " if session.date else ""
+        return chunk[len(head):] if head and not self.cfg.get("embed_dates", True) and chunk.startswith(head) else chunk
+
     def estimate_calls(self, history: History, questions: list[Question]) -> Any:
         """Chunks (embedded, exact texts) or one summary call per session (exact prompts); per question one
         query embedding and one answer holding min(k, items) items of the mean item's tokens (a summary:
@@ -114,7 +121,8 @@ class RAG(MemorySystem):
         count = self.llm.count_tokens
         if self.granularity == "turns":
             texts = [c[0] for s in sessions for c in chunk_turns(s, self.size, self.overlap)]
-            yield PlannedEmbed(tuple(texts), kind="rag.chunk")
+            yield PlannedEmbed(tuple(self.embedded_text(c[0], s) for s in sessions
+                                     for c in chunk_turns(s, self.size, self.overlap)), kind="rag.chunk")
             sizes = [count(t) for t in texts]
         else:
             sizes = []

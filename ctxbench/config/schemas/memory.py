@@ -188,6 +188,7 @@ class RagMemory:
     chunk_size: int = setting(2, 'turns per chunk', POSITIVE)
     overlap: int = setting(0, 'turns shared by consecutive chunks (< chunk_size)', COUNT)
     k: int = setting(10, 'chunks shown to the answering model', POSITIVE)
+    embed_dates: bool = setting(True, "false = embed each chunk without its [session date] head (the answering model still sees it): LongMemEval_S dates a shared session anew in each haystack, so only then is a shared session's chunk embedded once per run (docs/estimate.md)")
     index: str = setting('flat', 'faiss index: flat (exact) | hnsw', choices=('flat', 'hnsw'))
     summary_max_tokens: int = setting(128, 'generation cap of one summary call (construction phase)', POSITIVE)
     max_sessions: int | None = setting(None, 'ingest only the first N sessions (CPU smoke runs); null = all', ge(1, note='null = all'))
