@@ -4,9 +4,10 @@ The system of ``memory=`` is built on a tokenizer-only stand-in (:class:`TokenOn
 tokenizer — ``llm=hf`` the local model's own, ``llm=openai`` its :class:`~ctxbench.llm.token_count.TokenCounter`
 — counting a prompt as the backend would after fitting it to the window; ``chat`` refuses) and an
 embedder that refuses to encode, in a temporary folder; it plans each history with its own
-``estimate_calls`` (:mod:`ctxbench.core.plan`), from the prompt functions it runs with. A method
-(``method=``) is estimated as histories × their prefill tokens (the history as rendered, in the model's
-tokenizer) and one answer call per question. ``llm_judge`` adds questions × ``judge.runs`` × panel
+``estimate_calls`` (:mod:`ctxbench.core.plan`), from the prompt functions it runs with (under
+``task=compression`` set to the task's ratio first). A method (``method=``) is estimated as histories ×
+their prefill tokens (the history as rendered, in the model's tokenizer; a fixed-KV-cache method exactly,
+with its prompt frame and one forward call per segment) and one answer call per question. ``llm_judge`` adds questions × ``judge.runs`` × panel
 size judge calls (adversarial questions are not judged).
 
 What it prints and writes (``estimate.json`` in the run folder, atomically): histories, questions,
@@ -203,8 +204,16 @@ def judge_calls(cfg: Any, llm: TokenOnlyLLM, plan: list[tuple[History, list[Ques
 
 
 def method_calls(cfg: Any, plan: list[tuple[History, list[Question]]]) -> tuple[list[PlannedCall], dict[str, Any]]:
-    """A compression method: each history prefilled once (its tokens as rendered), one answer per question."""
+    """A compression method: each history prefilled once (its tokens as rendered), one answer per question.
+
+    A fixed-KV-cache method (``FixedKVMethod``: full_cache, streamingllm, h2o, snapkv, pyramidkv) exactly
+    as it runs: the answer prompt's text before the context plus the rendered history, streamed
+    ``method.segment_len`` tokens a forward call (one call under ``task=compression`` with the whole
+    prefill), and per question the prompt's text after the context (:func:`ctxbench.methods.kv_prompt.qa_frame`).
+    Other methods: the rendered history once, the question's prompt per answer (a rule)."""
+    from ctxbench.core import registry
     from ctxbench.core.render import render_history
+    from ctxbench.evaluation.protocol import protocol_of
     from ctxbench.qa import get_prompt
 
     tok = hf_tokenizer(cfg.model)
@@ -214,9 +223,24 @@ def method_calls(cfg: Any, plan: list[tuple[History, list[Question]]]) -> tuple[
 
     prompt = get_prompt(cfg.qa_prompt)
     cap = prompt.cap(cfg.method.get("max_new_tokens"))
+    from ctxbench.methods.kv_cache import FixedKVMethod
+
+    fixed_kv = issubclass(registry.get("method", str(cfg.method.name)), FixedKVMethod)
+    protocol = protocol_of(cfg)
     calls = []
     for h, qs in plan:
         text = render_history(h, "locomo") if h.sessions else h.text
+        if fixed_kv:
+            from ctxbench.methods.kv_prompt import qa_frame
+
+            n = count(qa_frame(tok, prompt, None, list(h.speakers))[0] + text)
+            seg = n if protocol is not None and protocol.prefill == "whole" else int(cfg.method.segment_len)
+            for start in range(0, n, max(1, seg)):
+                calls.append(PlannedCall("construction", min(seg, n - start), 0, None, True, "method.prefill"))
+            for q in qs:
+                after = qa_frame(tok, prompt, q, list(h.speakers))[1]
+                calls.append(PlannedCall("answer", count(after), cap, None, True, "method.answer"))
+            continue
         calls.append(PlannedCall("construction", count(text), 0, None, True, "method.prefill"))
         for q in qs:
             msgs = prompt.messages(q, "", h.speakers)
@@ -225,16 +249,20 @@ def method_calls(cfg: Any, plan: list[tuple[History, list[Question]]]) -> tuple[
     return calls, {"model": str(cfg.model.name)}
 
 
-def memory_calls(mem: Any, prompt: Any, llm: Any, plan: list[tuple[History, list[Question]]]) -> Iterable[Any]:
+def memory_calls(mem: Any, prompt: Any, llm: Any, plan: list[tuple[History, list[Question]]],
+                 protocol: Any = None) -> Iterable[Any]:
     """Every planned item of the memory system ``mem`` (its config) answering with ``prompt`` over the plan's
-    histories, counted by ``llm`` (a fresh system per history, as eval builds them)."""
+    histories, counted by ``llm`` (a fresh system per history, as eval builds them; under ``task=compression``
+    set to the ``protocol``'s ratio, as eval sets it)."""
     from ctxbench.core.registry import build
+    from ctxbench.evaluation.protocol import prepare
 
     with tempfile.TemporaryDirectory(prefix="ctxbench-estimate-") as tmp:
         embedder = NoEmbedder() if mem.get("needs_embedder") else None
         for i, (h, qs) in enumerate(plan):
             system = build("memory", mem, llm=llm, embedder=embedder, workdir=Path(tmp) / str(i))
             system.use_prompt(prompt)
+            prepare(system, protocol, f"memory={mem.name}")
             if hasattr(system, "reset"):
                 system.reset()
             try:
@@ -268,7 +296,9 @@ def estimate(cfg: Any, samples: Iterable[Sample], out: Path | None) -> dict[str,
         try:
             from ctxbench.qa import get_prompt
 
-            items = list(memory_calls(memory, get_prompt(cfg.qa_prompt), llm, plan))
+            from ctxbench.evaluation.protocol import protocol_of
+
+            items = list(memory_calls(memory, get_prompt(cfg.qa_prompt), llm, plan, protocol_of(cfg)))
         except CannotEstimate as e:
             record["cannot_estimate"] = str(e)
             items = []

@@ -126,9 +126,11 @@ class Mem0(MemorySystem):
         """Per message pair one extraction call (exact but for the running summary, assumed
         :meth:`output_tokens` of its cap once the first session is summarised), per session one summary
         call; the update calls depend on how many facts extraction returns: ``estimate_facts_per_pair``
-        facts per pair (a documented assumption), each embedded, each but the first per store decided
-        by one update call showing min(s, facts so far) memories of the mean fact's tokens (a fact:
-        its pair's mean turn tokens). Per question one answer over min(k, facts) facts per store."""
+        facts per pair (an assumption, not a measurement: docs/estimate.md), each embedded, each but the
+        first per store decided by one update call showing min(s, facts so far) memories of the mean
+        fact's tokens (a fact: its pair's mean turn tokens). Per question one answer over min(k, facts)
+        facts per store. A subclass adds its own calls per pair (:meth:`estimate_pair`) and context per
+        answer (:meth:`estimate_context`); :attr:`estimates_facts` false leaves the fact pipeline out."""
         sessions = self.limit(history)
         self._speakers = list(history.speakers) or list(dict.fromkeys(t.speaker for s in sessions for t in s.turns))
         self._sessions = sessions
@@ -141,14 +143,15 @@ class Mem0(MemorySystem):
         for si, s in enumerate(sessions):
             for ti in range(0, len(s.turns), 2):
                 pair = s.turns[ti:ti + 2]
-                msgs = P.extract_messages("", render_turns(self._recent(si, ti)), s.date, render_turns(pair))
-                extra = summary_toks if summarised else 0
-                yield planned(self.llm, "construction", msgs, self.cfg.extract_max_tokens, "mem0.extract",
-                              schema=schema, exact=not summarised, extra_tokens=extra,
-                              note=f"the running summary assumed {summary_toks} tokens" if summarised else "")
-                tok = sum(count(f"{t.speaker}: {t.text}") for t in pair) / max(1, len(pair))
-                owed += per_pair
-                while owed >= 1.0:  # this pair's facts (a fractional rate carried to the next pairs)
+                if self.estimates_facts:
+                    msgs = P.extract_messages("", render_turns(self._recent(si, ti)), s.date, render_turns(pair))
+                    extra = summary_toks if summarised else 0
+                    yield planned(self.llm, "construction", msgs, self.cfg.extract_max_tokens, "mem0.extract",
+                                  schema=schema, exact=not summarised, extra_tokens=extra,
+                                  note=f"the running summary assumed {summary_toks} tokens" if summarised else "")
+                    tok = sum(count(f"{t.speaker}: {t.text}") for t in pair) / max(1, len(pair))
+                    owed += per_pair
+                while self.estimates_facts and owed >= 1.0:  # this pair's facts (a fractional rate carried on)
                     owed -= 1.0
                     yield PlannedEmbed(unknown=1, kind="mem0.fact")
                     if facts >= stores:  # the first fact of each store is added without a decision
@@ -157,10 +160,11 @@ class Mem0(MemorySystem):
                         msgs = P.update_messages([(str(j), "") for j in range(n)], "")
                         yield planned(self.llm, "construction", msgs, self.cfg.update_max_tokens, "mem0.update",
                                       exact=False, extra_tokens=int(round(mean * (n + 1))),
-                                      note=f"estimate_facts_per_pair={per_pair:g}; {n} memories x {mean:.1f} "
-                                           "mean fact tokens")
+                                      note=f"estimate_facts_per_pair={per_pair:g} (assumed); {n} memories x "
+                                           f"{mean:.1f} mean fact tokens")
                     facts += 1
                     fact_tokens.append(tok)
+                yield from self.estimate_pair(s, pair)
             if self.cfg.summary:
                 msgs = P.summary_messages("", s.date, render_turns(s.turns))
                 yield planned(self.llm, "construction", msgs, self.cfg.summary_max_tokens, "mem0.summary",
@@ -171,8 +175,23 @@ class Mem0(MemorySystem):
         for q in questions:
             yield PlannedEmbed((q.question,), kind="mem0.query")
             n = min(self.k * stores, int(facts))
-            yield self.planned_answer(q, int(round(mean * n)) + 4 * n,
-                                      f"min(k x {stores} stores, {int(facts)} facts) x {mean:.1f} mean fact tokens")
+            more, rule = self.estimate_context(q)
+            facts_rule = f"min(k x {stores} stores, {int(facts)} facts) x {mean:.1f} mean fact tokens"
+            yield self.planned_answer(q, int(round(mean * n)) + 4 * n + more,
+                                      f"{facts_rule}{'; ' + rule if rule else ''}" if self.estimates_facts else rule)
+
+    @property
+    def estimates_facts(self) -> bool:
+        """The estimate plans the fact pipeline (extraction, updates, facts in the answer)."""
+        return True
+
+    def estimate_pair(self, session: Any, pair: list[Turn]) -> Any:
+        """Planned items a subclass adds per message pair (Mem0: none)."""
+        return iter(())
+
+    def estimate_context(self, question: Question) -> tuple[int, str]:
+        """(tokens, rule) of answer context a subclass adds to the facts (Mem0: none)."""
+        return 0, ""
 
     # ---- the two phases ------------------------------------------------------------------------
     def extract(self, recent: str, date: str, new: str) -> list[str]:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxbench.core.plan import PlannedEmbed, planned
 from ctxbench.core.registry import register
 from ctxbench.core.types import History, Question
 
@@ -54,14 +55,6 @@ def norm_relation(s: str) -> str:
 @register("memory", "mem0g")
 class Mem0g(Mem0):
     name = "mem0g"
-
-    def estimate_calls(self, history: History, questions: list[Question]) -> Any:
-        """Mem0g adds entity, relation and conflict calls whose number depends on what each extraction
-        returns: no estimate (Mem0's would leave them out)."""
-        from ctxbench.core.plan import CannotEstimate
-
-        raise CannotEstimate("memory=mem0g: no estimate (its graph calls per pair depend on the entities and "
-                             "relations each extraction returns; memory=mem0 estimates the fact pipeline)")
 
     def __init__(self, cfg: Any, **deps: Any) -> None:
         super().__init__(cfg, **deps)
@@ -195,6 +188,70 @@ class Mem0g(Mem0):
         for key in dict.fromkeys(out["outdated"]):  # the schema's enum: only ids that were shown
             self.graph.invalidate(idmap[key].id, date, step=step)
             self.counts["edges_invalidated"] += 1
+
+    # ---- the estimate (eval estimate=true) ---------------------------------------------------------
+    @property
+    def estimates_facts(self) -> bool:
+        return bool(self.use_facts)
+
+    def estimate_calls(self, history: History, questions: list[Question]) -> Any:
+        """Mem0's plan (:meth:`Mem0.estimate_calls`: facts with ``use_facts``, the running summary) and
+        per message pair the graph's calls (:meth:`estimate_pair`); the answer adds min(k_graph, edges)
+        relations (:meth:`estimate_context`)."""
+        sessions = self.limit(history)
+        self._est_edges = 0.0
+        self._est_date = next((s.date for s in sessions if s.date), "")
+        text = " ".join(t.text for s in sessions for t in s.turns)
+        self._est_word = self.llm.count_tokens(text) / max(1, len(text.split()))
+        yield from super().estimate_calls(history, questions)
+
+    def _est_sizes(self) -> tuple[int, int]:
+        """(an entity name's, a relation line's) assumed tokens: a name two words, a relation line two names
+        and a two-word relation, a word the history's mean tokens per word."""
+        name = max(1, round(2 * self._est_word))
+        return name, 2 * name + max(1, round(2 * self._est_word))
+
+    def estimate_pair(self, session: Any, pair: list) -> Any:
+        """One pair's graph calls (:meth:`add_graph`): the entity call (exact: the pair and its date); with
+        ``estimate_entities_per_pair`` > 0 the relation call (the entity list assumed that many names);
+        with ``estimate_relations_per_pair`` > 0 too, from the second such pair on one conflict call showing
+        min(max_conflict_edges, edges so far) edges, the edges so far counted as that many per pair (no
+        duplicates, every edge near an extracted entity: an upper bound). Embeddings: the entities
+        (neighbourhood), the new nodes' names and the triplets, all model output."""
+        ents = float(self.cfg.estimate_entities_per_pair)
+        rels = float(self.cfg.estimate_relations_per_pair)
+        name, line = self._est_sizes()
+        text = render_turns(pair)
+        yield planned(self.llm, "construction", P.entity_messages(session.date, text), self.cfg.entity_max_tokens,
+                      "mem0g.entities", schema=P.entities_schema(self.cfg.max_entities))
+        if ents <= 0:
+            return
+        note = (f"estimate_entities_per_pair={ents:g}, estimate_relations_per_pair={rels:g} (assumed); a name "
+                f"{name} tokens, a relation {line}")
+        yield planned(self.llm, "construction", P.relation_messages(session.date, text, []),
+                      self.cfg.relation_max_tokens, "mem0g.relations", exact=False, note=note,
+                      extra_tokens=int(round(ents * (name + 1))))
+        if rels <= 0:
+            return
+        shown = min(int(self.max_conflict_edges), int(self._est_edges))
+        if shown:
+            msgs = P.conflict_messages([(str(j), "") for j in range(shown)], [""] * max(1, round(rels)))
+            yield planned(self.llm, "construction", msgs, self.cfg.conflict_max_tokens, "mem0g.conflicts",
+                          exact=False, extra_tokens=int(round((shown + rels) * line)),
+                          note=f"{shown} edges shown (min(max_conflict_edges, {rels:g} per pair so far)); {note}")
+        yield PlannedEmbed(unknown=int(round(ents + min(ents, 2 * rels) + rels)), kind="mem0g.graph")
+        self._est_edges += rels
+
+    def estimate_context(self, question: Question) -> tuple[int, str]:
+        """min(k_graph, edges) relation lines under their heading (an edge line: the relation and
+        its interval, dated with the history's first date), then the facts under theirs."""
+        n = min(int(self.k_graph), int(self._est_edges))
+        if not n:
+            return 0, ""
+        count = self.llm.count_tokens
+        line = self._est_sizes()[1] + count(f"- x ({'since ' + self._est_date})") - count("x")
+        heads = count("Relations (current):") + (count("Facts:") + 2 if self.use_facts else 0)
+        return heads + n * line, f"min(k_graph, {int(self._est_edges)} edges) x {line} relation-line tokens"
 
     # ---- retrieval -------------------------------------------------------------------------------
     def seed_nodes(self, question: str) -> list[int]:

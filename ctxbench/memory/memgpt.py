@@ -46,6 +46,7 @@ import re
 from typing import Any
 
 from ctxbench.core.errors import ConfigError
+from ctxbench.core.plan import PlannedEmbed, planned
 from ctxbench.qa.forms import question_text
 from ctxbench.core.registry import register
 from ctxbench.core.types import History, Prediction, Question, Session
@@ -160,14 +161,19 @@ class MemGPT(MemorySystem):
     def fifo_size(self) -> int:
         return sum(int(m["tokens"]) for m in self.fifo)
 
-    def apply(self, step: tuple[int, int | None], i: int) -> None:
+    def message(self, step: tuple[int, int | None]) -> tuple[str, str, str]:
+        """(text, turn id, kind) of the message step ``step`` puts into the FIFO: a session start is a
+        dated event, a turn its speaker and text."""
         si, ti = step
         s = self._sessions[si]
         if ti is None:
-            text, tid, kind = f"[new session: {s.date or s.id}]", "", "event"
-        else:
-            t = s.turns[ti]
-            text, tid, kind = (f"{t.speaker}: {t.text}" if t.speaker else t.text), t.id, "turn"
+            return f"[new session: {s.date or s.id}]", "", "event"
+        t = s.turns[ti]
+        return (f"{t.speaker}: {t.text}" if t.speaker else t.text), t.id, "turn"
+
+    def apply(self, step: tuple[int, int | None], i: int) -> None:
+        s = self._sessions[step[0]]
+        text, tid, kind = self.message(step)
         rid = self.add_record("message", text, {"turn": tid, "session": s.id, "date": s.date}, s.date, index=False)
         dated = f"[{s.date}] {text}" if s.date and kind == "turn" else text
         self.store.conn.execute(f"INSERT INTO {FTS_TABLE}(text, hid, rid) VALUES (?,?,?)", (dated, self.hid, rid))
@@ -212,10 +218,7 @@ class MemGPT(MemorySystem):
 
     def flush(self) -> None:
         """Queue manager: evict the oldest messages (they stay in recall storage), summarise recursively."""
-        target = (1.0 - self.evict_frac) * self.fifo_tokens
-        evicted: list[dict[str, Any]] = []
-        while self.fifo and self.fifo_size() > target:
-            evicted.append(self.fifo.pop(0))
+        evicted = self.evict()
         if not evicted:
             return
         r = self.llm.chat(P.summary_messages(self.summary, self.render(evicted), self.summary_words),
@@ -234,6 +237,14 @@ class MemGPT(MemorySystem):
         self.counts["evicted_messages"] += len(evicted)
         self.warned = False
 
+    def evict(self) -> list[dict[str, Any]]:
+        """Pop the oldest FIFO messages until ``evict_frac`` of ``fifo_tokens`` is free; the evicted ones."""
+        target = (1.0 - self.evict_frac) * self.fifo_tokens
+        evicted: list[dict[str, Any]] = []
+        while self.fifo and self.fifo_size() > target:
+            evicted.append(self.fifo.pop(0))
+        return evicted
+
     @staticmethod
     def render(msgs: list[dict[str, Any]]) -> str:
         """Messages as lines; a leading turn gets its session date so the FIFO stays dated."""
@@ -249,6 +260,75 @@ class MemGPT(MemorySystem):
         recs = self.store.records(self.hid)
         state = sum(self.llm.count_tokens(x) for x in (self.working, self.summary) if x)
         return len(recs), sum(self.llm.count_tokens(r.text) for r in recs) + state
+
+    # ---- the estimate (eval estimate=true) ---------------------------------------------------------
+    def estimate_calls(self, history: History, questions: list[Question]) -> Any:
+        """The queue replayed message by message (:meth:`message`, :meth:`evict`: what :meth:`apply` does),
+        so the memory-pressure warnings and flushes fall where they will (exact: the FIFO is a pure
+        function of the history). Each flush one summary call (exact for the first; later ones show the
+        previous summary, assumed :meth:`output_tokens` of its cap). Each warning
+        min(``estimate_pressure_calls``, ``pressure_steps``) calls: saves to archival memory, then ``done``
+        (the first call of the first warning exact; each later call shows the earlier ones, a call assumed
+        :meth:`output_tokens` of ``step_max_tokens``; the working context assumed unedited). Per question
+        min(``estimate_answer_steps``, ``max_steps``) function calls: searches, then ``send_message`` (a
+        search result assumed :meth:`output_tokens` of ``result_max_tokens``), no fallback answer; at most
+        ``max_steps`` calls and the fallback. Archival embeddings: each save, each evicted turn with
+        ``archive_evicted`` (exact texts), each search query."""
+        steps = self.steps(history)
+        summary_toks = self.output_tokens(self.cfg.summary_max_tokens)
+        call_toks = self.output_tokens(self.step_max_tokens)
+        result_toks = self.output_tokens(self.result_max_tokens)
+        n_pressure = min(int(self.cfg.estimate_pressure_calls), self.pressure_steps)
+        n_answer = max(1, min(int(self.cfg.estimate_answer_steps), self.max_steps))
+        saved = "OK. Saved to archival memory."
+        self.fifo, self.summary, self.warned = [], "", False
+        summarised, warned_before = False, False
+        for step in steps:
+            text, _, kind = self.message(step)
+            date = self._sessions[step[0]].date
+            self.fifo.append({"text": text, "date": date, "kind": kind, "tokens": self.llm.count_tokens(text)})
+            if not self.warned and self.fifo_size() > self.warn_frac * self.fifo_tokens:
+                self.warned = True
+                base = P.pressure_messages(self.working, "", self.render(self.fifo), self.pressure_steps)
+                for k in range(n_pressure):
+                    exact = k == 0 and not (summarised or warned_before)
+                    msgs = base + [m for j in range(k) for m in (
+                        {"role": "assistant", "content": ""},
+                        P.result_message("archival_memory_insert", saved, self.pressure_steps - j - 1))]
+                    extra = k * call_toks + (summary_toks if summarised else 0)
+                    yield planned(self.llm, "construction", self.fit(msgs), self.step_max_tokens,
+                                  "memgpt.pressure", schema=P.pressure_schema(), exact=exact, extra_tokens=extra,
+                                  note=f"{n_pressure} calls per warning (estimate_pressure_calls): saves, then "
+                                       f"done; a call {call_toks} tokens, the summary {summary_toks}")
+                if n_pressure > 1:
+                    yield PlannedEmbed(unknown=n_pressure - 1, kind="memgpt.archival_insert")
+                warned_before = warned_before or n_pressure > 0
+            if self.fifo_size() > self.fifo_tokens:
+                evicted = self.evict()
+                if evicted:
+                    msgs = P.summary_messages("", self.render(evicted), self.summary_words)
+                    yield planned(self.llm, "construction", msgs, self.cfg.summary_max_tokens, "memgpt.summary",
+                                  exact=not summarised, extra_tokens=summary_toks if summarised else 0,
+                                  note=f"the previous summary assumed {summary_toks} tokens" if summarised else "")
+                    summarised = True
+                    if self.archive_evicted:
+                        yield PlannedEmbed(tuple(f"[{m['date']}] {m['text']}" if m["date"] else m["text"]
+                                                 for m in evicted if m["kind"] == "turn"), kind="memgpt.evicted")
+                self.warned = False
+        rule = (f"{n_answer} calls per question (estimate_answer_steps): searches, then send_message; a call "
+                f"{call_toks} tokens, a result {result_toks}" + (f", the summary {summary_toks}" if summarised else ""))
+        for q in questions:
+            base = self.main_context(q, self.working)
+            for k in range(n_answer):
+                msgs = base + [m for j in range(k) for m in (
+                    {"role": "assistant", "content": ""},
+                    P.result_message("archival_memory_search", "", self.max_steps - j - 1))]
+                yield planned(self.llm, "answer", self.fit(msgs), self.step_max_tokens, "memgpt.function_call",
+                              schema=P.call_schema(), exact=k == 0 and not (summarised or warned_before),
+                              extra_tokens=k * (call_toks + result_toks) + (summary_toks if summarised else 0),
+                              note=rule)
+            if n_answer > 1:
+                yield PlannedEmbed(unknown=n_answer - 1, kind="memgpt.search_query")
 
     # ---- recall and archival search ---------------------------------------------------------------
     def archival_search(self, query: str, page: int = 0) -> list[str]:

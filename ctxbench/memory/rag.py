@@ -133,11 +133,18 @@ class RAG(MemorySystem):
                 sizes.append(count(f"[{s.date}] ") + self.output_tokens(self.cfg.summary_max_tokens))
             yield PlannedEmbed(unknown=len(sessions), kind="rag.summary")
         mean = sum(sizes) / len(sizes) if sizes else 0.0
+        shown = min(int(self.k), len(sizes))
+        context = int(round(mean * shown)) + max(0, shown - 1)
+        rule = f"min(k={self.k}, {len(sizes)} items) x {mean:.1f} mean item tokens"
+        if self._ratio is not None:  # task=compression: cut to the history's budget (:meth:`ingest`)
+            from ctxbench.core.render import render_history
+
+            budget = ratio_budget(self._ratio, int(self.llm.count_tokens(render_history(history, "locomo"))))
+            context = min(context, budget)
+            rule += f", at most ceil((1 - {self._ratio:g}) x history tokens)"
         for q in questions:
             yield PlannedEmbed((q.question,), kind="rag.query")
-            shown = min(int(self.k), len(sizes))
-            yield self.planned_answer(q, int(round(mean * shown)) + max(0, shown - 1),
-                                      f"min(k={self.k}, {len(sizes)} items) x {mean:.1f} mean item tokens")
+            yield self.planned_answer(q, context, rule)
 
     def retrieve(self, question: Question) -> str:
         hits = [r.text for r, _ in self.search(question.question, self.k)]

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxbench.core.errors import ConfigError
+from ctxbench.core.plan import planned
 from ctxbench.qa.forms import question_text
 from ctxbench.core.registry import register
 from ctxbench.core.types import History, Prediction, Question
@@ -117,6 +118,17 @@ class ReadAgent(MemorySystem):
 
     def paginate(self, i: int) -> int:
         """End (exclusive) of the page starting at paragraph ``i``: LLM-chosen among the labels."""
+        end, msgs, labels = self.offer(i, self._prev_start(i) if i > 0 else None)
+        if end is not None:
+            return end
+        got = self.call(msgs, P.break_schema(labels), kind="break", max_new_tokens=self.cfg.break_max_tokens)
+        self.counts["pagination_calls"] += 1
+        return labels[-1] if got is None else int(got["break"])
+
+    def offer(self, i: int, prev_start: int | None) -> tuple[int | None, list[dict[str, str]], list[int]]:
+        """What pagination offers from paragraph ``i`` (the previous page starting at ``prev_start``):
+        (the end when no choice is left — one label, or a short rest — else None; the pagination
+        prompt; the labels). A pure function of the paragraphs (the estimate plans with it too)."""
         N = len(self._paras)
         passage, labels, used, j = [self._paras[i][0]], [], self._tok[i], i + 1
         while j < N and used + self._tok[j] <= self.max_page:
@@ -129,18 +141,15 @@ class ReadAgent(MemorySystem):
         passage.append(f"<{j}>")
         labels.append(j)
         if j == N and used <= max(self.tail, 0) or len(labels) == 1:
-            return j
+            return j, [], labels
         preceding = ""
-        if i > 0:
-            prev = "\n".join(p for p, _ in self._paras[self._prev_start(i):i]).split("\n")
+        if prev_start is not None:
+            prev = "\n".join(p for p, _ in self._paras[prev_start:i]).split("\n")
             if self.preceding is not None:
                 prev = self._clip_end(prev, int(self.preceding))
             preceding = "\n".join(prev)
         following = self._paras[j][0] if j < N else ""
-        got = self.call(P.pagination_messages(preceding, "\n".join(passage), following), P.break_schema(labels),
-                        kind="break", max_new_tokens=self.cfg.break_max_tokens)
-        self.counts["pagination_calls"] += 1
-        return j if got is None else int(got["break"])
+        return None, P.pagination_messages(preceding, "\n".join(passage), following), labels
 
     def _prev_start(self, i: int) -> int:
         pages = self.store.records(self.hid, "page")
@@ -155,6 +164,57 @@ class ReadAgent(MemorySystem):
             out.append(line)
             used += n
         return list(reversed(out))
+
+    # ---- the estimate (eval estimate=true) ---------------------------------------------------------
+    BREAK_RULE = "the break assumed at the middle label offered (labels[len // 2])"
+
+    def estimate_calls(self, history: History, questions: list[Question]) -> Any:
+        """Pagination replayed with :meth:`offer` (the prompts :meth:`paginate` sends): a page whose end
+        is forced (one label, or a rest within ``tail_tokens``) makes no pagination call; otherwise one
+        call, its break assumed at the middle label offered. Prompts are exact while every earlier break
+        was forced (then they are a pure function of the history); after the first chosen break they
+        follow the rule. One gist call per page (its prompt the page's text). A gist as shown later is
+        assumed min(:meth:`output_tokens` of its cap, the page's tokens). Per question one look-up call
+        over every page's gist and one answer over the gists with min(max_lookups, pages) pages of the
+        mean page's tokens in full (the model assumed to use every look-up: an upper bound), each cut
+        to the room :meth:`memory_text` has."""
+        self.steps(history)
+        count = self.llm.count_tokens
+        half_gist = self.output_tokens(self.cfg.gist_max_tokens)
+        blocks: list[int] = []  # tokens of each page's block as a gist (header + assumed gist + newline)
+        full: list[int] = []  # tokens of each page's block in full
+        start, prev, settled, N = 0, None, True, len(self._paras)
+        while start < N:
+            end, msgs, labels = self.offer(start, prev)
+            chosen = end is None
+            if chosen:
+                yield planned(self.llm, "construction", msgs, self.cfg.break_max_tokens, "readagent.break",
+                              schema=P.break_schema(labels), exact=settled,
+                              note="" if settled else self.BREAK_RULE)
+                end = labels[len(labels) // 2]
+            text = "\n".join(p for p, _ in self._paras[start:end])
+            settled = settled and not chosen
+            yield planned(self.llm, "construction", P.gist_messages(text), self.cfg.gist_max_tokens,
+                          "readagent.gist", exact=settled, note="" if settled else self.BREAK_RULE)
+            head = count(self.block(len(blocks), self._paras[start][1], "")) + 1
+            blocks.append(head + min(half_gist, count(text)))
+            full.append(head + count(text))
+            prev, start = start, end
+        n = min(self.max_lookups, len(blocks))
+        extra = (sum(full) - sum(blocks)) / len(blocks) * n if blocks else 0.0
+        rule = (f"{len(blocks)} gists of min({half_gist}, page) tokens + {n} looked-up pages in full "
+                f"(mean page {sum(full) / max(1, len(full)):.1f} tokens); pages: {self.BREAK_RULE}")
+        for q in questions:
+            qtext = question_text(q)
+            if self.max_lookups and blocks:
+                mt = self.cfg.lookup_max_tokens
+                empty = P.lookup_messages("", qtext, self.max_lookups)
+                yield planned(self.llm, "answer", empty, mt, "readagent.lookup",
+                              schema=P.pages_schema(len(blocks), self.max_lookups), exact=False,
+                              extra_tokens=max(0, min(sum(blocks), self._room(empty, mt))),
+                              note=f"{len(blocks)} gists of min({half_gist}, page) tokens")
+            room = self._room(self.answer_messages("", q), self.answer_max_tokens())
+            yield self.planned_answer(q, max(0, min(int(round(sum(blocks) + extra)), room)), rule)
 
     # ---- lookup and answer -------------------------------------------------------------------------
     def pages(self) -> list[tuple[str, str, str]]:
