@@ -40,7 +40,7 @@ from ctxbench.data.categories import (ADVERSARIAL_GOLD, LOCOMO10_IDS, LOCOMO_CAT
 from ctxbench.data.errors import DataError
 from ctxbench.data.invariants import answer_text, check_samples, nonblank
 from ctxbench.data.records import field, read_json, short_repr, short_text
-from ctxbench.data.samples import Samples
+from ctxbench.data.samples import Samples, keep_histories
 from ctxbench.data.sources import locate
 
 SESSION_KEY = re.compile(r"session_(\d+)$")
@@ -247,13 +247,7 @@ def select(samples: Samples, conversations: Iterable[str] | None = None,
     n_sessions = check_sessions(sessions, samples.source)
     out = list(samples)
     if conversations:
-        wanted = [str(c) for c in conversations]
-        have = {s.history.id for s in out}
-        missing = [c for c in wanted if c not in have]
-        if missing:
-            raise DataError(samples.source, f"unknown conversation(s) {missing}; available: {sorted(have)}",
-                            field="dataset.conversations")
-        out = [s for s in out if s.history.id in set(wanted)]
+        out = keep_histories(out, conversations, samples.source, "dataset.conversations", "conversation(s)")
     if n_sessions is not None:
         out = cut_sessions(out, n_sessions, samples.source)
     cats = parse_categories(categories)

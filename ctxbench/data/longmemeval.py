@@ -53,7 +53,7 @@ from ctxbench.data.dates import parse_session_date
 from ctxbench.data.errors import DataError
 from ctxbench.data.invariants import answer_text, check_samples, nonblank
 from ctxbench.data.records import field, iter_json_array, short_repr, short_text
-from ctxbench.data.samples import Samples
+from ctxbench.data.samples import Samples, keep_histories
 from ctxbench.data.sessions import distinct_sessions  # noqa: F401  (re-exported: data stats, tests)
 from ctxbench.data.sources import downloads_dir, locate
 
@@ -252,13 +252,7 @@ def select(samples: Samples, question_types: Iterable[str] | None = None, questi
     if isinstance(questions, str):
         questions = [questions]
     if questions:
-        wanted = [str(q) for q in questions]
-        have = {s.history.id for s in out}
-        missing = [q for q in wanted if q not in have]
-        if missing:
-            raise DataError(samples.source, f"unknown question id(s) {missing[:5]}{' ...' if len(missing) > 5 else ''}",
-                            field="dataset.questions")
-        out = [s for s in out if s.history.id in set(wanted)]
+        out = keep_histories(out, questions, samples.source, "dataset.questions", "question id(s)")
     if isinstance(question_types, str):
         question_types = [question_types]
     if question_types:

@@ -10,8 +10,23 @@ from collections import Counter
 from typing import Any, Iterable
 
 from ctxbench.core.types import Sample
+from ctxbench.data.errors import DataError
 
 log = logging.getLogger(__name__)
+
+
+def keep_histories(samples: list[Sample], wanted: Iterable[Any], source: str, field: str, what: str) -> list[Sample]:
+    """The samples whose history id is in ``wanted`` (a dataset's ``conversations=`` / ``questions=``);
+    an id the data does not have fails in one line naming ``field`` (the ids available listed when few)."""
+    ids = [str(w) for w in wanted]
+    have = {s.history.id for s in samples}
+    missing = [i for i in ids if i not in have]
+    if missing:
+        shown = f"{missing[:5]}{' ...' if len(missing) > 5 else ''}"
+        raise DataError(source, f"unknown {what} {shown}" + (f"; available: {sorted(have)}" if len(have) <= 20 else ""),
+                        field=field)
+    keep = set(ids)
+    return [s for s in samples if s.history.id in keep]
 
 
 class Samples(list):
