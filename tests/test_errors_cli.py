@@ -19,6 +19,8 @@ from ctxbench.core.errors import ConfigError, CtxbenchError
 
 # exceptions that never reach the user: each is caught inside the package and turned into something else
 INTERNAL = {
+    "ctxbench.evaluation.estimate.ModelCalled": "a bug in a system's estimate plan (a model asked during "
+                                                "estimate=true): a traceback is what its author needs",
     "ctxbench.bench.common.Skip": "a suite that cannot run here; the reason is recorded in bench.json",
     "ctxbench.data.safe_pickle.RefusedGlobal": "safe_loads turns it into a DataError naming the file",
     "ctxbench.data.safe_pickle.TooLarge": "safe_loads turns it into a DataError naming the file and the budget",

@@ -181,3 +181,20 @@ def test_each_retrieving_system_returns_provenance(tmp_path, name):
         assert item["session"] is None or item["session"] in sessions
         assert set(item["turns"]) <= turns
     assert any(item["session"] in sessions for item in got), f"{name}: no item names its session"
+
+
+@pytest.mark.slow  # loads the packaged SmolLM2 (~20 s on 2 cores)
+def test_full_context_with_smollm2_answers_from_the_one_evidence_session(tmp_path):
+    """The issue's bar on the synthetic haystack: the packaged SmolLM2 reading the whole history answers the
+    question whose answer only one session holds."""
+    from ctxbench.llm.hf import HFChatLLM
+    from ctxbench.qa import get_prompt
+
+    history, q = haystack()
+    llm = HFChatLLM(option_config("llm", {"name": "hf", "model": "smollm2_135m", "context_window": 1024,
+                                          "cache": False, "prefix_cache": False}))
+    fc = registry.get("memory", "full_context")(option_config("memory", {"name": "full_context"}), llm=llm,
+                                                embedder=None, workdir=tmp_path)
+    fc.use_prompt(get_prompt("brief"))
+    fc.ingest(history)
+    assert "luna" in fc.answer(q).text.lower()

@@ -19,6 +19,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ctxbench.core.errors import CtxbenchError
+
 
 @dataclass(frozen=True)
 class PlannedCall:
@@ -43,8 +45,9 @@ class PlannedEmbed:
     kind: str = ""
 
 
-class CannotEstimate(Exception):
-    """A system that cannot say what it will do; the message names it and why (one line)."""
+class CannotEstimate(CtxbenchError):
+    """A system that cannot say what it will do; the message names it and why (one line: the CLI prints
+    it as an error line when it is not caught into estimate.json's ``cannot_estimate``)."""
 
 
 def prompt_key(messages: list[dict[str, str]], max_new_tokens: int, schema: Any = None) -> str:
