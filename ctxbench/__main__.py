@@ -1,4 +1,4 @@
-"""``python -m ctxbench {train,eval,score,bench,report,data,ls,export,reproduce} [hydra overrides]``.
+"""``python -m ctxbench {train,eval,score,bench,report,data,ls,export,reproduce,view} [hydra overrides]``.
 
 Each subcommand is a Hydra app whose primary config is ``conf/<command>.yaml``. The subcommand is
 popped from argv before Hydra sees it. This layer only composes: the work is in train.py,
@@ -23,7 +23,10 @@ COMMANDS = {
     "ls": ("ctxbench.report.listing", "main"),
     "export": ("ctxbench.export", "main"),
     "reproduce": ("ctxbench.reproduce", "main"),
+    "view": ("ctxbench.report.view", "main"),
 }
+#: commands that load no model: the CLI does not import torch for them (quiet_cpu_warnings is skipped)
+TORCH_FREE = {"view"}
 CONF_DIR = conf_dir()
 USAGE = ("usage: python -m ctxbench {" + ",".join(COMMANDS) + "} [-m] [key=value ...]\n"
          "       python -m ctxbench <command> --help | --cfg job")
@@ -207,6 +210,11 @@ def main(argv: list[str] | None = None) -> None:
         rest = ["sweep_dir=" + a.partition("=")[2] if a.startswith("sweep=") else a for a in rest]
         rest = [quote_list_value(a) for a in rest]  # `report compare=A,B`: one value, not a sweep
         rest = ["judges=true" if a == "judges" else a for a in rest]  # `report judges`: the calibration report
+    if command == "view":  # `view RUN [RUN_B]` → `run=RUN run_b=RUN_B`
+        pos = []
+        while rest and len(pos) < 2 and "=" not in rest[0] and not rest[0].startswith("-"):
+            pos.append(rest.pop(0))
+        rest = [f"{k}='" + v.replace("'", "\\'") + "'" for k, v in zip(("run", "run_b"), pos)] + rest  # quoted: a comma is no sweep
     if command == "reproduce":  # `reproduce scale=cpu`: conf/scale/ is a config group, so the scale travels as table_scale
         rest = ["table_scale=" + a.partition("=")[2] if a.startswith("scale=") else a for a in rest]
     from ctxbench.config.hints import dashed_key_hint
@@ -219,7 +227,8 @@ def main(argv: list[str] | None = None) -> None:
     check_group_choices(rest)
     check_run_dirs(command, rest)
     check_overrides(command, rest)
-    quiet_cpu_warnings()
+    if command not in TORCH_FREE:
+        quiet_cpu_warnings()
     run_command(command, rest)
 
 

@@ -403,6 +403,19 @@ class LsConfig:
 
 
 @dataclass
+class ViewConfig:
+    """python -m ctxbench view RUN [RUN_B] [out=FILE] One self-contained HTML page of a run (or two runs side by side, B - A paired): header, per-category table, every question (ctxbench/report/view/, docs/viewer.md)."""
+
+    run: str | None = setting(None, 'required: a run folder (eval, score, or an imported artifact\'s), or its predictions.jsonl; `view RUN` arrives here')
+    run_b: str | None = setting(None, 'a second run on the same questions: side by side, the paired difference, the questions where they disagree; `view RUN RUN_B` arrives here')
+    out: str | None = setting(None, 'the HTML file; null = <run>/view.html (two runs: <run>/view_vs_<run_b name>.html)')
+    contexts: bool = setting(False, 'true: every row keeps its whole logged context (the file grows); false: the first max_context_chars, with a note')
+    max_context_chars: int = setting(600, 'characters of context a row keeps when contexts=false', COUNT)
+    threshold: float = setting(0.3, 'two runs: a non-judge metric (F1 ...) differing by more than this is a disagreement (judges: the label differs)', ge(0))
+    page_size: int = setting(100, 'rows per page in the browser', POSITIVE)
+
+
+@dataclass
 class ReproduceConfig:
     """python -m ctxbench reproduce table=NAME [scale=cpu|paper] [jobs=N] [dry_run=true] Every cell of a stored table, trainings first, then its report."""
 
@@ -433,4 +446,5 @@ SCHEMAS = {
     'export': ExportConfig,
     'ls': LsConfig,
     'reproduce': ReproduceConfig,
+    'view': ViewConfig,
 }
