@@ -8,6 +8,7 @@ unless ``contexts`` is true, so a large run stays a file of a few MB.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,9 @@ def question_row(rec: dict[str, Any], metrics: list[str], context: Any, limit: i
     usage, and what the system retrieved or kept (clipped to ``limit`` chars)."""
     usage = rec.get("usage") if isinstance(rec.get("usage"), dict) else {}
     meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
-    ctx, full = _clip(context, limit)
+    if context is not None and not isinstance(context, str):
+        context = json.dumps(context, ensure_ascii=False, default=str)
+    ctx, full = _clip(None if context is None else redact(context), limit)  # scrubbed before it is cut
     row = {"id": str(rec.get("id")), "category": category_of(rec), "question": rec.get("question"),
            "answer": rec.get("answer"), "prediction": rec.get("prediction"),
            "raw_prediction": rec.get("raw_prediction"), "failed": bool(rec.get("failed")),
