@@ -50,6 +50,7 @@ from ctxbench.metrics.health import health_line
 from ctxbench.metrics.structured import report_line
 from ctxbench.runs.guard import claim as claim_run_dir
 from ctxbench.runs.results import run_dir
+from ctxbench.runs.wandb_log import check_logger, log_results
 
 
 class EvalFailed(CtxbenchError, RuntimeError):
@@ -64,6 +65,7 @@ def main(cfg: Any) -> dict[str, Any]:
     out = run_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     claim_run_dir(out, cfg)  # this process only, and this config only (ctxbench/runs/guard.py)
+    check_logger(cfg)  # logger=wandb without the package: one line now, not after the answers
     samples = build("dataset", cfg.dataset)
     if cfg.task.name not in ("qa", "compression"):  # the papers' own measures (evaluation/tasks/): same results files
         return run_task(cfg, str(cfg.task.name), out, samples)
@@ -105,6 +107,7 @@ def main(cfg: Any) -> dict[str, Any]:
                        kept=beyond_plan(out, [str(r["id"]) for r in records]), errata=getattr(samples, "errata", None))
     if state is not None:
         state.wait_for_everyone()
+    log_results(cfg, out, "eval")  # logger=wandb: results.json, its tables (ctxbench/runs/wandb_log.py)
     health = results["health"]
     structured = report_line((results.get("cost") or {}).get("structured_output") or {})
     print(f"eval {name} on {cfg.dataset.name}: {summary_line(results, [m.name for m in metrics])}; "
@@ -194,6 +197,8 @@ def run_task(cfg: Any, task: str, out: Path, samples: list[Sample]) -> dict[str,
     from ctxbench.core.registry import get
 
     results = get("task", task)(cfg, out, samples)
+    if (out / RESULTS_JSON).is_file():
+        log_results(cfg, out, "eval")
     first = (results.get("rows") or [{}])[0]
     shown = ", ".join(f"{k}={first[k]}" for k in ("system", "length", "category", "ppl", "accuracy", "bleu4")
                       if first.get(k) is not None)

@@ -13,6 +13,7 @@ from ctxbench.evaluation.finalize import finalize, summary_line
 from ctxbench.metrics.judges import panel as judge_panel
 from ctxbench.metrics.base import Metric, build_metrics
 from ctxbench.runs.results import run_dir
+from ctxbench.runs.wandb_log import check_logger, log_results
 
 
 def default_metrics() -> list[str]:
@@ -93,6 +94,7 @@ def score_main(cfg: Any) -> dict[str, Any]:
     (:mod:`ctxbench.referee`)."""
     if not cfg.predictions:
         raise DataError("score", "set predictions=FILE.jsonl", field="predictions")
+    check_logger(cfg)
     fmt = str(cfg.get("format") or "ctxbench")
     if fmt != "ctxbench":
         return score_artifact(cfg, fmt)
@@ -102,6 +104,7 @@ def score_main(cfg: Any) -> dict[str, Any]:
     results = finalize(out, records, metrics, cfg, "score", with_cost=False,
                        extra={"predictions": str(cfg.predictions)}, progress=bool(cfg.progress),
                        errata=errata_of(cfg))
+    log_results(cfg, out, "score")  # logger=wandb (ctxbench/runs/wandb_log.py)
     print(f"score: {summary_line(results, [m.name for m in metrics])} → {out}")
     return results
 
@@ -157,5 +160,6 @@ def score_artifact(cfg: Any, fmt_name: str) -> dict[str, Any]:
     atomic_write_text(out / RESULTS_MD, md + markdown_section(block, judge))
     for line in console_lines(block):
         print(f"score: {line}")
+    log_results(cfg, out, "score")  # logger=wandb (ctxbench/runs/wandb_log.py)
     print(f"score: {summary_line(results, [m.name for m in metrics])} → {out}")
     return results

@@ -33,6 +33,9 @@ def _paths(value: Any) -> list[Path]:
 
 
 def main(cfg: Any) -> dict[str, Any] | None:
+    from ctxbench.runs.wandb_log import check_logger
+
+    check_logger(cfg)  # logger=wandb: a board's and a sweep's rows and plot (log_to_wandb)
     if cfg.get("judges"):
         from ctxbench.report.judges import judges_report
 
@@ -42,6 +45,7 @@ def main(cfg: Any) -> dict[str, Any] | None:
 
         result = sweep_report(cfg.sweep_dir, metric=cfg.metric, plot=cfg.plot)
         print_summary(result)
+        log_to_wandb(cfg, "sweep", result)
         return result
     if cfg.table:
         from ctxbench.report.tables import table_report
@@ -52,6 +56,7 @@ def main(cfg: Any) -> dict[str, Any] | None:
             raise ReportError(f"runs: no such folder: {', '.join(missing)}")
         out = Path(cfg.out) if cfg.out else None
         result = table_report(str(cfg.table), roots, out)
+        log_to_wandb(cfg, "board", result, str(cfg.table))
         print(result["markdown"])
         png = "".join(f" and {result[k]}" for k in ("png", "csv") if result.get(k))
         print(f"report: wrote {result['path']}{png} (runs searched: {', '.join(map(str, roots))}; "
@@ -75,3 +80,21 @@ def main(cfg: Any) -> dict[str, Any] | None:
           + "\nLongMemEval, published beside ours: " + ", ".join(table_names("longmemeval")))
     return None
 
+
+def log_to_wandb(cfg: Any, kind: str, result: dict[str, Any], table: str = "") -> None:
+    """``logger=wandb``: a sweep's rows and plot (in the sweep's wandb group), a board's rows and Pareto
+    plot (:mod:`ctxbench.runs.wandb_log`); other tables are not logged."""
+    from ctxbench.runs.wandb_log import log_report, sweep_group, wanted
+
+    if not wanted(cfg):
+        return
+    if kind == "sweep":
+        root = Path(str(cfg.sweep_dir))
+        log_report(cfg, "sweep", root.name, root / "sweep.wandb_id", result["rows"], result.get("png_path"),
+                   group=sweep_group(root))
+    elif result.get("path") and "png" in result and "records" in result:  # a board (report/board.py)
+        from ctxbench.report.tables import table_kind
+
+        if table_kind(table) == "board":
+            out = Path(result["path"])
+            log_report(cfg, "board", table, out.with_suffix(".wandb_id"), result["records"], result.get("png"))

@@ -99,11 +99,19 @@ def _force(cfg: Any) -> bool:
 
 # ---- links ---------------------------------------------------------------------------------------
 
+#: wandb's own folder in a run folder (``logger=wandb``): wandb links its core's log there; none of the run's
+#: files is written inside it (the folder itself, if a link, is still refused)
+WANDB_DIR = "wandb"
+
+
 def links_inside(run_dir: str | Path) -> list[Path]:
-    """Every symbolic link below ``run_dir`` (a linked folder is listed, never entered)."""
+    """Every symbolic link below ``run_dir`` (a linked folder is listed, never entered; wandb's own
+    ``<run>/wandb/`` is not entered)."""
     found: list[Path] = []
     for root, dirs, files in os.walk(run_dir):  # followlinks=False; the top itself may be reached via a link
         found += [Path(root) / n for n in sorted(dirs + files) if (Path(root) / n).is_symlink()]
+        if root == str(run_dir) and WANDB_DIR in dirs:
+            dirs.remove(WANDB_DIR)
     return found
 
 

@@ -3,15 +3,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import uuid
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ctxbench.core.errors import ConfigError
 from ctxbench.runs.results import JsonlAppender, atomic_write_text
+from ctxbench.runs.wandb_log import WANDB_ID, wandb_run_id  # noqa: F401  (one wandb id per run folder, eval's too)
 
 
 class MetricsLog:
@@ -65,26 +63,6 @@ class MetricsLog:
             log.append(record)
         if self.acc is not None:
             self.acc.log({k: v for k, v in record.items() if k != "step"}, step=record["step"])
-
-
-WANDB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-def wandb_run_id(run_dir: Path) -> str:
-    """The run's wandb id, kept in ``<run>/wandb_id`` (made on the first run, reused on resume)."""
-    id_file = run_dir / "wandb_id"
-    if not id_file.exists():
-        run_id = uuid.uuid4().hex[:12]
-        id_file.write_text(run_id)
-        return run_id
-    try:
-        run_id = id_file.read_bytes()[:200].decode("ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        run_id = ""
-    if not WANDB_ID.fullmatch(run_id):
-        raise ConfigError(f"{id_file} is damaged (a wandb run id is 1-64 letters, digits, '-' or '_'); delete it "
-                          "to log the resumed run as a new wandb run")
-    return run_id
 
 
 def start_tracker(acc: Any, cfg: DictConfig, run_dir: Path) -> None:

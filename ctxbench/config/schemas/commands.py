@@ -81,7 +81,7 @@ class EvalConfig:
     judge: EvalConfigJudge | None = nested(EvalConfigJudge, "llm_judge's runs (the Mem0 paper's J: mean ± std over 10 judge runs; metrics/judge.py)")
     progress: bool = setting(True, 'tqdm progress bars')
     concurrency: int | str = setting('auto', 'auto | N: workers answering histories and questions at once (ctxbench/evaluation/pool.py); auto = llm.concurrency (openai) or llm.batch_size (hf, batched generation); 1 = one at a time; method= always 1', ge(1, note="or auto: the llm backend's concurrency / batch_size"), choices=('auto',))
-    log_samples: bool = setting(False, "true: samples.jsonl (each answer's messages, context, reply) + construction_calls.jsonl (ctxbench/evaluation/sample_log.py)")
+    log_samples: bool = setting(False, "true: samples.jsonl (each answer's messages, context, reply) + construction_calls.jsonl (ctxbench/evaluation/sample_log.py); with logger=wandb also the samples table (one row per question)")
     max_failed_fraction: float = setting(0.1, 'exit non-zero when more than this share of LLM calls, structured outputs or answers failed', SHARE)
     bypass_held_share: float = setting(0.8, "health.warnings: a question whose held context is at least this share of its history's tokens bypasses memory (ctxbench/metrics/guards.py)", between(0, 1, low_open=True))
     protocol_pure: bool = setting(False, "true: systems answer without the gold category, answer, adversarial distractor or evidence (no category-chosen prompt form, hint or A-Mem k: ctxbench/qa/forms.py without_gold; docs/evaluation.md lists what false passes on); scoring still uses them")
@@ -342,6 +342,7 @@ class ScoreConfig:
     judge: EvalConfigJudge | None = nested(EvalConfigJudge, "llm_judge's runs (the Mem0 paper's J: mean ± std over 10 judge runs; metrics/judge.py)")
     seed: int = setting(0, 'random seed', SEED)
     progress: bool = setting(True, 'tqdm progress bars')
+    log_samples: bool = setting(False, 'true: with logger=wandb, the samples table (one row per question) beside the per-category table')
 
 
 @dataclass

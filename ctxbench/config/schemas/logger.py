@@ -19,13 +19,15 @@ class NoneLogger:
 
 @dataclass
 class WandbLogger:
-    """Mirrors metrics.jsonl to Weights & Biases. mode: online | offline | disabled (env WANDB_MODE wins)"""
+    """train: mirrors metrics.jsonl to Weights & Biases; eval / score / report: the results and their tables
+    (ctxbench/runs/wandb_log.py). mode: online | offline | disabled (env WANDB_MODE wins)"""
 
     name: str = setting('wandb', 'the registered name this config builds (ctxbench ls lists them)')
     project: str = setting('ctxbench', 'wandb project')
     entity: str | None = setting(None, "wandb entity (null = the user's default)")
     mode: str = setting('offline', 'wandb mode', choices=('online', 'offline', 'disabled'))
     tags: list = setting([], 'wandb run tags')
+    group: str | None = setting(None, 'wandb group (null = under -m the sweep folder, <parent>/<name>, so a sweep is one group; eval / score / report)')
 
 
 # schema node (conf/logger/<option>.yaml lists /schema/logger/<node>) -> schema
