@@ -12,14 +12,12 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ctxbench.bench.scripted_llm import ScriptedChatModel
 from ctxbench.config.compose import option_config
 from ctxbench.core import registry
 from ctxbench.evaluation.evaluator import evaluate_samples
 
 from conftest import TINY_ANSWERS, run_cli
-from memory_scripted import BowEmbedder
-from test_system_contract import OPTIONAL_PACKAGE, SMALL, composed, method_params
+from test_system_contract import OPTIONAL_PACKAGE, SMALL, composed, method_params, scripted_memory_run
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled"}
@@ -37,15 +35,7 @@ def records(folder: Path) -> list[dict]:
 
 @pytest.mark.parametrize("name", registry.names("memory"))
 def test_every_memory_system_answers_every_sample_question(name, lme, tmp_path):
-    cfg = composed("memory", name)
-    if "progress" in cfg:
-        cfg.progress = False
-    llm = ScriptedChatModel()
-    embedder = BowEmbedder() if cfg.get("needs_embedder") else None
-    system = registry.build("memory", cfg, llm=llm, embedder=embedder, workdir=tmp_path / "store")
-    res = evaluate_samples(system, lme, tmp_path, llm=llm)
-    system.close()
-    recs = records(tmp_path)
+    res, recs, llm, _ = scripted_memory_run(name, lme, tmp_path)
     assert [r["id"] for r in recs] == [s.questions[0].id for s in lme] and res["overall"]["n"] == len(lme) == 13
     assert not llm.unknown, f"{name}: prompts without a scripted reply: {dict(llm.unknown)}"
     assert res["health"]["invalid_outputs"] == 0, res["health"]

@@ -91,19 +91,27 @@ def conv26():
                                                        "conversations": ["conv-26"], "limit": 3}))
 
 
-@pytest.mark.parametrize("name", registry.names("memory"))
-def test_memory_system_contract(name, conv26, tmp_path):
+def scripted_memory_run(name: str, samples, folder, max_sessions: int | None = None):
+    """Memory system ``name`` (its composed config) on ``samples`` through the evaluator, on the bench's scripted
+    chat model and the bag-of-words embedder: (results, predictions.jsonl records, the scripted model, the
+    config it was built from)."""
     cfg = composed("memory", name)
-    if "max_sessions" in cfg or cfg.get("needs_embedder"):
-        cfg.max_sessions = 1
+    if max_sessions is not None and ("max_sessions" in cfg or cfg.get("needs_embedder")):
+        cfg.max_sessions = max_sessions
     if "progress" in cfg:
         cfg.progress = False
     llm = ScriptedChatModel()
     embedder = BowEmbedder() if cfg.get("needs_embedder") else None
-    system = registry.build("memory", cfg, llm=llm, embedder=embedder, workdir=tmp_path / "store")
-    res = evaluate_samples(system, conv26, tmp_path, llm=llm)
+    system = registry.build("memory", cfg, llm=llm, embedder=embedder, workdir=folder / "store")
+    res = evaluate_samples(system, samples, folder, llm=llm)
     system.close()
-    recs = [json.loads(line) for line in (tmp_path / "predictions.jsonl").read_text().splitlines()]
+    recs = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()]
+    return res, recs, llm, cfg
+
+
+@pytest.mark.parametrize("name", registry.names("memory"))
+def test_memory_system_contract(name, conv26, tmp_path):
+    res, recs, llm, cfg = scripted_memory_run(name, conv26, tmp_path, max_sessions=1)
     assert len(recs) == 3 and res["overall"]["n"] == 3
     assert not llm.unknown, f"{name}: prompts without a scripted reply beside them: {dict(llm.unknown)}"
     assert res["health"]["status"] == "ok" and res["health"]["invalid_outputs"] == 0, res["health"]

@@ -91,9 +91,7 @@ def token_only_llm(llm_cfg: Any) -> TokenOnlyLLM:
         from ctxbench.llm.chat_template import chat_text
 
         tok = hf_tokenizer(llm_cfg.model)
-
-        def count(text: str) -> int:
-            return len(tok(text, add_special_tokens=False)["input_ids"])
+        count = token_counter(tok)
 
         def measure(msgs: list[dict[str, str]]) -> int:
             return count(chat_text(tok, msgs))
@@ -125,21 +123,19 @@ def hf_tokenizer(model: Any) -> Any:
     return AutoTokenizer.from_pretrained(str(path))
 
 
+def token_counter(tok: Any) -> Any:
+    """``count(text)``: the tokens of a text in ``tok``, no special tokens (as the backend counts held text)."""
+    return lambda text: len(tok(text, add_special_tokens=False)["input_ids"])
+
+
 # ---- what the run holds ----------------------------------------------------------------------------
 
 def planned_questions(samples: Iterable[Sample], limit: int | None) -> list[tuple[History, list[Question]]]:
-    """(history, its questions) in dataset order, at most ``limit`` questions in all (0 / None: all)."""
-    out, left = [], (int(limit) if limit else None)
-    for s in samples:
-        qs = list(s.questions) if left is None else list(s.questions)[:left]
-        if not qs:
-            if left is not None and left <= 0:
-                break
-            continue
-        out.append((s.history, qs))
-        if left is not None:
-            left -= len(qs)
-    return out
+    """(history, its questions) in dataset order, at most ``limit`` questions in all (0 / None: all): the
+    run's own plan (:func:`ctxbench.evaluation.run.plan`), so the estimate and the run count the same questions."""
+    from ctxbench.evaluation.run import plan
+
+    return [(s.history, qs) for s, qs in plan(list(samples), limit)]
 
 
 def tally(items: Iterable[Any], cache: bool) -> dict[str, Any]:
@@ -217,10 +213,7 @@ def method_calls(cfg: Any, plan: list[tuple[History, list[Question]]]) -> tuple[
     from ctxbench.qa import get_prompt
 
     tok = hf_tokenizer(cfg.model)
-
-    def count(text: str) -> int:
-        return len(tok(text, add_special_tokens=False)["input_ids"])
-
+    count = token_counter(tok)
     prompt = get_prompt(cfg.qa_prompt)
     cap = prompt.cap(cfg.method.get("max_new_tokens"))
     from ctxbench.methods.kv_cache import FixedKVMethod

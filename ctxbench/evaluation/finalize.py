@@ -11,11 +11,9 @@ from ctxbench.metrics.aggregate import aggregate, count_failed, failed_as_wrong,
 from ctxbench.metrics.base import Metric
 from ctxbench.metrics.corrected import CORRECTED, corrected_block
 from ctxbench.metrics.cost import COST_VERSION, aggregate_cost, judging_per_question
-from ctxbench.metrics import evidence_recall as recall_md, longmemeval_scoring as lme_md
-from ctxbench.evaluation import reuse as reuse_md
+from ctxbench.evaluation import reuse
+from ctxbench.metrics import evidence_recall, longmemeval_scoring
 from ctxbench.metrics.evidence_age import by_evidence_age
-from ctxbench.metrics.evidence_recall import evidence_recall
-from ctxbench.metrics.longmemeval_scoring import longmemeval_block
 from ctxbench.metrics.guards import run_warnings, warning_lines
 from ctxbench.metrics.health import DEFAULT_MAX_FAILED_FRACTION, run_health
 from ctxbench.metrics.stats import statistics_block
@@ -66,10 +64,10 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     ages = by_evidence_age(scored + failed, names)
     if ages is not None:  # questions with session evidence (LoCoMo): by how many sessions ago it was said
         results["by_evidence_age"] = ages
-    lme = longmemeval_block(scored + failed, names)
+    lme = longmemeval_scoring.longmemeval_block(scored + failed, names)
     if lme is not None:  # LongMemEval question types: per type, overall, task-averaged, abstention
         results["longmemeval"] = lme
-    recall = evidence_recall(records)
+    recall = evidence_recall.evidence_recall(records)
     if recall is not None:  # systems that retrieve, on questions with evidence: session / turn recall@k, ndcg@k
         results["evidence_recall"] = recall
     fixes: dict[str, dict[str, Any]] = {}
@@ -96,8 +94,8 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     ex = extra or {}
     title = command + (f": {ex['system']}" if ex.get("system") else "")
     title += f" on {ex['dataset']}" if ex.get("dataset") else ""
-    md = (results_markdown(results, names, title=title) + lme_md.markdown(lme, names) + recall_md.markdown(recall)
-          + reuse_md.markdown(results.get("reuse")))
+    md = (results_markdown(results, names, title=title) + longmemeval_scoring.markdown(lme, names)
+          + evidence_recall.markdown(recall) + reuse.markdown(results.get("reuse")))
     atomic_write_text(out_dir / RESULTS_MD, md)
     return results
 

@@ -120,9 +120,9 @@ class RAG(MemorySystem):
         sessions = self.steps(history)
         count = self.llm.count_tokens
         if self.granularity == "turns":
-            texts = [c[0] for s in sessions for c in chunk_turns(s, self.size, self.overlap)]
-            yield PlannedEmbed(tuple(self.embedded_text(c[0], s) for s in sessions
-                                     for c in chunk_turns(s, self.size, self.overlap)), kind="rag.chunk")
+            chunks = [(c[0], s) for s in sessions for c in chunk_turns(s, self.size, self.overlap)]
+            texts = [text for text, _ in chunks]
+            yield PlannedEmbed(tuple(self.embedded_text(text, s) for text, s in chunks), kind="rag.chunk")
             sizes = [count(t) for t in texts]
         else:
             sizes = []

@@ -156,8 +156,8 @@ def evidence_recall(records: list[dict[str, Any]], ks: tuple[int, ...] = KS) -> 
             "by_category": by_cat, "abstention_excluded": abstention, "no_evidence_excluded": no_evidence}
 
 
-def markdown(block: dict[str, Any] | None, k: int = 5) -> str:
-    """results.md's evidence recall section (recall_any / recall_all / ndcg at ``k`` and at every k)."""
+def markdown(block: dict[str, Any] | None) -> str:
+    """results.md's evidence recall section: recall_any and ndcg at every k (recall_all in results.json)."""
     if not block:
         return ""
     lines = ["", "## Evidence recall", "",

@@ -64,10 +64,7 @@ def wandb_run_id(run_dir: Path, name: str = ID_FILE) -> str:
 # ---- when to log -----------------------------------------------------------------------------------
 
 def _logger(cfg: Any) -> Any:
-    try:
-        return cfg.get("logger")
-    except AttributeError:
-        return None
+    return _get(cfg, "logger")
 
 
 def wanted(cfg: Any) -> bool:
@@ -170,11 +167,11 @@ def held_tokens(usage: Any) -> int | None:
     """What the answering model held (:attr:`ctxbench.core.types.Usage.held`); None for a record without usage."""
     if not isinstance(usage, dict):
         return None
-    from ctxbench.core.types import HELD_FIELDS
+    from ctxbench.core.types import HELD_FIELDS, Usage
 
     if not any(k in usage for k in HELD_FIELDS):
         return None
-    return int(sum(int(usage.get(k) or 0) for k in HELD_FIELDS))
+    return int(Usage.from_dict({k: int(usage.get(k) or 0) for k in HELD_FIELDS}).held)
 
 
 def sample_rows(records: list[dict[str, Any]], results: dict[str, Any]) -> list[dict[str, Any]]:

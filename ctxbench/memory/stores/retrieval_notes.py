@@ -23,6 +23,18 @@ import contextvars
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+from ctxbench.metrics.evidence_recall import item_sessions
+
+@contextmanager
+def _collecting(var: contextvars.ContextVar, box: Any) -> Iterator[Any]:
+    """``box`` is where this context's notes of ``var`` go (a search outside any such context notes nothing)."""
+    token = var.set(box)
+    try:
+        yield box
+    finally:
+        var.reset(token)
+
+
 _NOTES: contextvars.ContextVar[list[tuple[int, int]] | None] = contextvars.ContextVar("ctxbench_retrieval_notes",
                                                                                       default=None)
 
@@ -30,12 +42,8 @@ _NOTES: contextvars.ContextVar[list[tuple[int, int]] | None] = contextvars.Conte
 @contextmanager
 def noting_retrieval() -> Iterator[list[tuple[int, int]]]:
     """Collect the ``(k, candidates)`` of every search made in this context (one answer)."""
-    notes: list[tuple[int, int]] = []
-    token = _NOTES.set(notes)
-    try:
+    with _collecting(_NOTES, []) as notes:
         yield notes
-    finally:
-        _NOTES.reset(token)
 
 
 def note_retrieval(k: int, candidates: int) -> None:
@@ -65,14 +73,12 @@ def noting_retrieved() -> Iterator[list[dict[str, Any]]]:
     """Collect, in rank order, the items retrieved in this context (one answer): the list yielded is
     filled when the context closes, one ``{"session": id or None, "turns": [ids]}`` per distinct item
     (``"sessions": [...]`` too when the item came from more than one session)."""
-    items: dict[Any, dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
-    token = _RETRIEVED.set(items)
-    try:
-        yield out
-    finally:
-        _RETRIEVED.reset(token)
-        out.extend(items.values())
+    with _collecting(_RETRIEVED, {}) as items:
+        try:
+            yield out
+        finally:
+            out.extend(items.values())
 
 
 def note_retrieved(key: Any, item: dict[str, Any]) -> None:
@@ -100,8 +106,7 @@ def merged_provenance(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
     """Record metadata keys ``session`` / ``sessions`` / ``turns`` covering both ``old`` and ``new``
     (a memory updated from another message keeps where it came from and where it was updated)."""
     a, b = provenance(old), provenance(new)
-    sessions = list(dict.fromkeys((a.get("sessions") or ([a["session"]] if a["session"] else []))
-                                  + (b.get("sessions") or ([b["session"]] if b["session"] else []))))
+    sessions = list(dict.fromkeys(item_sessions(a) + item_sessions(b)))
     out: dict[str, Any] = {"turns": list(dict.fromkeys(a["turns"] + b["turns"]))}
     if sessions:
         out["session"] = sessions[0]
