@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,19 @@ def records(path: Path) -> list[Any]:
     return out
 
 
+def whole_records(path: Path, wait_s: float = 15.0) -> list[Any]:
+    """:func:`records` of a run file its writer has finished (its last record ``exit``). wandb's writer is
+    another process: a file read before it is done lacks its records, so a late file is waited for (up to
+    ``wait_s``) and one never finished fails here, by name, not later as a missing field."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        recs = records(path)
+        if recs and recs[-1].WhichOneof("record_type") == "exit":
+            return recs
+        assert time.monotonic() < deadline, f"{path}: the wandb writer never finished it ({len(recs)} records, no exit)"
+        time.sleep(0.2)
+
+
 def _key(item: Any) -> str:
     return "/".join(item.nested_key) if item.nested_key else item.key
 
@@ -57,7 +71,7 @@ class OfflineRun:
         self.config: dict[str, Any] = {}
         self.summary: dict[str, Any] = {}
         self.run: Any = None
-        for rec in records(files[0]):
+        for rec in whole_records(files[0]):
             kind = rec.WhichOneof("record_type")
             if kind == "run":
                 self.run = rec.run
