@@ -43,6 +43,17 @@ def records(path: Path) -> list[Any]:
     return out
 
 
+def run_file(folder: Path, wait_s: float = 15.0) -> Path:
+    """The one ``run-*.wandb`` file of an offline run folder, waited for (wandb's writer is another process)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        files = list(Path(folder).glob("run-*.wandb"))
+        if len(files) == 1 or time.monotonic() >= deadline:
+            assert len(files) == 1, f"{folder}: expected one run-*.wandb file, found {files}"
+            return files[0]
+        time.sleep(0.2)
+
+
 def whole_records(path: Path, wait_s: float = 15.0) -> list[Any]:
     """:func:`records` of a run file its writer has finished (its last record ``exit``). wandb's writer is
     another process: a file read before it is done lacks its records, so a late file is waited for (up to
@@ -65,13 +76,12 @@ class OfflineRun:
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
-        files = list(self.folder.glob("run-*.wandb"))
-        assert len(files) == 1, f"{self.folder}: expected one run-*.wandb file, found {files}"
-        self.run_id = files[0].stem[len("run-"):]
+        path = run_file(self.folder)
+        self.run_id = path.stem[len("run-"):]
         self.config: dict[str, Any] = {}
         self.summary: dict[str, Any] = {}
         self.run: Any = None
-        for rec in whole_records(files[0]):
+        for rec in whole_records(path):
             kind = rec.WhichOneof("record_type")
             if kind == "run":
                 self.run = rec.run

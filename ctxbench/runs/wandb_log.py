@@ -344,8 +344,6 @@ def _log(cfg: Any, *, job_type: str, id_dir: Path, id_name: str, files_dir: Path
             run.summary.update(summary)
         finally:
             run.finish()
-            if wandb.run is None:  # finish() can return before wandb's writer has written the run file: wait for
-                wandb.teardown()   # it, so the files are whole when the command returns (not only at exit)
     except MissingDependency:
         raise
     except Exception as e:  # the results are written; a wandb failure is not the run's
