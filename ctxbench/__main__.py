@@ -25,8 +25,9 @@ COMMANDS = {
     "reproduce": ("ctxbench.reproduce", "main"),
     "view": ("ctxbench.report.view", "main"),
 }
-#: commands that load no model: the CLI does not import torch for them (quiet_cpu_warnings is skipped)
-TORCH_FREE = {"view"}
+#: commands that load no model: the CLI does not import torch for them (quiet_cpu_warnings is skipped).
+#: No command imports torch before Hydra hands it the composed config (``--help`` and ``--cfg job`` never do).
+TORCH_FREE = {"view", "ls", "report", "score", "data"}
 CONF_DIR = conf_dir()
 USAGE = ("usage: python -m ctxbench {" + ",".join(COMMANDS) + "} [-m] [key=value ...]\n"
          "       python -m ctxbench <command> --help | --cfg job")
@@ -126,6 +127,8 @@ def run_command(command: str, argv: list[str]) -> None:
         from ctxbench.core.secrets import redact_override
 
         _scrub_hydra_outputs()
+        if command not in TORCH_FREE:
+            quiet_cpu_warnings()
         sys.argv[:] = [redact_override(a) for a in sys.argv]  # wandb and others record argv
         fn = getattr(importlib.import_module(mod_name), fn_name)
         try:
@@ -225,11 +228,26 @@ def main(argv: list[str] | None = None) -> None:
     if hint:
         _fail(hint)
     check_group_choices(rest)
+    if any(a in ("--help", "-h") for a in rest):
+        print_help(command, rest)
+        return
     check_run_dirs(command, rest)
     check_overrides(command, rest)
-    if command not in TORCH_FREE:
-        quiet_cpu_warnings()
     run_command(command, rest)
+
+
+def print_help(command: str, argv: list[str]) -> None:
+    """Our own ``--help`` (Hydra's takes 7–8 s to list the groups); the overrides given are composed in."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from ctxbench.config.help import help_text
+
+    overrides = [a for a in argv if not a.startswith("-") and "=" in a and not a.startswith(("hydra.", "hydra/"))]
+    try:
+        print(help_text(command, overrides, CONF_DIR))
+    except (HydraException, OmegaConfBaseException) as e:
+        _fail(_one_line(e))
 
 
 LIST_VALUE_KEYS = ("compare=", "reruns=", "decay=")

@@ -20,7 +20,7 @@ from typing import Any
 
 from ctxbench.config.compose import section_config
 
-SUITES = ("train_step", "kv_memory", "kv_press", "memory_systems", "retrieval", "eval_throughput", "structured")
+SUITES = ("train_step", "kv_memory", "kv_press", "memory_systems", "retrieval", "eval_throughput", "structured", "cli")
 EXTRA_SUITES = ("gpu",)  # run when named only (suite=gpu): 7B models need a GPU, `all` is sized for CPUs
 
 
@@ -45,7 +45,7 @@ def selected(cfg: Any) -> list[str]:
 
 def main(cfg: Any) -> dict[str, Any]:
     """Run the selected suites; write bench.json and bench.md into the run folder."""
-    from ctxbench.core.registry import discover, get
+    from ctxbench.core.registry import get
     from ctxbench.runs.results import plain_config, write_json
     from ctxbench.core.secrets import redact, redact_override
     from ctxbench.bench.common import machine_info
@@ -54,7 +54,6 @@ def main(cfg: Any) -> dict[str, Any]:
     suites = selected(cfg)
     out = run_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    discover()
     doc: dict[str, Any] = {
         "command": ("python -m ctxbench bench " + " ".join(redact_override(a) for a in sys.argv[1:])).strip(),
         "machine": machine_info(), "config": redact(plain_config(cfg)), "suites": {}}

@@ -1,7 +1,10 @@
 """Names → classes and functions, for ``ls``, "did you mean", and tests that cover every entry.
 
-A module registers what it defines with ``@register(kind, name)``; :func:`discover` imports every
-module of the packages below once, so adding a method is adding one file (and one config).
+A module registers what it defines with ``@register(kind, name)``, so adding a method is adding one
+file (and one config). Names are known without importing anything: :mod:`ctxbench.core.registry_index`
+reads the ``register("kind", "name")`` calls from the packages' source, so ``ls``, ``--help`` and the
+config checks answer without torch. :func:`get` imports the one module that registers the name;
+:func:`discover` imports every module (the tests that cover every entry, and the index's own check).
 Objects are built one way everywhere: ``build(kind, cfg, **deps)`` looks ``cfg.name`` up and calls
 the factory with the config and its dependencies.
 """
@@ -10,8 +13,10 @@ from __future__ import annotations
 import difflib
 import importlib
 import pkgutil
+import sys
 from typing import Any, Callable
 
+from ctxbench.core import registry_index
 from ctxbench.core.errors import CtxbenchError
 
 KINDS = ("model", "method", "memory", "dataset", "metric", "judge", "llm", "embedder", "bench", "table", "task", "format")
@@ -31,6 +36,7 @@ PACKAGES = (
 SYSTEM_KINDS = ("method", "memory")  # checked against the System contract (ctxbench.core.system) at registration
 _REGISTRY: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
 _ALIASES: dict[str, dict[str, str]] = {k: {} for k in KINDS}
+_ORIGIN: dict[str, dict[str, str]] = {k: {} for k in KINDS}  # the module each name was registered from
 _discovered = False
 
 
@@ -43,6 +49,8 @@ def register(kind: str, name: str, aliases: tuple[str, ...] = ()) -> Callable[[A
     if kind not in _REGISTRY:
         raise ValueError(f"unknown registry kind {kind!r}; kinds are {', '.join(KINDS)}")
 
+    origin = sys._getframe(1).f_globals.get("__name__", "?")
+
     def deco(obj: Any) -> Any:
         if kind in SYSTEM_KINDS:
             from ctxbench.core.system import check_system
@@ -52,6 +60,7 @@ def register(kind: str, name: str, aliases: tuple[str, ...] = ()) -> Callable[[A
         if prev is not None and prev is not obj and _qual(prev) != _qual(obj):
             raise ValueError(f"{kind} {name!r} registered twice: {_qual(prev)} and {_qual(obj)}")
         _REGISTRY[kind][name] = obj
+        _ORIGIN[kind][name] = origin
         for a in aliases:
             _ALIASES[kind][a] = name
         return obj
@@ -81,13 +90,19 @@ def discover() -> None:
 
 
 def names(kind: str) -> list[str]:
-    discover()
-    return sorted(_REGISTRY[kind])
+    """Every name registered under ``kind``: read from the source, nothing imported."""
+    _check_kind(kind)
+    return sorted(set(registry_index.entries(PACKAGES)[kind]) | set(_REGISTRY[kind]))
 
 
 def aliases(kind: str) -> dict[str, str]:
-    discover()
-    return dict(_ALIASES[kind])
+    _check_kind(kind)
+    return {**registry_index.aliases(PACKAGES)[kind], **_ALIASES[kind]}
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in _REGISTRY:
+        raise UnknownName(f"unknown registry kind {kind!r}.{suggest(kind, list(KINDS))}")
 
 
 def suggest(name: str, choices: list[str], *, cutoff: float = 0.5, label: str = "Available",
@@ -101,14 +116,17 @@ def suggest(name: str, choices: list[str], *, cutoff: float = 0.5, label: str = 
 
 
 def get(kind: str, name: str) -> Any:
-    discover()
-    if kind not in _REGISTRY:
-        raise UnknownName(f"unknown registry kind {kind!r}.{suggest(kind, list(KINDS))}")
-    name = _ALIASES[kind].get(name, name)
-    try:
-        return _REGISTRY[kind][name]
-    except KeyError:
-        raise UnknownName(f"unknown {kind} {name!r}.{suggest(name, list(_REGISTRY[kind]))}") from None
+    """The object registered as ``name`` (or an alias of it); only the module that registers it is imported."""
+    _check_kind(kind)
+    name = aliases(kind).get(name, name)
+    if name not in _REGISTRY[kind]:
+        module = registry_index.entries(PACKAGES)[kind].get(name)
+        if module is None:
+            raise UnknownName(f"unknown {kind} {name!r}.{suggest(name, names(kind))}")
+        importlib.import_module(module)
+        if name not in _REGISTRY[kind]:  # the source said so, the import did not: the index read it wrong
+            raise RuntimeError(f"{module} was expected to register {kind} {name!r} and did not")
+    return _REGISTRY[kind][name]
 
 
 def build(kind: str, cfg: Any, **deps: Any) -> Any:

@@ -187,6 +187,14 @@ class BenchConfigRetrieval:
 
 
 @dataclass
+class BenchConfigCli:
+    """cli"""
+
+    repeats: int = setting(3, 'each command runs this many times (interleaved); the median is reported', POSITIVE)
+    goal_s: float = setting(1.5, '`ls` and `eval --cfg job` should answer within this many seconds (idle 2-core machine)', gt(0))
+
+
+@dataclass
 class BenchConfigEvalThroughputConcurrency:
     """1 vs `slots` workers against the loopback OpenAI-compatible server"""
 
@@ -317,9 +325,9 @@ class BenchConfigGpu:
 
 @dataclass
 class BenchConfig:
-    """python -m ctxbench bench [suite=all|train_step|kv_memory|kv_press|memory_systems|retrieval|eval_throughput|structured] [<suite>.<knob>=...] python -m ctxbench bench suite=gpu     # the GPU check (not in `all`): scripts/gpu_check.sh; gpu.size=tiny on CPU Writes bench.json (machine, command, config, per-suite results) and bench.md (one table per suite) into the run folder. Defaults are sized so `suite=all` takes about 10 minutes on 2 shared CPU cores."""
+    """python -m ctxbench bench [suite=all|train_step|kv_memory|kv_press|memory_systems|retrieval|eval_throughput|structured|cli] [<suite>.<knob>=...] python -m ctxbench bench suite=gpu     # the GPU check (not in `all`): scripts/gpu_check.sh; gpu.size=tiny on CPU Writes bench.json (machine, command, config, per-suite results) and bench.md (one table per suite) into the run folder. Defaults are sized so `suite=all` takes about 10 minutes on 2 shared CPU cores."""
 
-    suite: str = setting('all', 'which benchmark suite to run (all = every suite but gpu)', choices=('all', 'train_step', 'kv_memory', 'kv_press', 'memory_systems', 'retrieval', 'eval_throughput', 'structured', 'gpu'))
+    suite: str = setting('all', 'which benchmark suite to run (all = every suite but gpu)', choices=('all', 'train_step', 'kv_memory', 'kv_press', 'memory_systems', 'retrieval', 'eval_throughput', 'structured', 'cli', 'gpu'))
     seed: int = setting(0, 'random seed', SEED)
     train_step: BenchConfigTrainStep | None = nested(BenchConfigTrainStep, 'training step throughput per method against the plain LM')
     kv_memory: BenchConfigKvMemory | None = nested(BenchConfigKvMemory, 'KV-cache memory per method against history length')
@@ -328,6 +336,7 @@ class BenchConfig:
     retrieval: BenchConfigRetrieval | None = nested(BenchConfigRetrieval, 'vector index build and search time against index size')
     eval_throughput: BenchConfigEvalThroughput | None = nested(BenchConfigEvalThroughput, "ratios of the evaluator's own loop, measured in one run (ctxbench/bench/eval_throughput.py)")
     structured: BenchConfigStructured | None = nested(BenchConfigStructured, 'constrained (xgrammar) vs free generation, the same number of new tokens')
+    cli: BenchConfigCli | None = nested(BenchConfigCli, 'how fast the command line answers when it runs no job (ls, --help, --cfg job)')
     gpu: BenchConfigGpu | None = nested(BenchConfigGpu, 'bf16 training steps on the 7B shapes at random init (one H200: under 8 minutes)')
 
 

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxbench.core.registry import discover, get, names
+from ctxbench.core.registry import get, names
 
 
 def format_names() -> list[str]:
-    discover()
     return sorted(names("format"))
 
 
 def get_format(name: str) -> Any:
     """The format class registered as ``name`` (an unknown name: the registry's "did you mean")."""
-    discover()
     return get("format", name)
