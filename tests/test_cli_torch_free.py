@@ -35,9 +35,11 @@ def test_importing_the_cli_imports_no_torch():
     (("train", "method=icae", "--help"), "mem_size"),
     (("eval", "--cfg", "job"), "qa_prompt:"),
     (("train", "method=icae", "--cfg", "job"), "mem_size"),
+    (("data", "stats", "locomo_sample"), "sessions_without_date"),
+    (("report", "table=mem0_locomo_table1"), "report: wrote"),
 ])
-def test_answers_without_torch(args, expect):
-    r = blocked(*args)
+def test_answers_without_torch(args, expect, tmp_path):
+    r = blocked(*args, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert expect in r.stdout
 
