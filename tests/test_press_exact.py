@@ -3,7 +3,8 @@ model computes on the kept tokens, in bf16 too, on a Mistral config with a slidi
 scores are the attention the real model gave.
 
 - positions=cache in bf16: after 400 segments every kept key equals the plain model's key at its slot
-  (one rotation) to bf16 precision; :func:`rotation_drift` is also the measurement the docs quote.
+  (one rotation) to bf16 precision; ``ctxbench.bench.press_drift.rotation_drift`` is also the measurement the
+  docs quote and the GPU check runs (``bench suite=gpu``, part drift).
 - a Mistral config whose window (8) is below the working set: the press cache holds every slot.
 - H2O through the real hooks: the accumulated scores are the sums of the eager attention columns.
 """
@@ -18,66 +19,13 @@ from ctxbench.methods.kv_baselines import H2OPress, SinkPress
 from ctxbench.methods.kv_cache import KVState, PressRunner
 from ctxbench.methods.press import LayerKV, SegmentInfo
 from ctxbench.methods.press_hooks import rotate
+from ctxbench.bench.press_drift import ids_of, rotation_drift
 from ctxbench.models.loading import load_model
 
 BF16 = torch.bfloat16
 
 
-def ids_of(n: int, seed: int = 0) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(5, 250, (1, n), generator=g)
-
-
 # ---- item 3: StreamingLLM's kept keys in bf16 --------------------------------------------------
-
-def plain_keys_and_queries(model, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Layer 0's keys (from the plain model's own cache) and rotated queries for ``ids`` at positions
-    0..n−1: each key rotated once, by the model."""
-    from transformers import DynamicCache
-
-    attn = model.model.layers[0].self_attn
-    seen: dict[str, torch.Tensor] = {}
-    hook = attn.register_forward_hook(lambda m, a, kw, out: seen.update(h=kw["hidden_states"],
-                                                                         pe=kw["position_embeddings"]),
-                                      with_kwargs=True)
-    try:
-        cache = DynamicCache()
-        model(input_ids=ids, cache=cache, use_cache=True)
-    finally:
-        hook.remove()
-    b, n = ids.shape
-    q = attn.q_proj(seen["h"]).view(b, n, -1, attn.head_dim).transpose(1, 2)
-    cos, sin = seen["pe"]
-    return cache.layers[0].keys, rotate(q, cos, sin)
-
-
-@torch.no_grad()
-def rotation_drift(segments: int = 400, segment_len: int = 4, mem_size: int = 16, n_sink: int = 4,
-                   head_dim: int = 128, dtype: torch.dtype = BF16) -> dict[str, float]:
-    """StreamingLLM (positions=cache) over ``segments`` segments of a one-layer tiny Llama with one
-    head of ``head_dim``: each kept key vs the plain model's key for the same token at the same slot
-    (relative error of the vector; sinks are slots 1..n_sink−1, slot 0 is never rotated) and the
-    largest attention-logit error the kept tokens' own queries see."""
-    bundle = load_model(option_config("model", {"name": "tiny", "num_layers": 1, "hidden_size": head_dim,
-                                                "num_heads": 1, "num_kv_heads": 1, "dtype": str(dtype).split(".")[-1]}))
-    model = bundle.model
-    ids = ids_of(segments * segment_len, seed=3)
-    runner = PressRunner(model, mem_size, SinkPress(n_sink), positions="cache")
-    state = runner.stream(KVState(), ids, segment_len)
-    n = ids.shape[1]
-    kept = list(range(n_sink)) + list(range(n - (mem_size - n_sink), n))
-    assert state.layers[0].pos[0, 0].tolist() == kept
-    ref_k, q = plain_keys_and_queries(model, ids[:, kept])
-    got = state.layers[0].k
-    rel = ((got.float() - ref_k.float()).norm(dim=-1) / ref_k.float().norm(dim=-1))[0, 0]
-    scale = model.model.layers[0].self_attn.scaling
-    logits_err = (q.float() @ (got.float() - ref_k.float()).transpose(-1, -2)).abs().max() * scale
-    logits = (q.float() @ ref_k.float().transpose(-1, -2)).abs().max() * scale
-    sinks = rel[1:n_sink]
-    return {"sink_median": float(sinks.median()), "sink_max": float(sinks.max()),
-            "window_max": float(rel[n_sink:].max()), "logit_err_max": float(logits_err),
-            "logit_abs_max": float(logits)}
-
 
 EPS = 2.0 ** -8  # bf16's unit roundoff
 
@@ -128,6 +76,16 @@ def test_streamingllm_keys_through_the_model_in_bf16_stay_one_rotation():
     d = rotation_drift(segments=60)
     assert d["sink_max"] == 0.0, d  # the sinks are the model's own keys
     assert d["window_max"] <= 4 * EPS, d  # a window key moves once per segment while kept (3 moves)
+
+
+def test_the_rotation_before_the_fix_stays_measurable_and_drifts():
+    """rotation="bf16" re-rotates as before the fix (cache dtype, bf16 cos/sin): the sinks drift off
+    the model's keys and the logit error is far above the fixed runner's, on the same 60 segments."""
+    before, after = rotation_drift(segments=60, rotation="bf16"), rotation_drift(segments=60)
+    assert before["sink_max"] > 10 * EPS and after["sink_max"] == 0.0, (before, after)
+    assert before["logit_err_max"] > 5 * after["logit_err_max"], (before, after)
+    with pytest.raises(ValueError, match="rotation='fp16'"):
+        rotation_drift(segments=2, rotation="fp16")
 
 
 # ---- item 4: a model with a sliding window gets full cache layers -------------------------------
