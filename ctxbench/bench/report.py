@@ -67,6 +67,8 @@ def markdown(doc: dict[str, Any]) -> str:
             if extra.get("title"):
                 lines += [f"### {extra['title']}", ""]
             lines += table(extra["columns"], extra["rows"]) + [""]
+            if extra.get("notes"):
+                lines += [f"- {note}" for note in extra["notes"]] + [""]
         for note in res.get("notes", []):
             lines.append(f"- {note}")
         lines += ["", f"({res.get('seconds', 0):.0f} s)", ""]

@@ -264,10 +264,10 @@ class BenchConfigStructured:
 
 @dataclass
 class BenchConfigGpuMethodsLm:
-    """LoRA r16 on every linear, 2048 tokens"""
+    """LoRA r16 on every linear, 4096 tokens"""
 
     method: str = setting('lm', 'conf/method option built for the row')
-    overrides: list = setting(['method.seq_len=2048'], "Hydra overrides that size the row's example")
+    overrides: list = setting(['method.seq_len=4096'], "Hydra overrides that size the row's example")
 
 
 @dataclass
@@ -298,15 +298,89 @@ class BenchConfigGpuMethodsLococo:
 class BenchConfigGpuMethods:
     """row name → the conf/method it builds and the overrides that size its example"""
 
-    lm: BenchConfigGpuMethodsLm | None = nested(BenchConfigGpuMethodsLm, 'LoRA r16 on every linear, 2048 tokens')
+    lm: BenchConfigGpuMethodsLm | None = nested(BenchConfigGpuMethodsLm, 'LoRA r16 on every linear, 4096 tokens')
     icae: BenchConfigGpuMethodsIcae | None = nested(BenchConfigGpuMethodsIcae, '512-token context → 128 slots, LoRA r128')
     ccm: BenchConfigGpuMethodsCcm | None = nested(BenchConfigGpuMethodsCcm, '4 steps × 512 tokens, 8 <COMP> each')
     lococo: BenchConfigGpuMethodsLococo | None = nested(BenchConfigGpuMethodsLococo, '4 segments × 512, M=512 cache')
 
 
 @dataclass
+class BenchConfigGpuSmokeMethodsIcae:
+    """ICAE pretraining on the tiny model: 32-token context, 8 slots"""
+
+    method: str = setting('icae_pretrain', 'conf/method option built for the row')
+    overrides: list = setting(['method.mem_size=8', 'method.context_tokens=32', 'method.lm_tokens=16'], "Hydra overrides that size the row's example")
+
+
+@dataclass
+class BenchConfigGpuSmokeMethodsCcm:
+    """CCM concat on the tiny model: 2 steps of 16 tokens"""
+
+    method: str = setting('ccm_concat', 'conf/method option built for the row')
+    overrides: list = setting(['method.step_tokens=16', 'method.train_steps=2'], "Hydra overrides that size the row's example")
+
+
+@dataclass
+class BenchConfigGpuSmokeMethods:
+    """row name → the conf/method it builds and the overrides that size its example"""
+
+    icae: BenchConfigGpuSmokeMethodsIcae | None = nested(BenchConfigGpuSmokeMethodsIcae, 'ICAE pretraining on the tiny model: 32-token context, 8 slots')
+    ccm: BenchConfigGpuSmokeMethodsCcm | None = nested(BenchConfigGpuSmokeMethodsCcm, 'CCM concat on the tiny model: 2 steps of 16 tokens')
+
+
+@dataclass
+class BenchConfigGpuSmoke:
+    """one ICAE and one CCM step on the device vs the CPU in fp32, and fp32 trainables under a bf16 base (ctxbench/bench/gpu_smoke.py)"""
+
+    methods: BenchConfigGpuSmokeMethods | None = nested(BenchConfigGpuSmokeMethods, 'row name → the conf/method it builds and the overrides that size its example')
+    dataset: str = setting('text_sample', 'the texts the examples are cut from')
+    tol: float = setting(0.0001, 'largest |loss on the device − loss on the CPU| in fp32 (the step and after it)', gt(0))
+    budget_s: int = setting(30, 'no new row of this part starts past this many seconds', gt(0))
+
+
+@dataclass
+class BenchConfigGpuDrift:
+    """StreamingLLM's bf16 key drift, before and after the fp32 re-rotation (ctxbench/bench/press_drift.py)"""
+
+    segments: int = setting(400, 'segments streamed (gpu.size=tiny: 60)', POSITIVE)
+    segment_len: int = setting(4, 'tokens per segment', POSITIVE)
+    mem_size: int = setting(16, 'M, the cache slots', POSITIVE)
+    n_sink: int = setting(4, 'attention sinks', POSITIVE)
+    head_dim: int = setting(128, "the one head's width (the 7B models')", POSITIVE)
+    budget_s: int = setting(30, 'no new row of this part starts past this many seconds', gt(0))
+
+
+@dataclass
+class BenchConfigGpuGenerate:
+    """llm=hf chat_batch at several batch sizes on a random 7B shape (ctxbench/bench/gpu_generate.py)"""
+
+    model: str = setting('llama2_7b', 'published shapes generating (ctxbench/bench/gpu_models.py SHAPES)')
+    batches: list = setting([1, 8, 32], 'llm.batch_size values, each answering that many prompts in one chat_batch')
+    prompt_tokens: int = setting(256, 'tokens per prompt (gpu.size=tiny: 64)', POSITIVE)
+    new_tokens: int = setting(64, 'tokens generated per reply, every reply (stop tokens made unreachable; tiny: 8)', POSITIVE)
+    repeats: int = setting(2, 'timed rounds over the batch sizes after one warm-up round; medians (tiny: 1)', POSITIVE)
+    goal: float = setting(10.0, "the largest batch's tokens/s ÷ batch 1's (issue 42: ≥ 10× at 32)", gt(0))
+    budget_s: int = setting(60, 'no new row of this part starts past this many seconds', gt(0))
+
+
+@dataclass
+class BenchConfigGpuPresses:
+    """each press's ingest and decode vs the plain model, by kv_press.presses (ctxbench/bench/gpu_presses.py)"""
+
+    model: str = setting('llama2_7b', 'published shapes (ctxbench/bench/gpu_models.py SHAPES)')
+    methods: list = setting(['streamingllm', 'h2o', 'lococo', 'snapkv', 'pyramidkv'], 'presses compared with the plain model (as bench kv_press.methods)')
+    dataset: str = setting('shakespeare_sample', 'the text the tokens are taken from')
+    segment_len: int = setting(512, 'B (gpu.size=tiny: 64)', POSITIVE)
+    mem_size: int = setting(1024, 'M (tiny: 128; LoCoCo keeps local_len=32 of them)', POSITIVE)
+    ingest_tokens: int = setting(4096, 'tokens streamed through the cache and the plain forward (tiny: 256)', POSITIVE)
+    new_tokens: int = setting(32, 'tokens decoded from the cache and by plain generate (tiny: 4)', POSITIVE)
+    repeats: int = setting(3, 'timed repeats per side; medians (tiny: 1)', POSITIVE)
+    budget_s: int = setting(90, 'no new row of this part starts past this many seconds', gt(0))
+
+
+@dataclass
 class BenchConfigGpu:
-    """bf16 training steps on the 7B shapes at random init (one H200: under 8 minutes)"""
+    """the GPU check at random init: smoke, drift, generate, presses, bf16 training steps on the 7B shapes (one H200: under 8 minutes)"""
 
     size: str = setting('7b', '7b: Llama-2-7B / Mistral-7B shapes, needs CUDA | tiny: small models of both families (CPU)', choices=('7b', 'tiny'))
     device: str = setting('auto', 'auto = cuda when there is one; or cuda:1, cpu (tiny only)')
@@ -319,7 +393,13 @@ class BenchConfigGpu:
     steps: int = setting(3, 'timed steps; step time is their median', POSITIVE)
     gradient_checkpointing: str = setting('auto', "auto = the model config's (on for the 7B configs, off for tiny)", choices=('auto', True, False))
     peak_flops: float = setting(989000000000000.0, 'bf16 dense peak of the GPU for MFU: H200 SXM 989 TFLOPS (NVIDIA datasheet)', gt(0))
-    budget_s: int = setting(420, 'no new cell starts past this many seconds (the whole check stays under 8 minutes)', gt(0))
+    parts: list = setting(['smoke', 'drift', 'generate', 'presses', 'train'], 'the parts run, in this order', choices=('smoke', 'drift', 'generate', 'presses', 'train'))
+    smoke: BenchConfigGpuSmoke | None = nested(BenchConfigGpuSmoke, 'one ICAE and one CCM step on the device vs the CPU in fp32, and fp32 trainables under a bf16 base (ctxbench/bench/gpu_smoke.py)')
+    drift: BenchConfigGpuDrift | None = nested(BenchConfigGpuDrift, "StreamingLLM's bf16 key drift, before and after the fp32 re-rotation (ctxbench/bench/press_drift.py)")
+    generate: BenchConfigGpuGenerate | None = nested(BenchConfigGpuGenerate, 'llm=hf chat_batch at several batch sizes on a random 7B shape (ctxbench/bench/gpu_generate.py)')
+    presses: BenchConfigGpuPresses | None = nested(BenchConfigGpuPresses, "each press's ingest and decode vs the plain model, by kv_press.presses (ctxbench/bench/gpu_presses.py)")
+    train_budget_s: int = setting(230, 'no new training cell starts past this many seconds of the train part', gt(0))
+    budget_s: int = setting(420, 'no new row of any part starts past this many seconds (the whole check stays under 8 minutes)', gt(0))
     seed: int = setting(0, 'random init of the models', SEED)
 
 
@@ -337,7 +417,7 @@ class BenchConfig:
     eval_throughput: BenchConfigEvalThroughput | None = nested(BenchConfigEvalThroughput, "ratios of the evaluator's own loop, measured in one run (ctxbench/bench/eval_throughput.py)")
     structured: BenchConfigStructured | None = nested(BenchConfigStructured, 'constrained (xgrammar) vs free generation, the same number of new tokens')
     cli: BenchConfigCli | None = nested(BenchConfigCli, 'how fast the command line answers when it runs no job (ls, --help, --cfg job)')
-    gpu: BenchConfigGpu | None = nested(BenchConfigGpu, 'bf16 training steps on the 7B shapes at random init (one H200: under 8 minutes)')
+    gpu: BenchConfigGpu | None = nested(BenchConfigGpu, 'the GPU check at random init: smoke, drift, generate, presses, bf16 training steps on the 7B shapes (one H200: under 8 minutes)')
 
 
 @dataclass
