@@ -15,7 +15,7 @@ export HF_DATASETS_OFFLINE ?= 1
 export WANDB_MODE ?= disabled
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup test test-process test-slow test-distributed test-sweep demo bench lint docs-config clean
+.PHONY: setup test test-process test-slow test-distributed test-sweep demo bench gpu-wheels gpu-check-tiny lint docs-config clean
 
 setup:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,14 @@ docs-config:
 
 bench:
 	$(BIN)/python -m ctxbench bench
+
+# the wheels the GPU check carries to a machine without hydra-core / omegaconf (build/gpu_wheels, needs the network)
+gpu-wheels:
+	PYTHON=$(BIN)/python scripts/gpu_wheels.sh
+
+# the GPU check's every part on small models on the CPU (CI: .ci/run), into outputs/gpu_check/tiny
+gpu-check-tiny:
+	SIZE=tiny PYTHON=$(BIN)/python scripts/gpu_check.sh outputs/gpu_check/tiny
 
 clean:
 	rm -rf outputs multirun .pytest_cache
