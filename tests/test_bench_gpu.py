@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from ctxbench.config.compose import command_config, section_config
 
 # small examples so the CPU run is short; the 7B defaults are in conf/bench.yaml
-SMALL = ["gpu.size=tiny", "gpu.warmup_steps=1", "gpu.steps=2",
+SMALL = ["gpu.size=tiny", "gpu.parts=[train]", "gpu.warmup_steps=1", "gpu.steps=2",
          "gpu.methods.lm.overrides=['method.seq_len=256']",
          "gpu.methods.icae.overrides=['method.mem_size=32','method.context_tokens=128','method.lm_tokens=128']",
          "gpu.methods.ccm.overrides=['method.step_tokens=64','method.train_steps=2']",
