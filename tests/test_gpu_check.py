@@ -110,3 +110,41 @@ def test_gpu_check_tiny_runs_every_part_in_a_python_like_the_gpu_machines(tmp_pa
     assert all(r["trainable_dtypes"] == ["float32"] for r in smoke)
     md = (out / "bench.md").read_text()
     assert "### generate" in md and "### presses" in md and "### smoke" in md and "### drift" in md
+
+
+def test_rows_are_ok_skipped_or_error_and_a_spent_time_box_starts_no_row():
+    from ctxbench.bench.common import Skip
+    from ctxbench.bench.gpu_rows import Budget, guarded
+
+    def boom():
+        raise RuntimeError("CUDA out of memory.\nTried to allocate 2 GiB")
+
+    def skip():
+        raise Skip("flash_attn is not installed")
+
+    budget = Budget(60).start("train", 30)
+    assert guarded({"m": "a"}, lambda: {"x": 1}, budget) == [{"m": "a", "status": "ok", "x": 1}]
+    assert guarded({"m": "b"}, boom, budget) == [{"m": "b", "status": "error",
+                                                  "reason": "RuntimeError: CUDA out of memory."}]
+    assert guarded({"m": "c"}, skip, budget)[0] == {"m": "c", "status": "skipped", "reason": "flash_attn is not installed"}
+    ran = []
+    late = Budget(60).start("train", 0.0, "gpu.train_budget_s")
+    assert guarded({"m": "d"}, lambda: ran.append(1) or {}, late) == [
+        {"m": "d", "status": "skipped", "reason": "past gpu.train_budget_s=0"}]
+    assert Budget(0.0).spent() == "past gpu.budget_s=0" and not ran
+
+
+def test_kv_press_runs_with_the_bundle_the_clock_and_the_device_given_then_as_it_was():
+    import time
+
+    import torch
+
+    from ctxbench.bench import kv_press
+    from ctxbench.bench.gpu_presses import SyncedClock, around_kv_press
+
+    before = kv_press._bundle, kv_press.time
+    with around_kv_press("BUNDLE", torch.device("meta")) as kp:
+        assert kp._bundle("llama2_7b") == "BUNDLE" and isinstance(kp.time, SyncedClock)
+        assert torch.tensor([1, 2]).device.type == "meta"  # kv_press's ids are made on the device
+        assert kp.time.perf_counter() <= time.perf_counter()
+    assert (kv_press._bundle, kv_press.time) == before and torch.tensor([1]).device.type == "cpu"

@@ -57,8 +57,10 @@ def run_parts(cfg: Any, device: Any) -> dict[str, dict[str, Any]]:
     for part in [str(p) for p in cfg.parts]:
         if part not in PARTS:
             raise ValueError(f"gpu.parts: unknown part {part!r} (one of {', '.join(PARTS)})")
-        sub_budget = None if part == "train" else cfg[part].get("budget_s")
-        budget.start(part, float(cfg.train_budget_s) if part == "train" else sub_budget)
+        if part == "train":
+            budget.start(part, float(cfg.train_budget_s), "gpu.train_budget_s")
+        else:
+            budget.start(part, float(cfg[part].budget_s))
         print(f"bench gpu: part {part} ...", flush=True)
         t0 = time.perf_counter()
         try:

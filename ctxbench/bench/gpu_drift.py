@@ -13,12 +13,11 @@ KEYS = ("segments", "segment_len", "mem_size", "n_sink", "head_dim")
 def run_part(cfg: Any, device: Any, budget: Any, size: str) -> dict[str, Any]:
     from ctxbench.bench.common import rnd
     from ctxbench.bench.gpu_rows import guarded
-    from ctxbench.bench.press_drift import ROTATIONS, rotation_drift
+    from ctxbench.bench.press_drift import rotation_drift
 
     s = {**{k: int(cfg[k]) for k in KEYS}, **(TINY if size == "tiny" else {})}
     rows: list[dict[str, Any]] = []
     for rotation in ("bf16", "fp32"):
-        assert rotation in ROTATIONS
         rows += guarded({"rotation": rotation, "fix": "before" if rotation == "bf16" else "after"},
                         lambda: {k: rnd(v, 6) for k, v in rotation_drift(rotation=rotation, device=device, **s).items()},
                         budget)

@@ -20,10 +20,12 @@ class Budget:
 
     def __init__(self, total_s: float, t0: float | None = None):
         self.total_s, self.t0 = float(total_s), time.perf_counter() if t0 is None else t0
-        self.part_s, self.part_t0, self.part = None, self.t0, ""
+        self.part_s, self.part_t0, self.part, self.key = None, self.t0, "", ""
 
-    def start(self, part: str, part_s: float | None) -> "Budget":
+    def start(self, part: str, part_s: float | None, key: str | None = None) -> "Budget":
+        """A new part's time box of ``part_s`` seconds from now (``key``: the setting that holds it)."""
         self.part, self.part_s, self.part_t0 = part, part_s, time.perf_counter()
+        self.key = key or f"gpu.{part}.budget_s"
         return self
 
     def spent(self) -> str | None:
@@ -31,7 +33,7 @@ class Budget:
         if now - self.t0 > self.total_s:
             return f"past gpu.budget_s={self.total_s:.0f}"
         if self.part_s is not None and now - self.part_t0 > float(self.part_s):
-            return f"past gpu.{self.part}.budget_s={float(self.part_s):.0f}"
+            return f"past {self.key}={float(self.part_s):.0f}"
         return None
 
 

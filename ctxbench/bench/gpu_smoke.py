@@ -57,7 +57,7 @@ def step(method: Any, batch: dict[str, Any], device: Any, autocast: bool) -> dic
         after = method(batch)
     return {"loss": float(out.loss.detach()), "loss_after": float(after.loss.detach()), "grad_dtypes": grad_dtypes,
             "param_dtypes": sorted({str(p.dtype).replace("torch.", "") for p in params}),
-            "base_dtype": str(next(p for p in method.parameters() if not p.requires_grad).dtype).replace("torch.", ""),
+            "base_dtype": str(next((p.dtype for p in method.parameters() if not p.requires_grad), None)).replace("torch.", ""),
             "trainable": sum(p.numel() for p in params)}
 
 
