@@ -67,6 +67,7 @@ class ICAE(TrainableMethod):
             p.requires_grad_(False)
         self.model = add_lora(bundle.model, cfg.lora)
         self.base = self.model.get_base_model()  # LoRA layers live inside it; disable_adapter toggles them
+        self._lora_layers = lora.tuner_layers(self.model)  # the decoder switches them off every step
         self._cache_kw = cache_kwarg(self.base)  # the forward's keyword for a KV cache (transformers version)
         inner = getattr(self.base, self.base.base_model_prefix, None) or self.base.get_decoder()
         self.inner = inner  # the transformer body (no LM head): hidden states only
@@ -142,7 +143,7 @@ class ICAE(TrainableMethod):
         checkpointing the layers recompute during backward, after this context has exited:
         :func:`lora.checkpoint_with_adapter_state` (set up by ``forward``) recomputes them
         with the adapter state they ran with, here disabled."""
-        with self.model.disable_adapter():
+        with lora.adapters_off(self.model, self._lora_layers):
             return self.inner(inputs_embeds=embeds, attention_mask=mask, use_cache=False).last_hidden_state
 
     # -- training -------------------------------------------------------------------------------
