@@ -43,6 +43,7 @@ from ctxbench.models.loading import cache_kwarg, kv_bytes_per_token, returned_ca
 from ctxbench.core.registry import register
 from ctxbench.core.task_protocol import Scored, check_ratio, ratio_budget, ratio_extra, start_ids
 from ctxbench.core.types import History, Prediction, Question, Sample, Session, Usage
+from ctxbench.methods.lean_mlp import lean_mlp
 from ctxbench.methods.token_loss import token_loss
 from ctxbench.methods.base import MethodOutput, TrainableMethod, base_dtype, fp32_trainables
 from ctxbench.methods.ccm_lora import CompGate, install_gated_lora, lora_config
@@ -95,6 +96,7 @@ class CCM(TrainableMethod):
         if self.n_tok < 1:
             raise ConfigError(f"method.n_tok must be >= 1, got {self.n_tok}")
         self.model = bundle.model
+        lean_mlp(self.model)  # its gated MLPs keep two of three intermediates for backward
         self._cache_kw = cache_kwarg(self.model)  # the forward's keyword for a KV cache (transformers version)
         for p in self.model.parameters():
             p.requires_grad_(False)

@@ -30,6 +30,7 @@ from ctxbench.core.types import History, Prediction, Question, Sample, Usage
 from ctxbench.methods import icae_data as D
 from ctxbench.methods import lora
 from ctxbench.methods.base import MethodOutput, TrainableMethod, base_dtype, fp32_trainables
+from ctxbench.methods.lean_mlp import lean_mlp
 from ctxbench.methods.token_loss import token_loss
 from ctxbench.models.loading import cache_kwarg, returned_cache
 
@@ -66,6 +67,7 @@ class ICAE(TrainableMethod):
         for p in bundle.model.parameters():
             p.requires_grad_(False)
         self.model = add_lora(bundle.model, cfg.lora)
+        lean_mlp(bundle.model)
         self.base = self.model.get_base_model()  # LoRA layers live inside it; disable_adapter toggles them
         self._lora_layers = lora.tuner_layers(self.model)  # the decoder switches them off every step
         self._cache_kw = cache_kwarg(self.base)  # the forward's keyword for a KV cache (transformers version)

@@ -21,6 +21,7 @@ from ctxbench.core.task_protocol import Scored
 from ctxbench.core.types import History, Prediction, Question, Sample, Usage
 from ctxbench.methods import lora
 from ctxbench.methods.base import MethodOutput, TrainableMethod, chunk_tokens, fp32_trainables, pad_batch
+from ctxbench.methods.lean_mlp import lean_mlp
 from ctxbench.methods.token_loss import token_loss
 
 
@@ -40,6 +41,7 @@ class CausalLM(TrainableMethod):
         for p in bundle.model.parameters():
             p.requires_grad_(False)
         self.model = add_lora(bundle.model, cfg.lora)
+        lean_mlp(bundle.model)
         if not (cfg.lora and cfg.lora.enabled):
             for p in self.model.parameters():  # full fine-tuning
                 p.requires_grad_(True)
