@@ -30,10 +30,12 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     from ctxbench.models.loading import load_model
     from ctxbench.core.registry import build
     from ctxbench.bench.common import MB, PeakMemory, compose, peak_rss, rss
+    from ctxbench.training.allocator import set_mmap_threshold
 
     overrides = [f"method={spec['method']}", f"model={spec['model']}", f"dataset={spec['dataset']}",
                  f"trainer.batch_size={int(spec['batch_size'])}", *spec.get("overrides", [])]
     cfg = compose("train", overrides)
+    set_mmap_threshold(cfg.trainer.get("mmap_threshold_kb"))  # as `train` sets it
     torch.manual_seed(int(cfg.seed))
     bundle = load_model(cfg.model)
     method = build("method", cfg.method, bundle=bundle)
@@ -101,10 +103,12 @@ def measure_reference(spec: dict[str, Any]) -> dict[str, Any]:
     from ctxbench.core.registry import build
     from ctxbench.bench.common import MB, PeakMemory, compose
     from ctxbench.methods.lean_mlp import plain_mlp
+    from ctxbench.training.allocator import set_mmap_threshold
 
     bs = int(spec["batch_size"])
     cfg = compose("train", [f"method={spec['method']}", f"model={spec['model']}", f"dataset={spec['dataset']}",
                             f"trainer.batch_size={bs}", *spec.get("overrides", [])])
+    set_mmap_threshold(cfg.trainer.get("mmap_threshold_kb"))  # as `train` sets it
     torch.manual_seed(int(cfg.seed))
     method = build("method", cfg.method, bundle=load_model(cfg.model))
     examples = method.train_examples(build("dataset", cfg.dataset))
