@@ -26,7 +26,7 @@ class TrainConfigTrainer:
     max_grad_norm: float = setting(1.0, 'gradient clipping norm (0 = none)', ge(0, note='0 = no clipping'))
     precision: str = setting('fp32', 'fp32 | bf16 | fp16', choices=('fp32', 'bf16', 'fp16'))
     gradient_checkpointing: bool = setting(False, 'recompute activations in the backward pass')
-    mmap_threshold_kb: int | None = setting(128, "glibc: heap blocks of at least this many KB are mapped apart and given back when freed (fixed: glibc otherwise raises it after the first step and a step's freed activations stay resident; ~150 MB less peak RSS on SmolLM2's ICAE step); null = glibc's dynamic default", ge(1, note='null = glibc default'))
+    mmap_threshold_kb: int | None = setting(None, "glibc: heap blocks of at least this many KB are mapped apart and given back when freed (fixed: glibc otherwise raises it after the first step and a step's freed activations stay resident). 128: ~150 MB less peak RSS on SmolLM2's ICAE step, but every large tensor is a fresh mapping (page faults: ~+20% step time on 1 CPU thread); null = glibc's dynamic default", ge(1, note='null = glibc default'))
     log_every: int = setting(1, 'log every N steps', POSITIVE)
     eval_every: int = setting(5, '0 = only at the end', ge(0, note='0 = only at the end'))
     eval_fraction: float = setting(0.05, 'held-out share of training examples for the eval hook', between(0, 1, high_open=True))
