@@ -91,6 +91,48 @@ def summarise(method: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
             "peak_reset_exact": all(r.get("peak_reset_exact") for r in ok)}
 
 
+def reference_rows(ref: Any, timeout: float, dataset: str, warmup_steps: int) -> list[dict[str, Any]]:
+    """The method on the reference's settings at each batch size, beside the plain HF LoRA LM step
+    measured in the same process (:func:`.train_step_worker.measure_reference`). "× reference" is read
+    through the in-run ratio: the reference's step is ``ref_step_vs_lm`` × the LM step, so
+    × reference = ref_step_vs_lm × LM step ÷ this step (the same tokens per step on both sides)."""
+    rows = []
+    for bs in ref.batch_sizes:
+        spec = {"kind": "reference", "method": ref.method, "model": ref.model, "dataset": dataset,
+                "batch_size": int(bs), "warmup_steps": warmup_steps, "steps": ref.steps,
+                "lm_tokens": ref.lm_tokens, "overrides": list(ref.overrides or [])}
+        r = run_worker(spec, timeout)
+        if r.get("status") != "ok":
+            rows.append({"batch_size": int(bs), "status": r.get("status", "error"), "reason": r.get("reason", "")})
+            continue
+        step, lm = median(r["method_s"]), median(r["lm_s"])
+        ratio = step / lm
+        x_ref = ref.ref_step_vs_lm / ratio
+        mem = r["peak_rss_mb"] / ref.ref_peak_rss_mb
+        row = {"batch_size": int(bs), "status": "ok", "method": ref.method, "model": r["model"],
+               "loss_tokens": r["loss_tokens"], "step_s": rnd(step), "step_s_alone": rnd(median(r["step_s_alone"])),
+               "lm_tokens": r["lm_tokens"], "lm_step_s": rnd(lm), "step_vs_lm": rnd(ratio),
+               "ref_step_vs_lm": ref.ref_step_vs_lm, "tokens_per_s": rnd(r["loss_tokens"] / step),
+               "ref_tokens_per_s": ref.ref_tokens_per_s, "x_reference": rnd(x_ref),
+               "peak_rss_mb": rnd(r["peak_rss_mb"], 1), "ref_peak_rss_mb": ref.ref_peak_rss_mb,
+               "peak_vs_reference": rnd(mem), "peak_reset_exact": r["peak_reset_exact"],
+               "speed_goal": f"≥ {ref.goal_speed:g}×", "memory_goal": f"≤ {ref.goal_memory:g}×"}
+        if int(bs) == 1:  # the reference's figures are batch-1 figures
+            row["speed_met"] = x_ref >= ref.goal_speed
+            row["memory_met"] = mem <= ref.goal_memory
+            row["met"] = row["speed_met"] and row["memory_met"]
+        rows.append(row)
+    return rows
+
+
+REFERENCE_COLUMNS = [["batch_size", "batch"], ["loss_tokens", "tokens/step"], ["step_s", "step s"],
+                     ["lm_step_s", "HF LoRA LM step s"], ["step_vs_lm", "step ÷ LM step"],
+                     ["ref_step_vs_lm", "reference ÷ LM step"], ["x_reference", "× reference (in-run)"],
+                     ["speed_goal", "speed goal"], ["tokens_per_s", "tokens/s"], ["ref_tokens_per_s", "reference tokens/s"],
+                     ["peak_rss_mb", "peak RSS MB"], ["ref_peak_rss_mb", "reference peak MB"],
+                     ["peak_vs_reference", "÷ reference"], ["memory_goal", "memory goal"], ["met", "met (batch 1)"]]
+
+
 @register("bench", "train_step")
 def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
     from tqdm.auto import tqdm
@@ -139,11 +181,26 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
              "memory = resident set size of the method's own process: 'first step +MB' is the peak during the "
              "first step above the RSS before it (activations, gradients, AdamW state); 'later step +MB' the same "
              "for steady-state steps; 'peak RSS' includes the model and data."]
-    return {"description": f"One training step per method, model={model}, ratios against method={baseline} "
+    tables = []
+    ref = cfg.reference
+    if ref:
+        ref_rows = reference_rows(ref, timeout, str(cfg.dataset), int(cfg.warmup_steps))
+        tables.append({"title": f"{ref.method} on getao/icae v2's settings (model={ref.model}; "
+                                + " ".join(ref.overrides or []) + ")",
+                       "columns": REFERENCE_COLUMNS, "rows": ref_rows})
+        notes.append(f"{ref.method} vs getao/icae v2: the reference's figures ({ref.ref_tokens_per_s:g} tokens/s, "
+                     f"{ref.ref_peak_rss_mb:g} MB peak RSS, its step = {ref.ref_step_vs_lm:g} × a plain HF LoRA LM "
+                     f"step over {ref.lm_tokens} tokens) were measured by issue 41's filer; '× reference' is "
+                     f"{ref.ref_step_vs_lm:g} × the LM step ÷ this step, both timed interleaved in one process "
+                     f"({ref.steps} pairs, medians), so it does not depend on how loaded the machine is; tokens/s "
+                     "and peak RSS are absolute (this machine, now). Goal: ≥ "
+                     f"{ref.goal_speed:g}× its speed at ≤ {ref.goal_memory:g}× its memory, at batch 1.")
+    return {"tables": tables,
+            "description": f"One training step per method, model={model}, ratios against method={baseline} "
                            "measured in the same run.",
             "params": {"model": model, "methods": names, "rounds": rounds},
             "columns": [["method", "method"], ["loss_tokens", "tokens/step"], ["step_s", "step s (median)"],
-                        ["tokens_per_s", "tokens/s"], ["tokens_per_s_vs_lm", "tokens/s ÷ lm"],
+                        ["tokens_per_s", "tokens/s"], ["tokens_per_s_vs_lm", "tokens/s ÷ lm"], ["step_s_vs_lm", "step ÷ lm step"],
                         ["trainable_params", "trainable params"], ["first_step_peak_extra_mb", "first step +MB"],
                         ["step_peak_extra_mb", "later step +MB"], ["step_peak_vs_lm", "first step +MB ÷ lm"],
                         ["peak_rss_mb", "peak RSS MB"]],

@@ -30,10 +30,12 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     from ctxbench.models.loading import load_model
     from ctxbench.core.registry import build
     from ctxbench.bench.common import MB, PeakMemory, compose, peak_rss, rss
+    from ctxbench.training.allocator import set_mmap_threshold
 
     overrides = [f"method={spec['method']}", f"model={spec['model']}", f"dataset={spec['dataset']}",
                  f"trainer.batch_size={int(spec['batch_size'])}", *spec.get("overrides", [])]
     cfg = compose("train", overrides)
+    set_mmap_threshold(cfg.trainer.get("mmap_threshold_kb"))  # as `train` sets it
     torch.manual_seed(int(cfg.seed))
     bundle = load_model(cfg.model)
     method = build("method", cfg.method, bundle=bundle)
@@ -85,10 +87,86 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
             "peak_reset_exact": bool(m_first.exact), "torch_threads": torch.get_num_threads()}
 
 
+def measure_reference(spec: dict[str, Any]) -> dict[str, Any]:
+    """The method on the reference's settings beside a plain HF LoRA LM step, in one process.
+
+    First the method alone (``warmup_steps`` + ``steps``, its peak RSS: what training it costs), then
+    ``steps`` interleaved pairs (method step, yardstick step) for the ratio. The yardstick is the
+    method's own peft model with its adapter on, called as HF does (``model(input_ids, labels)``:
+    full-vocabulary logits and the model's loss) over ``lm_tokens`` tokens per example, with the
+    same optimizer: the step the issue's reference figure (step ÷ LM step = 1.47) was taken against.
+    """
+    import torch
+    from accelerate.utils import send_to_device
+
+    from ctxbench.models.loading import load_model
+    from ctxbench.core.registry import build
+    from ctxbench.bench.common import MB, PeakMemory, compose
+    from ctxbench.methods.lean_mlp import plain_mlp
+    from ctxbench.training.allocator import set_mmap_threshold
+
+    bs = int(spec["batch_size"])
+    cfg = compose("train", [f"method={spec['method']}", f"model={spec['model']}", f"dataset={spec['dataset']}",
+                            f"trainer.batch_size={bs}", *spec.get("overrides", [])])
+    set_mmap_threshold(cfg.trainer.get("mmap_threshold_kb"))  # as `train` sets it
+    torch.manual_seed(int(cfg.seed))
+    method = build("method", cfg.method, bundle=load_model(cfg.model))
+    examples = method.train_examples(build("dataset", cfg.dataset))
+    if len(examples) < bs:
+        return {"status": "skipped", "reason": f"dataset={spec['dataset']} gave {len(examples)} examples, batch {bs}"}
+    device = method.device
+    batch = send_to_device(method.collate(examples[:bs]), device)
+    params = [p for p in method.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=float(cfg.trainer.lr))
+    max_norm = float(cfg.trainer.max_grad_norm or 0.0)
+    g = torch.Generator().manual_seed(0)
+    vocab = method.base.get_output_embeddings().weight.shape[0] if hasattr(method, "base") else 1000
+    ids = torch.randint(100, max(101, vocab - 1), (bs, int(spec["lm_tokens"])), generator=g).to(device)
+    method.train()
+
+    def finish(loss: Any) -> None:
+        loss.backward()
+        if max_norm:
+            torch.nn.utils.clip_grad_norm_(params, max_norm)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def method_step() -> int:
+        out = method(batch)
+        finish(out.loss)
+        return int(out.n_tokens)
+
+    def lm_step() -> None:
+        with plain_mlp(method.model):  # HF's own step, as the reference's figure was taken against
+            finish(method.model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=ids).loss)
+
+    with PeakMemory() as m_alone:
+        for _ in range(max(1, int(spec.get("warmup_steps", 1)))):
+            n_tok = method_step()
+        alone = []
+        for _ in range(int(spec.get("steps", 3))):
+            t0 = time.perf_counter()
+            method_step()
+            alone.append(time.perf_counter() - t0)
+    lm_step()  # the yardstick's warm-up
+    pairs: list[tuple[float, float]] = []
+    for _ in range(int(spec.get("steps", 3))):
+        t0 = time.perf_counter()
+        method_step()
+        t1 = time.perf_counter()
+        lm_step()
+        pairs.append((t1 - t0, time.perf_counter() - t1))
+    return {"status": "ok", "method": spec["method"], "model": str(cfg.model.name), "batch_size": bs,
+            "loss_tokens": n_tok, "lm_tokens": int(spec["lm_tokens"]) * bs, "step_s_alone": alone,
+            "method_s": [a for a, _ in pairs], "lm_s": [b for _, b in pairs],
+            "peak_rss_mb": m_alone.peak / MB, "peak_reset_exact": bool(m_alone.exact),
+            "torch_threads": torch.get_num_threads()}
+
+
 def main(argv: list[str]) -> None:
     spec = json.loads(argv[0])
     try:
-        res = measure(spec)
+        res = measure_reference(spec) if spec.get("kind") == "reference" else measure(spec)
     except Exception as e:  # noqa: BLE001 - reported to the parent as this method's error
         res = {"status": "error", "reason": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
     print("BENCH_RESULT " + json.dumps(res), flush=True)

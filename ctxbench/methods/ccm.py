@@ -43,6 +43,8 @@ from ctxbench.models.loading import cache_kwarg, kv_bytes_per_token, returned_ca
 from ctxbench.core.registry import register
 from ctxbench.core.task_protocol import Scored, check_ratio, ratio_budget, ratio_extra, start_ids
 from ctxbench.core.types import History, Prediction, Question, Sample, Session, Usage
+from ctxbench.methods.lean_mlp import lean_mlp
+from ctxbench.methods.token_loss import token_loss
 from ctxbench.methods.base import MethodOutput, TrainableMethod, base_dtype, fp32_trainables
 from ctxbench.methods.ccm_lora import CompGate, install_gated_lora, lora_config
 from ctxbench.methods.ccm_data import session_number, session_text
@@ -94,6 +96,7 @@ class CCM(TrainableMethod):
         if self.n_tok < 1:
             raise ConfigError(f"method.n_tok must be >= 1, got {self.n_tok}")
         self.model = bundle.model
+        lean_mlp(self.model)  # its gated MLPs keep two of three intermediates for backward
         self._cache_kw = cache_kwarg(self.model)  # the forward's keyword for a KV cache (transformers version)
         for p in self.model.parameters():
             p.requires_grad_(False)
@@ -234,8 +237,7 @@ class CCM(TrainableMethod):
         n = int(sel.sum())
         if n == 0:
             return MethodOutput(loss=h.sum() * 0.0, n_tokens=0)
-        logits = self.model.get_output_embeddings()(h[sel]).float()
-        loss = nn.functional.cross_entropy(logits, labels[sel])
+        loss, _ = token_loss(h[sel], self.model.get_output_embeddings(), labels[sel])
         return MethodOutput(loss=loss, n_tokens=n, stats={"steps_per_example": float(batch["n_steps"].float().mean())})
 
     def collate(self, examples: list[Layout]) -> dict[str, torch.Tensor]:

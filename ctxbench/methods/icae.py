@@ -30,6 +30,8 @@ from ctxbench.core.types import History, Prediction, Question, Sample, Usage
 from ctxbench.methods import icae_data as D
 from ctxbench.methods import lora
 from ctxbench.methods.base import MethodOutput, TrainableMethod, base_dtype, fp32_trainables
+from ctxbench.methods.lean_mlp import lean_mlp
+from ctxbench.methods.token_loss import token_loss
 from ctxbench.models.loading import cache_kwarg, returned_cache
 
 def qa_text(question: Question, prompt: Any = None) -> str:
@@ -65,7 +67,9 @@ class ICAE(TrainableMethod):
         for p in bundle.model.parameters():
             p.requires_grad_(False)
         self.model = add_lora(bundle.model, cfg.lora)
+        lean_mlp(bundle.model)
         self.base = self.model.get_base_model()  # LoRA layers live inside it; disable_adapter toggles them
+        self._lora_layers = lora.tuner_layers(self.model)  # the decoder switches them off every step
         self._cache_kw = cache_kwarg(self.base)  # the forward's keyword for a KV cache (transformers version)
         inner = getattr(self.base, self.base.base_model_prefix, None) or self.base.get_decoder()
         self.inner = inner  # the transformer body (no LM head): hidden states only
@@ -141,7 +145,7 @@ class ICAE(TrainableMethod):
         checkpointing the layers recompute during backward, after this context has exited:
         :func:`lora.checkpoint_with_adapter_state` (set up by ``forward``) recomputes them
         with the adapter state they ran with, here disabled."""
-        with self.model.disable_adapter():
+        with lora.adapters_off(self.model, self._lora_layers):
             return self.inner(inputs_embeds=embeds, attention_mask=mask, use_cache=False).last_hidden_state
 
     # -- training -------------------------------------------------------------------------------
@@ -191,21 +195,30 @@ class ICAE(TrainableMethod):
         hidden = self.decode_hidden(self.decoder_embeds(codes, rows), batch["dec_mask"])
         target = labels[:, 1:]
         sel = target != -100
-        logits = self.base.get_output_embeddings()(hidden[:, :-1][sel])
-        tok_loss = F.cross_entropy(logits.float(), target[sel], reduction="none")
         kind = batch["dec_kind"].unsqueeze(1).expand_as(target)[sel]
+        tgt = target[sel]
+        weights, counts = self.token_weights(kind)
+        loss, tok_loss = token_loss(hidden[:, :-1][sel], self.base.get_output_embeddings(), tgt, weights)
         stats: dict[str, float] = {"slots": float(slots.shape[0] * slots.shape[1])}
-        parts = {}
         for name, k in D.KIND.items():
-            if bool((kind == k).any()):
-                parts[name] = tok_loss[kind == k].mean()
-                stats[f"{name}_loss"] = float(parts[name].detach())
-        if self.mode == "finetune" or self.cfg.objective_sampling:
-            loss = tok_loss.mean()  # token mean over whatever objectives the batch holds (the reference's sampling)
-        else:  # λ·L_AE + (1−λ)·L_LM in every batch: an objective the batch lacks adds 0, λ still weights the other
-            zero = tok_loss.sum() * 0.0
-            loss = self.lambda_ae * parts.get("ae", zero) + (1.0 - self.lambda_ae) * parts.get("lm", zero)
+            if counts[name]:
+                stats[f"{name}_loss"] = float(tok_loss[kind == k].mean())
         return MethodOutput(loss=loss, n_tokens=int(sel.sum()), stats=stats)
+
+    def token_weights(self, kind: torch.Tensor) -> tuple[torch.Tensor, dict[str, int]]:
+        """Each labelled token's share of the loss, and the token count per objective: the token mean
+        (fine-tuning, the reference's objective sampling), else λ·mean(AE) + (1−λ)·mean(LM) in every
+        batch (an objective the batch lacks adds 0; λ still weights the other)."""
+        counts = {name: int((kind == k).sum()) for name, k in D.KIND.items()}
+        n = kind.shape[0]
+        if self.mode == "finetune" or self.cfg.objective_sampling:
+            return torch.full((n,), 1.0 / max(n, 1), dtype=torch.float32, device=kind.device), counts
+        share = {"ae": self.lambda_ae, "lm": 1.0 - self.lambda_ae}
+        weights = torch.zeros(n, dtype=torch.float32, device=kind.device)
+        for name, k in D.KIND.items():
+            if counts[name]:
+                weights[kind == k] = share.get(name, 0.0) / counts[name]
+        return weights, counts
 
     # -- inference helpers ----------------------------------------------------------------------
     @torch.no_grad()

@@ -21,6 +21,8 @@ from ctxbench.core.task_protocol import Scored
 from ctxbench.core.types import History, Prediction, Question, Sample, Usage
 from ctxbench.methods import lora
 from ctxbench.methods.base import MethodOutput, TrainableMethod, chunk_tokens, fp32_trainables, pad_batch
+from ctxbench.methods.lean_mlp import lean_mlp
+from ctxbench.methods.token_loss import token_loss
 
 
 def add_lora(model: Any, lora_cfg: Any) -> Any:
@@ -39,6 +41,7 @@ class CausalLM(TrainableMethod):
         for p in bundle.model.parameters():
             p.requires_grad_(False)
         self.model = add_lora(bundle.model, cfg.lora)
+        lean_mlp(bundle.model)
         if not (cfg.lora and cfg.lora.enabled):
             for p in self.model.parameters():  # full fine-tuning
                 p.requires_grad_(True)
@@ -60,9 +63,23 @@ class CausalLM(TrainableMethod):
         return pad_batch(examples, self.tokenizer.pad_token_id, labels=examples)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> MethodOutput:
-        out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
-        n = int((batch["labels"][:, 1:] != -100).sum())
-        return MethodOutput(loss=out.loss, n_tokens=n)
+        """Token-mean next-token loss: the body's hidden states at the labelled positions go through the
+        LM head and cross-entropy in chunks (:func:`token_loss`); no full-vocabulary logits are kept.
+        A model whose logits are more than its head's output (soft-capped, scaled) takes the model's own loss."""
+        labels = batch["labels"]
+        target = labels[:, 1:]
+        sel = target != -100
+        n = int(sel.sum())
+        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        body = getattr(base, getattr(base, "base_model_prefix", ""), None)
+        conf = base.config
+        if body is None or getattr(conf, "final_logit_softcapping", None) or getattr(conf, "logit_scale", None):
+            out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels)
+            return MethodOutput(loss=out.loss, n_tokens=n)
+        hidden = body(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                      use_cache=False).last_hidden_state
+        loss, _ = token_loss(hidden[:, :-1][sel], base.get_output_embeddings(), target[sel])
+        return MethodOutput(loss=loss, n_tokens=n)
 
     def load_trainable(self, state: dict[str, torch.Tensor]) -> None:
         super().load_trainable(state)

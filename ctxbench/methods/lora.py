@@ -34,6 +34,22 @@ def add_lora(model: Any, lora_cfg: Any) -> Any:
         return get_peft_model(model, conf, autocast_adapter_dtype=True)
 
 
+def tuner_layers(model: Any) -> list[Any]:
+    """Every peft tuner (LoRA) layer of ``model``, for :func:`adapters_off`."""
+    return _tuner_layers(model)
+
+
+@contextlib.contextmanager
+def adapters_off(model: Any, layers: list[Any]) -> Iterator[None]:
+    """``model``'s adapters off for the block, as ``model.disable_adapter()`` (``layers`` = tuner_layers(model))."""
+    if any(getattr(m, "merged", False) for m in layers):
+        with model.disable_adapter():
+            yield
+        return
+    with _adapters_as(layers, [True] * len(layers)):
+        yield
+
+
 def _tuner_layers(model: Any) -> list[Any]:
     from peft.tuners.tuners_utils import BaseTunerLayer
 
@@ -64,17 +80,21 @@ def checkpoint_with_adapter_state(model: Any) -> None:
     layers not checkpointing are left alone."""
     from torch.utils.checkpoint import checkpoint
 
+    candidates = getattr(model, "_ctxbench_checkpointing_modules", None)
+    if candidates is None:  # the modules transformers can switch to checkpointing, found once (a hot path)
+        candidates = [m for m in model.modules() if hasattr(m, "gradient_checkpointing")]
+        model._ctxbench_checkpointing_modules = candidates
+    todo = [m for m in candidates if getattr(m, "gradient_checkpointing", False) is True
+            and not getattr(getattr(m, "_gradient_checkpointing_func", None), "adapter_state", False)]
+    if not todo:
+        return
     layers = _tuner_layers(model)
 
     def context_fn() -> tuple[Any, Any]:  # called at each checkpointed forward
         return contextlib.nullcontext(), _adapters_as(layers, [m._disable_adapters for m in layers])
 
-    for m in model.modules():
-        if getattr(m, "gradient_checkpointing", False) is not True:
-            continue
+    for m in todo:
         func = getattr(m, "_gradient_checkpointing_func", None) or checkpoint
-        if getattr(func, "adapter_state", False):
-            continue
         # on top of the function transformers set (its offload option stays), forced non-reentrant:
         # context_fn exists only there
         func = functools.partial(func, use_reentrant=False, context_fn=context_fn)

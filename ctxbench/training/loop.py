@@ -30,6 +30,7 @@ from ctxbench.core.registry import build
 from ctxbench.runs.guard import claim as claim_run_dir
 from ctxbench.runs.results import atomic_write_text
 from ctxbench.training import checkpoint as ck
+from ctxbench.training.allocator import set_mmap_threshold
 from ctxbench.training.accelerator import distributed_kind, fsdp_wrap_classes, gathered, make_accelerator
 from ctxbench.training.batches import micro_batch, split_examples
 from ctxbench.training.metrics_log import MetricsLog
@@ -84,6 +85,7 @@ class TrainRecipe:
         if not t.get("resume"):
             refuse_overwrite(self.run_dir)
         set_seed(int(self.cfg.seed))
+        set_mmap_threshold(t.get("mmap_threshold_kb"))  # before the method allocates anything
         init_from = self._check_named_checkpoints()
         self._build_method(init_from)
         self._split_data()

@@ -26,6 +26,7 @@ class TrainConfigTrainer:
     max_grad_norm: float = setting(1.0, 'gradient clipping norm (0 = none)', ge(0, note='0 = no clipping'))
     precision: str = setting('fp32', 'fp32 | bf16 | fp16', choices=('fp32', 'bf16', 'fp16'))
     gradient_checkpointing: bool = setting(False, 'recompute activations in the backward pass')
+    mmap_threshold_kb: int | None = setting(None, "glibc: heap blocks of at least this many KB are mapped apart and given back when freed (fixed: glibc otherwise raises it after the first step and a step's freed activations stay resident). 128: ~150 MB less peak RSS on SmolLM2's ICAE step, but every large tensor is a fresh mapping (page faults: ~+20% step time on 1 CPU thread); null = glibc's dynamic default", ge(1, note='null = glibc default'))
     log_every: int = setting(1, 'log every N steps', POSITIVE)
     eval_every: int = setting(5, '0 = only at the end', ge(0, note='0 = only at the end'))
     eval_fraction: float = setting(0.05, 'held-out share of training examples for the eval hook', between(0, 1, high_open=True))
@@ -98,6 +99,23 @@ class BenchConfigTrainStepDatasets:
 
 
 @dataclass
+class BenchConfigTrainStepReference:
+    """the ICAE row against getao/icae v2 (issue 41): null = no such row"""
+
+    method: str = setting('icae_pretrain', 'conf/method option measured on the reference settings')
+    model: str = setting('smollm2_135m', 'conf/model the row is measured on (the issue: the packaged SmolLM2, fp32)')
+    overrides: list = setting(['method.mem_size=32', 'method.compression_rate=4', 'method.context_tokens=128', 'method.lm_tokens=0', 'method.lambda_ae=1'], "Hydra overrides giving the reference's settings (32 slots, 4x, 128 tokens, AE only; LoRA r8 q/v is the default)")
+    batch_sizes: list = setting([1, 4], 'a row per batch size (the goal is read at batch 1)')
+    lm_tokens: int = setting(256, 'the yardstick: a plain HF LoRA LM step (full logits, the model\'s own loss) over this many tokens, timed interleaved with the method in its process', POSITIVE)
+    steps: int = setting(3, 'timed (method, yardstick) pairs; medians', POSITIVE)
+    ref_tokens_per_s: float = setting(126.0, "the reference's tokens/s on these settings (measured by the issue's filer)", gt(0))
+    ref_peak_rss_mb: float = setting(2158.0, "the reference's peak RSS in MB", gt(0))
+    ref_step_vs_lm: float = setting(1.47, "the reference's step ÷ the plain HF LoRA LM step over lm_tokens: the in-run yardstick", gt(0))
+    goal_speed: float = setting(2.0, 'goal: at least this × the reference\'s tokens/s (read through ref_step_vs_lm)', gt(0))
+    goal_memory: float = setting(0.6, 'goal: at most this × the reference\'s peak RSS', gt(0))
+
+
+@dataclass
 class BenchConfigTrainStep:
     """train_step"""
 
@@ -112,6 +130,7 @@ class BenchConfigTrainStep:
     rounds: int = setting(1, "run every method's subprocess this many times, interleaved (noise control)", POSITIVE)
     overrides: list = setting([], "extra Hydra overrides for every method's train config")
     timeout_s: int = setting(300, 'per method subprocess', gt(0))
+    reference: BenchConfigTrainStepReference | None = nested(BenchConfigTrainStepReference, 'the ICAE row against getao/icae v2 (issue 41): null = no such row')
 
 
 @dataclass
