@@ -7,6 +7,10 @@ each step, drops the rows that are done (a stop token, a stop string: :mod:`.sto
 from the input, the attention mask and the cache (``batch_select_indices``), and the leading columns
 that are padding in every row still running; the rest runs on fewer rows and fewer columns.
 
+The prompts' common start (the chat template and system message every answer prompt of a batch
+shares, at least :data:`SHARED_MIN` tokens) is computed once and its KV repeated for every row; each
+row's rest follows it after its padding (``[shared][padding][rest]``, masked as padding).
+
 What it computes is what ``generate`` computes for a greedy call: left-padded prompts, the
 attention mask, position ids counted from each row's first real token (``cumsum(mask) - 1``, padding
 at 0, as ``generate`` makes them), the argmax of the last position's logits. Each row's tokens are
@@ -23,10 +27,29 @@ from typing import Any, Callable, Sequence
 from ctxbench.llm.stop import find_stop
 
 
+SHARED_MIN = 8  # a common start of at least this many tokens is computed once for the batch
+
+
+def shared_prefix(seqs: list[list[int]]) -> int:
+    """How many leading tokens every prompt of ``seqs`` shares (each keeps at least one of its own),
+    0 when that is under :data:`SHARED_MIN`."""
+    from ctxbench.llm.prefix_cache import common_prefix
+
+    n = min(len(s) for s in seqs) - 1
+    for s in seqs[1:]:
+        n = min(n, common_prefix(seqs[0], s))
+    return n if n >= SHARED_MIN else 0
+
+
+def reusable(cache: Any) -> bool:
+    """Every layer of ``cache`` a plain dynamic one (:func:`.prefix_cache.reusable`)."""
+    from ctxbench.llm.prefix_cache import reusable as plain
+
+    return plain(cache)
+
+
 def _trim_cache(cache: Any, cols: int) -> bool:
     """Drop the first ``cols`` positions of every layer of ``cache`` (plain dynamic layers only)."""
-    from ctxbench.llm.prefix_cache import reusable
-
     if not reusable(cache):
         return False
     for layer in cache.layers:
@@ -45,15 +68,25 @@ def greedy_rows(model: Any, seqs: list[list[int]], *, pad_id: int, eos_ids: Sequ
     place; for one row it ends holding the prompt and the reply but the last token."""
     import torch
 
-    n, width = len(seqs), max(len(s) for s in seqs)
-    ids = torch.tensor([[pad_id] * (width - len(s)) + s for s in seqs], dtype=torch.long, device=device)
-    mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], dtype=torch.long, device=device)
-    pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+    n = len(seqs)
     past = cache.get_seq_length()
     if past and n != 1:
         raise ValueError("greedy_rows: a filled cache is for one prompt")
     extra = {"logits_to_keep": 1} if logits_to_keep else {}
-    out = model(input_ids=ids[:, past:], attention_mask=mask, position_ids=pos[:, past:],
+    shared = shared_prefix(seqs) if n > 1 and reusable(cache) else 0
+    if shared:  # the prompts' common start computed once, its KV repeated for every row
+        model(input_ids=torch.tensor([seqs[0][:shared]], dtype=torch.long, device=device),
+              position_ids=torch.arange(shared, device=device)[None], use_cache=True, **{cache_kwarg: cache}, **extra)
+        cache.batch_repeat_interleave(n)
+        past = shared
+    tails = [s[past:] if n > 1 else s for s in seqs]
+    width = max(len(t) for t in tails)
+    ids = torch.tensor([[pad_id] * (width - len(t)) + t for t in tails], dtype=torch.long, device=device)
+    mask = torch.tensor([[0] * (width - len(t)) + [1] * len(t) for t in tails], dtype=torch.long, device=device)
+    if n > 1 and past:  # [shared start][padding][each row's rest]
+        mask = torch.cat([mask.new_ones((n, past)), mask], dim=-1)
+    pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+    out = model(input_ids=ids[:, past:] if n == 1 else ids, attention_mask=mask, position_ids=pos[:, past:],
                 use_cache=True, **{cache_kwarg: cache}, **extra)
     logits = out.logits[:, -1, :]
     nxt = pos[:, -1:] + 1
