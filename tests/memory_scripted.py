@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from ctxbench.llm.base import ChatResult, UsageMeter
+from ctxbench.llm.stop import apply_stop
 
 
 class ScriptedLLM:
@@ -31,10 +32,12 @@ class ScriptedLLM:
     def context_window(self) -> int:
         return 8192
 
-    def chat(self, messages, *, max_new_tokens=64, temperature=0.0, phase="answer", json_mode=False, schema=None):
+    def chat(self, messages, *, max_new_tokens=64, temperature=0.0, phase="answer", json_mode=False, schema=None,
+             stop=None):
         self.calls.append((phase, messages))
-        text = self.responder(messages, phase)
-        r = ChatResult(text, sum(self.count_tokens(m["content"]) for m in messages), self.count_tokens(text))
+        text, stopped = apply_stop(self.responder(messages, phase), stop or [])  # the backends' stop rule
+        r = ChatResult(text, sum(self.count_tokens(m["content"]) for m in messages), self.count_tokens(text),
+                       stopped=stopped)
         self.meter.add(phase, r)
         return r
 

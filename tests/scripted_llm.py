@@ -5,7 +5,8 @@
     llm = ScriptedLLM("same answer", context_window=50)  # constant reply, small window
 
 Every call is recorded in ``llm.calls`` (messages, phase, params) and counted in ``llm.meter``
-like a real backend. ``fail_on`` (set of 0-based call indices) makes those calls return
+like a real backend; a call's ``stop`` strings cut a scripted reply as the backends do
+(:mod:`ctxbench.llm.stop`; recorded as ``stop`` in ``llm.calls`` when given). ``fail_on`` (set of 0-based call indices) makes those calls return
 ``ChatResult(failed=True)``.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections import deque
 from typing import Any, Callable
 
 from ctxbench.llm.base import ChatResult, Message, UsageMeter
+from ctxbench.llm.stop import apply_stop
 
 
 class ScriptedLLM:
@@ -39,11 +41,12 @@ class ScriptedLLM:
         return len(text.split())
 
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
-             phase: str = "answer", json_mode: bool = False, schema: dict[str, Any] | None = None) -> ChatResult:
+             phase: str = "answer", json_mode: bool = False, schema: dict[str, Any] | None = None,
+             stop: list[str] | None = None) -> ChatResult:
         idx = len(self.calls)
         params = dict(max_new_tokens=max_new_tokens, temperature=temperature, phase=phase, json_mode=json_mode,
                       schema=schema)
-        self.calls.append({"messages": [dict(m) for m in messages], **params})
+        self.calls.append({"messages": [dict(m) for m in messages], **params, **({"stop": list(stop)} if stop else {})})
         prompt_tokens = sum(self.count_tokens(m["content"]) for m in messages)
         if idx in self.fail_on:
             r = ChatResult("", 0, 0, failed=True, error="scripted failure")
@@ -51,8 +54,9 @@ class ScriptedLLM:
             reply = self._next(messages, params)
             if isinstance(reply, ChatResult):
                 r = reply
-            else:
-                r = ChatResult(str(reply), prompt_tokens, self.count_tokens(str(reply)))
+            else:  # the backends' stop rule (ctxbench/llm/stop.py)
+                text, stopped = apply_stop(str(reply), stop or [])
+                r = ChatResult(text, prompt_tokens, self.count_tokens(text), stopped=stopped)
         self.meter.add(phase, r)
         return r
 

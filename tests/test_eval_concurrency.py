@@ -42,7 +42,7 @@ class SlowLLM:
         return len(text.split())
 
     def chat(self, messages, *, max_new_tokens=64, temperature=0.0, phase="answer", json_mode=False,
-             schema=None, seed=None) -> ChatResult:
+             schema=None, seed=None, stop=None) -> ChatResult:
         with self._lock:
             self.in_flight += 1
             self.n += 1

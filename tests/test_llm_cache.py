@@ -232,3 +232,34 @@ def test_a_cache_file_cut_short_is_refused_in_one_line(tmp_path):
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(DataError, match="cut short"):
         CallCache(path)
+
+
+def test_stop_is_part_of_the_key_and_stopped_is_kept(server, tmp_path):  # noqa: F811
+    """A call's stop strings are sent as ``stop`` and key the cache; a call without them keeps its old key."""
+    s = server([(200, reply("Paris")), (200, reply("Paris\nFrance"))])
+    llm = cached_openai(s.url, tmp_path / "c.sqlite")
+    r = llm.chat(MSGS, stop=["\n"])
+    assert s.posts[0]["body"]["stop"] == ["\n"] and r.text == "Paris"
+    plain = llm.chat(MSGS)  # no stop: another key, asked again, nothing sent as stop
+    assert not plain.cached and "stop" not in s.posts[1]["body"] and plain.text == "Paris\nFrance"
+    assert llm.chat(MSGS, stop=["\n"]).cached and llm.chat(MSGS).cached and len(s.posts) == 2
+    assert llm._key(MSGS, 64, 0.0, False) == llm._key(MSGS, 64, 0.0, False, stop=[])  # old keys unchanged
+    assert llm._key(MSGS, 64, 0.0, False) != llm._key(MSGS, 64, 0.0, False, stop=["\n"])
+    inner = ScriptedLLM(["Rex\nmore"])
+    cached = CachedLLM(inner, tmp_path / "d.sqlite", backend="scripted")
+    first = cached.chat(MSGS, stop=["\n"])
+    again = cached.chat(MSGS, stop=["\n"])
+    assert (first.text, first.stopped) == ("Rex", True) and (again.cached, again.stopped) == (True, True)
+
+
+def test_openai_applies_the_stop_rule_to_the_reply(server, tmp_path):  # noqa: F811
+    """A server that ignores ``stop`` still gives the cut reply; one that stopped at a leading line break
+    (an empty reply) is asked once more without ``stop`` and the reply cut here, both calls counted."""
+    s = server([(200, reply("  Paris\nFrance")), (200, reply("")), (200, reply("\nRome\nItaly"))])
+    llm = cached_openai(s.url, tmp_path / "c.sqlite").inner  # the backend itself, no cache
+    r = llm.chat(MSGS, stop=["\n"])
+    assert (r.text, r.stopped, r.truncated) == ("Paris", True, False)
+    r = llm.chat(MSGS, stop=["\n"])
+    assert (r.text, r.stopped) == ("Rome", True) and len(s.posts) == 3
+    assert s.posts[1]["body"]["stop"] == ["\n"] and "stop" not in s.posts[2]["body"]
+    assert (r.prompt_tokens, r.completion_tokens) == (22, 6)

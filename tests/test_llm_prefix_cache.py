@@ -31,8 +31,8 @@ def msgs(question: str, history: str = HISTORY, system: str = SYSTEM) -> list[di
 
 
 def pair(model: str, window: int, min_tokens: int, entries: int = 2, std: float | None = None):
-    """(reusing, plain) backends over one loaded model, whose ``generate`` records its new token ids
-    in ``on.generated`` (shared by both); ``std``: redraw the matrices' weights with it."""
+    """(reusing, plain) backends over one loaded model, whose ``generate`` and greedy loop record their
+    new token ids in ``on.generated`` (shared by both); ``std``: redraw the matrices' weights with it."""
     base = {"name": "hf", "model": model, "context_window": window, "batch_size": 2}
     bundle = load_model(*llm_model_config(option_config("llm", base)))
     if std is not None:
@@ -51,6 +51,12 @@ def pair(model: str, window: int, min_tokens: int, entries: int = 2, std: float 
         generated.extend(out[:, kw["input_ids"].shape[1]:].tolist())
         return out
     bundle.model.generate = recording
+    for llm in (on, off):  # greedy calls run llm/decode.py's loop, not generate: record theirs too
+        def greedy(*args, _inner=llm._greedy, **kw):
+            rows = _inner(*args, **kw)
+            generated.extend(rows)
+            return rows
+        llm._greedy = greedy
     on.generated = off.generated = generated
     return on, off
 

@@ -9,6 +9,7 @@ results.json records name, version, source and cap; a resume with another qa_pro
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -191,16 +192,35 @@ def test_evaluator_postprocesses_once_and_keeps_the_raw_reply(tmp_path, monkeypa
         calls["n"] += 1
         return original(self, question, text)
     monkeypatch.setattr(AnswerPrompt, "postprocess", counting)
-    llm = ScriptedLLM("Rex\nBecause Alice said so.")
+    raw = "Rex " + "x" * 250  # one line, longer than brief's 200 characters: the raw reply is kept whole
+    llm = ScriptedLLM(raw)
     system = registry.build("memory", option_config("memory", {"name": "no_context", "max_new_tokens": None}), llm=llm)
     system.use_prompt(get_prompt("brief"))
     qs = [questions()["single-hop"], questions()["multi-hop"]]
     recs = run_system(system, [Sample(history(), qs)], tmp_path, llm=llm, progress=False)
     assert calls["n"] == 2
-    assert [r["prediction"] for r in recs] == ["Rex", "Rex"]
-    assert recs[0]["raw_prediction"] == "Rex\nBecause Alice said so."
+    assert [r["prediction"] for r in recs] == [raw[:200]] * 2
+    assert recs[0]["raw_prediction"] == raw
     kept = [json.loads(x) for x in (tmp_path / "predictions.jsonl").read_text().splitlines()]
-    assert kept[0]["raw_prediction"] == "Rex\nBecause Alice said so." and kept[0]["prediction"] == "Rex"
+    assert kept[0]["raw_prediction"] == raw and kept[0]["prediction"] == raw[:200]
+
+
+def test_brief_answer_calls_stop_at_the_first_line_and_answers_do_not_change(tmp_path):
+    """brief declares stop=["\\n"]: the answer call carries it, the scripted backend cuts the reply there
+    (marked stopped), and the post-processed prediction is what the whole reply gives."""
+    reply = "\n  Rex\nBecause Alice said so."
+    llm = ScriptedLLM(reply)
+    prompt = get_prompt("brief")
+    system = registry.build("memory", option_config("memory", {"name": "no_context", "max_new_tokens": None}), llm=llm)
+    system.use_prompt(prompt)
+    q = questions()["single-hop"]
+    recs = run_system(system, [Sample(history(), [q])], tmp_path, llm=llm, progress=False)
+    assert [c.get("stop") for c in answer_calls(llm)] == [["\n"]]
+    assert recs[0]["raw_prediction"].strip() == "Rex"
+    assert recs[0]["prediction"] == prompt.postprocess(q, reply) == "Rex"
+    assert get_prompt("locomo").call_kwargs() == {} and prompt.call_kwargs() == {"stop": ["\n"]}
+    with pytest.raises(ValueError, match="would change its answers"):
+        dataclasses.replace(get_prompt("locomo"), stop=("\n",))  # locomo keeps every line
 
 
 # ---- the prompt reaches every system -------------------------------------------------------------
@@ -403,8 +423,8 @@ def test_compare_script_end_to_end_with_a_scripted_llm(tmp_path, monkeypatch):
         assert r["overall"]["n"] == 4 and "f1_stderr" in r["overall"]
         preds = [json.loads(x) for x in (Path(r["run"]) / "predictions.jsonl").read_text().splitlines()]
         assert all(p["prediction"] == "Caroline" for p in preds)  # brief: its first line
-        if prompt == "brief":
-            assert all(p["raw_prediction"] == "Caroline\nand more text" for p in preds)
+        if prompt == "brief":  # its answer call stops at the first line break (stop=["\\n"])
+            assert all(p["raw_prediction"] == "Caroline" for p in preds)
     answers = [s for s in seen if s["phase"] == "answer"]
     assert {s["max_new_tokens"] for s in answers} == {32, 48}
     assert report["choice"]["chosen"] in ("locomo", "brief")

@@ -20,6 +20,7 @@ from collections import Counter
 from typing import Any, Callable
 
 from ctxbench.llm.base import ChatResult, Message, UsageMeter
+from ctxbench.llm.stop import apply_stop
 from ctxbench.memory.prompts.scripting import lines as _lines
 from ctxbench.memory.prompts.scripting import words as _words
 
@@ -82,11 +83,12 @@ class ScriptedChatModel:
 
     # ---- the ChatLLM interface -----------------------------------------------------------------
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
-             phase: str = "answer", json_mode: bool = False, schema: dict[str, Any] | None = None) -> ChatResult:
-        text = self.reply(messages, phase)
+             phase: str = "answer", json_mode: bool = False, schema: dict[str, Any] | None = None,
+             stop: list[str] | None = None) -> ChatResult:
+        text, stopped = apply_stop(self.reply(messages, phase), stop or [])  # the backends' stop rule (llm/stop.py)
         text = self._truncate(text, max_new_tokens)
         r = ChatResult(text=text, prompt_tokens=sum(self.count_tokens(m["content"]) for m in messages),
-                       completion_tokens=self.count_tokens(text))
+                       completion_tokens=self.count_tokens(text), stopped=stopped)
         self.meter.add(phase, r)
         return r
 

@@ -31,6 +31,7 @@ class LLMUnavailable(CtxbenchError, RuntimeError):
 @dataclass
 class ChatResult:
     """One reply. ``truncated``: generation stopped at ``max_new_tokens`` (the reply may be cut);
+    ``stopped``: one of the call's ``stop`` strings ended the reply (:mod:`.stop`; the text is what came before it);
     ``constrained``: the backend enforced the call's schema while decoding (a complete reply is valid);
     ``token_source``: how ``prompt_tokens``/``completion_tokens`` were made — ``"server"``,
     ``"tokenizer"``, ``"estimate"`` or ``"cache"`` (:mod:`.token_count`); ``""`` from a backend
@@ -44,6 +45,7 @@ class ChatResult:
     failed: bool = False
     error: str = ""
     truncated: bool = False
+    stopped: bool = False
     constrained: bool = False
     token_source: str = ""
     served_model: str = ""
@@ -119,10 +121,14 @@ class ChatLLM(Protocol):
 
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
              phase: str = "answer", json_mode: bool = False,
-             schema: dict[str, Any] | None = None, seed: int | None = None) -> ChatResult:
+             schema: dict[str, Any] | None = None, seed: int | None = None,
+             stop: list[str] | None = None) -> ChatResult:
         """One reply. ``schema`` (a JSON Schema, :mod:`.schema`): the backend enforces it where it can
         and says so in ``ChatResult.constrained``; ``json_mode`` without a schema: any JSON value.
-        ``seed`` (optional; callers pass it only when set): the sampling seed of this call."""
+        ``seed`` (optional; callers pass it only when set): the sampling seed of this call.
+        ``stop`` (optional; callers pass it only when set): strings that end the reply where they
+        first occur after its first non-whitespace character (:mod:`.stop`); the reply is the text
+        before it and ``ChatResult.stopped`` says so. Every backend honours it."""
 
     def count_tokens(self, text: str) -> int: ...
 
@@ -154,13 +160,15 @@ class BackendWrapper:
 
 
 def backend_kwargs(params: dict[str, Any]) -> dict[str, Any]:
-    """A backend call's keywords from ``params``; ``schema`` and ``seed`` only when given (not every
-    backend takes them)."""
-    kw = {k: v for k, v in params.items() if k not in ("schema", "seed")}
+    """A backend call's keywords from ``params``; ``schema``, ``seed`` and ``stop`` only when given (a
+    call without them is sent, and cached, as before they existed)."""
+    kw = {k: v for k, v in params.items() if k not in ("schema", "seed", "stop")}
     if params.get("schema") is not None:
         kw["schema"] = params["schema"]
     if params.get("seed") is not None:
         kw["seed"] = int(params["seed"])
+    if params.get("stop"):
+        kw["stop"] = list(params["stop"])
     return kw
 
 

@@ -6,8 +6,8 @@ and extra_body, and for a structured call the mechanism it is sent with — json
 json_object_schema, ... (:mod:`.structured_modes`): under ``llm.response_format=auto`` the first
 structured call's key probes the server, so a rerun replaying every call from the cache still sends
 the probe's few tokens and needs the server up, as preflight does; a server that changed what it
-enforces gets new keys, not replies asked another way), the context window, the messages, max_new_tokens, temperature, json_mode and the
-schema. Only successful, non-empty replies that SQLite holds as they are (UTF-8 text, counts that fit
+enforces gets new keys, not replies asked another way), the context window, the messages, max_new_tokens, temperature, json_mode, the
+schema, and the call's ``stop`` strings when it has any (:mod:`.stop`; a call without them keeps its old key). Only successful, non-empty replies that SQLite holds as they are (UTF-8 text, counts that fit
 its integers) are stored: a failed, empty or malformed reply is asked again on the next run. A cache hit returns the stored text and token counts (so the
 cost a system reports does not depend on the cache) with ``cached=True``, and is counted in the
 meter like any call. The counts keep the ``token_source`` of the call that made them (two bits of
@@ -79,6 +79,7 @@ def utf8(text: str) -> bool:
 
 TRUNCATED, CONSTRAINED = 1, 2  # bits of the ``flags`` column
 SOURCE_SHIFT = 2  # bits 2-3 of ``flags``: the token_source of the counts (0: not stored, an older row)
+STOPPED = 16  # bit 4: a stop string ended the reply (ChatResult.stopped)
 SOURCE_CODES = {SERVER: 1, TOKENIZER: 2, ESTIMATE: 3}
 SOURCE_OF_CODE = {v: k for k, v in SOURCE_CODES.items()}
 
@@ -88,18 +89,19 @@ def stored_row(row: Any) -> bool:
     return (row is not None and isinstance(row[0], str) and bool(row[0].strip())
             and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in row[1:3])
             and (row[3] is None or (isinstance(row[3], int) and not isinstance(row[3], bool)
-                                    and 0 <= row[3] < 4 << SOURCE_SHIFT)))
+                                    and 0 <= row[3] < 2 * STOPPED)))
 
 
 def pack_flags(r: ChatResult) -> int:
-    """truncated, constrained and the token source of ``r`` as the ``flags`` integer."""
+    """truncated, constrained, stopped and the token source of ``r`` as the ``flags`` integer."""
     code = SOURCE_CODES.get(r.token_source, 0)
-    return TRUNCATED * int(r.truncated) + CONSTRAINED * int(r.constrained) + (code << SOURCE_SHIFT)
+    return (TRUNCATED * int(r.truncated) + CONSTRAINED * int(r.constrained) + (code << SOURCE_SHIFT)
+            + STOPPED * int(r.stopped))
 
 
 def flags_source(flags: int) -> str:
     """The token source stored in ``flags``; ``"cache"`` for a row that did not store one."""
-    return SOURCE_OF_CODE.get(flags >> SOURCE_SHIFT, CACHE)
+    return SOURCE_OF_CODE.get((flags >> SOURCE_SHIFT) & 3, CACHE)
 
 
 COLUMNS = {"flags": "INTEGER", "model": "TEXT"}  # added to a table made before them, in this order
@@ -107,7 +109,7 @@ COLUMNS = {"flags": "INTEGER", "model": "TEXT"}  # added to a table made before 
 
 class CallCache:
     """key → (text, prompt_tokens, completion_tokens, flags, model) in one SQLite table (flags: truncated,
-    constrained, token source: :func:`pack_flags`; model: the served model, NULL when not known)."""
+    constrained, stopped, token source: :func:`pack_flags`; model: the served model, NULL when not known)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path).expanduser()
@@ -196,6 +198,7 @@ class CallCache:
         flags = row[3] or 0
         return ChatResult(text=row[0], prompt_tokens=row[1], completion_tokens=row[2], cached=True,
                           truncated=bool(flags & TRUNCATED), constrained=bool(flags & CONSTRAINED),
+                          stopped=bool(flags & STOPPED),
                           token_source=flags_source(flags),
                           served_model=row[4] if isinstance(row[4], str) and row[4] else CACHE)
 
@@ -228,19 +231,22 @@ class CachedLLM(BackendWrapper):
         preflight(self.inner)
 
     def _key(self, messages: list[Message], max_new_tokens: int, temperature: float, json_mode: bool,
-             schema: dict[str, Any] | None = None, seed: int | None = None) -> str:
+             schema: dict[str, Any] | None = None, seed: int | None = None, stop: list[str] | None = None) -> str:
         model_id = call_cache_id(self.inner, schema is not None or bool(json_mode))
-        extra = {} if seed is None else {"seed": int(seed)}  # unseeded keys stay as they were
+        extra: dict[str, Any] = {} if seed is None else {"seed": int(seed)}  # unseeded keys stay as they were
+        if stop:  # so do keys of calls without stop strings
+            extra["stop"] = list(stop)
         return cache_key(self.backend, model_id, messages, max_new_tokens=max_new_tokens,
                          temperature=float(temperature), json_mode=bool(json_mode),
                          context_window=int(self.inner.context_window), schema=schema, **extra)
 
     @staticmethod
     def _params(max_new_tokens: int, temperature: float, phase: str, json_mode: bool,
-                schema: dict[str, Any] | None, seed: int | None = None) -> dict[str, Any]:
+                schema: dict[str, Any] | None, seed: int | None = None,
+                stop: list[str] | None = None) -> dict[str, Any]:
         """The inner call's keywords (:func:`~.base.backend_kwargs`)."""
         return backend_kwargs(dict(max_new_tokens=max_new_tokens, temperature=temperature, phase=phase,
-                                   json_mode=json_mode, schema=schema, seed=seed))
+                                   json_mode=json_mode, schema=schema, seed=seed, stop=stop))
 
     def _hit(self, key: str, phase: str) -> ChatResult | None:
         r = self.cache.get(key)
@@ -266,23 +272,25 @@ class CachedLLM(BackendWrapper):
 
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
              phase: str = "answer", json_mode: bool = False, schema: dict[str, Any] | None = None,
-             seed: int | None = None) -> ChatResult:
-        key = self._key(messages, max_new_tokens, temperature, json_mode, schema, seed)
+             seed: int | None = None, stop: list[str] | None = None) -> ChatResult:
+        key = self._key(messages, max_new_tokens, temperature, json_mode, schema, seed, stop)
         hit = self._hit(key, phase)
         if hit is not None:
             return hit
-        r = self.inner.chat(messages, **self._params(max_new_tokens, temperature, phase, json_mode, schema, seed))
+        r = self.inner.chat(messages, **self._params(max_new_tokens, temperature, phase, json_mode, schema, seed,
+                                                     stop))
         self._put(key, r)
         return r
 
     def chat_batch(self, batch: list[list[Message]], *, max_new_tokens: int = 64, temperature: float = 0.0,
                    phase: str = "answer", json_mode: bool = False,
-                   schema: dict[str, Any] | None = None, seed: int | None = None) -> list[ChatResult]:
-        keys = [self._key(m, max_new_tokens, temperature, json_mode, schema, seed) for m in batch]
+                   schema: dict[str, Any] | None = None, seed: int | None = None,
+                   stop: list[str] | None = None) -> list[ChatResult]:
+        keys = [self._key(m, max_new_tokens, temperature, json_mode, schema, seed, stop) for m in batch]
         out: list[ChatResult | None] = [self._hit(k, phase) for k in keys]
         todo = [i for i, r in enumerate(out) if r is None]
         if todo:
-            kw = self._params(max_new_tokens, temperature, phase, json_mode, schema, seed)
+            kw = self._params(max_new_tokens, temperature, phase, json_mode, schema, seed, stop)
             if hasattr(self.inner, "chat_batch"):
                 fresh = self.inner.chat_batch([batch[i] for i in todo], **kw)
             else:

@@ -3,7 +3,12 @@
 ``llm.model`` names a model config (``conf/model/<name>.yaml``, e.g. ``smollm2_135m``, ``tiny``),
 or is a hub id / local folder loaded as ``model=hf``. Prompts go through the tokenizer's chat
 template; generation is greedy (``temperature=0``) or sampled, batched with left padding in
-``chat_batch``. Prompt and completion tokens are counted with the model's tokenizer
+``chat_batch`` (the prompts sorted by length, neighbours batched, the replies in the callers' order).
+A greedy call without a grammar runs ctxbench's own decode loop (:mod:`.decode`): each row ends at
+its stop token, at one of the call's ``stop`` strings (:mod:`.stop`; ``ChatResult.stopped``) or at
+``max_new_tokens`` and leaves the batch then, so a batch no longer runs to its longest reply; each
+row's reply is the one it gets alone. Sampled and grammar-constrained calls go through ``generate``,
+stopped per row at their ``stop`` strings by a stopping criterion. Prompt and completion tokens are counted with the model's tokenizer
 (``token_source="tokenizer"``, :mod:`.token_count`).
 
 A call with a ``schema`` (or ``json_mode``) is decoded under that grammar (:mod:`.grammar`,
@@ -39,8 +44,10 @@ from ctxbench.core.registry import register
 from ctxbench.llm.base import ChatResult, Message, UsageMeter
 from ctxbench.llm.cache import maybe_cached
 from ctxbench.llm.chat_template import chat_text
+from ctxbench.llm.decode import stop_strings
 from ctxbench.llm.fit import fit_messages
 from ctxbench.llm.prefix_cache import PrefixCache
+from ctxbench.llm.stop import apply_stop, find_stop, stop_list
 from ctxbench.llm.token_count import TOKENIZER
 
 CONF_MODEL_DIR = conf_dir() / "model"
@@ -132,6 +139,11 @@ class HFChatLLM:
         from ctxbench.models.loading import cache_kwarg
 
         self._cache_kwarg = cache_kwarg(self.model)  # generate's keyword for a given cache
+        self._own_loop = own_cache in (None, "dynamic")  # greedy calls decode in :mod:`.decode`
+        import inspect
+
+        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        self._keep_last = "logits_to_keep" in inspect.signature(base.forward).parameters
 
     @property
     def prefix_hits(self) -> int:
@@ -174,24 +186,26 @@ class HFChatLLM:
 
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
              phase: str = "answer", json_mode: bool = False, schema: dict[str, Any] | None = None,
-             seed: int | None = None) -> ChatResult:
+             seed: int | None = None, stop: list[str] | None = None) -> ChatResult:
         return self.chat_batch([messages], max_new_tokens=max_new_tokens, temperature=temperature,
-                               phase=phase, json_mode=json_mode, schema=schema, seed=seed)[0]
+                               phase=phase, json_mode=json_mode, schema=schema, seed=seed, stop=stop)[0]
 
     def chat_batch(self, batch: list[list[Message]], *, max_new_tokens: int = 64, temperature: float = 0.0,
                    phase: str = "answer", json_mode: bool = False,
-                   schema: dict[str, Any] | None = None, seed: int | None = None) -> list[ChatResult]:
+                   schema: dict[str, Any] | None = None, seed: int | None = None,
+                   stop: list[str] | None = None) -> list[ChatResult]:
         """Generate for many conversations, ``batch_size`` at a time (longest first), all under
         ``schema``'s grammar when one is given (or any JSON with ``json_mode``). With ``seed``, each
         ``generate`` samples from a generator seeded with it (the global RNG is left as it was)."""
         structured = self.constrained and (schema is not None or json_mode)
+        stops = stop_list(stop)
         encoded = [self._fit(m, max_new_tokens) for m in batch]
         results: list[ChatResult | None] = [None] * len(batch)
 
         def run(idx: list[int]) -> None:
             grammar = self.grammar().processor(schema) if structured else None
             for i, r in zip(idx, self._generate([encoded[i] for i in idx], max_new_tokens, temperature, grammar,
-                                                seed)):
+                                                seed, stops)):
                 r.constrained = structured and schema is not None
                 results[i] = r
                 self.meter.add(phase, r)
@@ -265,7 +279,51 @@ class HFChatLLM:
         return messages if len(self.encode_chat(messages)) <= budget else self._cut(messages, budget)
 
     def _generate(self, seqs: list[list[int]], max_new_tokens: int, temperature: float,
-                  grammar: Any = None, seed: int | None = None) -> list[ChatResult]:
+                  grammar: Any = None, seed: int | None = None, stops: list[str] | None = None) -> list[ChatResult]:
+        stops = stops or []
+        if temperature <= 0 and grammar is None and self._own_loop:
+            rows = self._greedy(seqs, max_new_tokens, stops)
+        else:
+            rows = self._generate_hf(seqs, max_new_tokens, temperature, grammar, seed, stops)
+        results = []
+        for row, s in zip(rows, seqs):
+            n, ended = len(row), False
+            for j, t in enumerate(row):
+                if t in self.eos_ids:
+                    n, ended = j + 1, True
+                    break
+            text, stopped = apply_stop(self.tokenizer.decode(row[:n], skip_special_tokens=True), stops)
+            results.append(ChatResult(text=text.strip(), prompt_tokens=len(s), completion_tokens=n,
+                                      truncated=not (ended or stopped) and n >= max_new_tokens, stopped=stopped,
+                                      token_source=TOKENIZER, served_model=self.model_name))
+        return results
+
+    def _greedy(self, seqs: list[list[int]], max_new_tokens: int, stops: list[str]) -> list[list[int]]:
+        """Greedy replies from :func:`.decode.greedy_rows` (one prompt: from the prefix cache, stored after)."""
+        from transformers import DynamicCache
+
+        from ctxbench.llm.decode import greedy_rows
+
+        tok = self.tokenizer
+
+        def done(_: int, row: list[int]) -> bool:
+            return bool(stops) and find_stop(tok.decode(row, skip_special_tokens=True), stops) is not None
+
+        reuse = len(seqs) == 1 and self.prefix_cache is not None
+        cache = self.prefix_cache.lookup(seqs[0])[0] if reuse else None
+        if cache is None:
+            cache = DynamicCache(config=self.model.config)
+        with self._lock, self._torch.no_grad():
+            rows = greedy_rows(self.model, seqs, pad_id=tok.pad_token_id, eos_ids=self.eos_ids,
+                               max_new_tokens=max_new_tokens, done=done, cache=cache, cache_kwarg=self._cache_kwarg,
+                               device=self.device, logits_to_keep=self._keep_last)
+            if reuse:
+                self.prefix_cache.store(seqs[0], cache)
+        return rows
+
+    def _generate_hf(self, seqs: list[list[int]], max_new_tokens: int, temperature: float, grammar: Any,
+                     seed: int | None, stops: list[str]) -> list[list[int]]:
+        """The generated tokens of each prompt from ``generate`` (sampling, a grammar, a model's own cache class)."""
         from transformers import GenerationConfig
 
         torch = self._torch
@@ -279,26 +337,17 @@ class HFChatLLM:
                                temperature=temperature if sample else None, top_p=None, top_k=None,
                                pad_token_id=pad, eos_token_id=self.eos_ids)
         processors = [grammar] if grammar else None
+        criteria = {"stopping_criteria": stop_strings(self.tokenizer, stops, width)} if stops else {}
         with self._lock, torch.no_grad(), self._seeded(seed):
             if len(seqs) == 1 and self.prefix_cache is not None:
-                out = self._generate_reusing(seqs[0], ids, mask, gen, processors)
+                out = self._generate_reusing(seqs[0], ids, mask, gen, processors, criteria)
             else:
-                out = self.model.generate(input_ids=ids, attention_mask=mask,
-                                          generation_config=gen, logits_processor=processors)
-        results = []
-        for row, s in zip(out[:, width:].tolist(), seqs):
-            n, stopped = len(row), False
-            for j, t in enumerate(row):
-                if t in self.eos_ids:
-                    n, stopped = j + 1, True
-                    break
-            text = self.tokenizer.decode(row[:n], skip_special_tokens=True)
-            results.append(ChatResult(text=text.strip(), prompt_tokens=len(s), completion_tokens=n,
-                                      truncated=not stopped and n >= max_new_tokens, token_source=TOKENIZER,
-                                      served_model=self.model_name))
-        return results
+                out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=gen,
+                                          logits_processor=processors, **criteria)
+        return out[:, width:].tolist()
 
-    def _generate_reusing(self, seq: list[int], ids: Any, mask: Any, gen: Any, processors: Any) -> Any:
+    def _generate_reusing(self, seq: list[int], ids: Any, mask: Any, gen: Any, processors: Any,
+                          criteria: dict[str, Any]) -> Any:
         """``generate`` for one prompt from the prefix cache's copy of its longest stored prefix (a
         fresh empty cache on a miss); the filled cache is stored as this prompt's KV afterwards.
         ``generate`` gets the full ``input_ids`` and mask and skips the cached positions."""
@@ -308,7 +357,7 @@ class HFChatLLM:
         if cache is None:
             cache = DynamicCache(config=self.model.config)
         out = self.model.generate(input_ids=ids, attention_mask=mask, **{self._cache_kwarg: cache},
-                                  generation_config=gen, logits_processor=processors)
+                                  generation_config=gen, logits_processor=processors, **criteria)
         self.prefix_cache.store(seq, cache)
         return out
 

@@ -47,7 +47,11 @@ structured call, what the server enforces — json_schema, json_object with a ``
 (llama-cpp-python), vLLM's ``guided_json``, JSON mode or only free text — and uses the strongest it
 honours, saying which in one line; any other value is used without a probe (:mod:`.structured_modes`).
 Replies under the first three are marked ``constrained``. A reply with ``finish_reason: "length"``
-is marked ``truncated``. A prompt over ``context_window -
+is marked ``truncated``. A call's ``stop`` strings are sent as ``stop`` and applied to the reply once
+more by ctxbench's rule (:mod:`.stop`: a server that ignores ``stop`` still returns the cut reply,
+marked ``stopped``); a server stops at a stop string even before any text, so a reply that comes back
+empty under ``stop`` is asked once more without it and cut here (both calls' tokens are counted).
+A prompt over ``context_window -
 max_tokens`` keeps its system message and loses the middle of its longest message (:mod:`.fit`).
 
 A conversation that ends with an assistant message (an answer prompt's reply prefix, ``qa_prompt=ruler``)
@@ -69,6 +73,7 @@ per source for results.json.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import email.utils
 import json
 import logging
@@ -89,6 +94,7 @@ from ctxbench.core.secrets import check_env_name, scrub_text
 from ctxbench.llm.base import ChatResult, LLMUnavailable, Message, UsageMeter
 from ctxbench.llm.cache import maybe_cached, utf8
 from ctxbench.llm.fit import fit_messages
+from ctxbench.llm.stop import apply_stop, stop_list
 from ctxbench.llm.refusal import EXHAUSTED, FATAL, REFUSED, CallFailed, is_refusal
 from ctxbench.llm.structured_modes import (CONSTRAINING, PROBE_MESSAGES, PROBE_PHASE, PROBE_TOKENS, RESPONSE_FORMATS,
                                            StructuredMode, request_fields)
@@ -447,14 +453,20 @@ class OpenAIChatLLM:
     # ---- calls ----------------------------------------------------------------------------
     def chat(self, messages: list[Message], *, max_new_tokens: int = 64, temperature: float = 0.0,
              phase: str = "answer", json_mode: bool = False,
-             schema: dict[str, Any] | None = None, seed: int | None = None) -> ChatResult:
+             schema: dict[str, Any] | None = None, seed: int | None = None,
+             stop: list[str] | None = None) -> ChatResult:
         messages = self._fit(messages, max_new_tokens)
         mech = self._mechanism() if schema is not None or json_mode else "none"
         body = self._body(messages, max_new_tokens, temperature, json_mode, schema, mech)
         if seed is not None:  # OpenAI's (and vLLM's, llama.cpp's) sampling seed
             body["seed"] = int(seed)
+        stops = stop_list(stop)
+        if stops:
+            body["stop"] = stops
         try:
             r = self._send(body, messages)
+            if stops:
+                r = self._stopped(r, body, messages, stops)
         except CallFailed as e:
             return self._failed(phase, str(e))
         r.constrained = schema is not None and mech in CONSTRAINING
@@ -486,6 +498,19 @@ class OpenAIChatLLM:
                     self._reached, self._failures_in_a_row = True, 0
                 return r
         raise CallFailed(error, EXHAUSTED)
+
+    def _stopped(self, r: ChatResult, body: dict[str, Any], messages: list[Message], stops: list[str]) -> ChatResult:
+        """``r`` under ctxbench's stop rule (:mod:`.stop`); an empty reply (the server stopped at a
+        leading stop string) asked once more without ``stop``, cut here, both calls' tokens counted."""
+        if not r.text.strip() and not r.truncated:
+            again = self._send({k: v for k, v in body.items() if k != "stop"}, messages)
+            again.prompt_tokens += r.prompt_tokens
+            again.completion_tokens += r.completion_tokens
+            r = again
+        text, cut = apply_stop(r.text, stops)
+        if cut:
+            r = dataclasses.replace(r, text=text.strip(), stopped=True, truncated=False)
+        return r
 
     def _measure(self, msgs: list[Message]) -> int:
         return sum(self.count_tokens(m.get("content", "")) + 4 for m in msgs)
@@ -533,9 +558,10 @@ class OpenAIChatLLM:
 
     def chat_batch(self, batch: list[list[Message]], *, max_new_tokens: int = 64, temperature: float = 0.0,
                    phase: str = "answer", json_mode: bool = False,
-                   schema: dict[str, Any] | None = None, seed: int | None = None) -> list[ChatResult]:
+                   schema: dict[str, Any] | None = None, seed: int | None = None,
+                   stop: list[str] | None = None) -> list[ChatResult]:
         kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, phase=phase, json_mode=json_mode,
-                  schema=schema, seed=seed)
+                  schema=schema, seed=seed, stop=stop)
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             # each call in a copy of the caller's context: it is counted in the calling task's scopes (llm.scope)
             futures = [pool.submit(contextvars.copy_context().run, self.chat, m, **kw) for m in batch]
@@ -621,8 +647,11 @@ class OpenAIChatLLM:
         if not _count(ct):
             ct = self.count_tokens(text)
         truncated = data["choices"][0].get("finish_reason") == "length"
+        reason = data["choices"][0].get("stop_reason")  # vLLM names the stop string that ended the reply
+        stopped = isinstance(reason, str) and reason in (body.get("stop") or [])
         return ChatResult(text=self.scrub_reply(text.strip()), prompt_tokens=pt, completion_tokens=ct,
-                          truncated=truncated, token_source=source, served_model=self._served(data.get("model")))
+                          truncated=truncated, stopped=stopped, token_source=source,
+                          served_model=self._served(data.get("model")))
 
     def _served(self, model: Any) -> str:
         """The reply's ``model`` (scrubbed, cut to :data:`MODEL_NAME_CHARS`; "" when it is not a usable

@@ -29,7 +29,7 @@ from ctxbench.llm.base import BackendWrapper, ChatResult, Message, backend_kwarg
 from ctxbench.llm.scope import call_record, log_call
 
 DEFAULTS = {"max_new_tokens": 64, "temperature": 0.0, "phase": "answer", "json_mode": False, "schema": None,
-            "seed": None}
+            "seed": None, "stop": None}
 
 
 def scrub_reply(backend: Any, r: ChatResult) -> ChatResult:

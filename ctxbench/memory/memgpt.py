@@ -471,7 +471,7 @@ class MemGPT(MemorySystem):
         fifo = self.clip(self.render(self.fifo).split("\n"), max(rest, 0), newest=True) if self.fifo else []
         context = "\n".join(lines + fifo)
         r = self.llm.chat(self.answer_messages(context, question), max_new_tokens=self.answer_max_tokens(),
-                          temperature=0.0, phase="answer")
+                          temperature=0.0, phase="answer", **self.answer_prompt.call_kwargs())
         return r.text, context, True, noted
 
     def prompt_version(self) -> str:

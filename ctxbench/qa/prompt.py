@@ -13,6 +13,11 @@ for a tokenizer's chat template: ``llm=hf``, the KV methods' ``qa_frame``, ``met
 ``llm=openai`` sends it as the last message; :meth:`instruction_text` ends with it for ICAE). The
 prefix belongs to the prompt: the reply is what the model writes after it.
 
+Stop strings (``stop``): a prompt that keeps only the reply's first line declares ``stop=("\n",)`` and
+the systems send it with the answer call (:meth:`call_kwargs`), so the backend stops at the first line
+break after the reply's text instead of running to the cap (:mod:`ctxbench.llm.stop`). Only such a
+prompt may declare one: cutting there leaves :meth:`postprocess`'s answer as it was.
+
 The answer cap: a system's own explicit cap (``memory.answer_max_tokens``, ``memory.max_new_tokens``
 of the baselines, ``method.max_new_tokens``) wins; ``null`` there means the prompt's
 ``max_new_tokens`` (:meth:`cap`). results.json records the cap used (``qa_prompt.answer_max_tokens``).
@@ -46,7 +51,17 @@ class AnswerPrompt:
     max_chars: int | None = None  # cut the reply to this many characters
     json_field: str | None = None  # a reply that is a JSON object: keep this field's value
     reply_prefix: Callable[[Question], str] | None = None  # text that starts the model's turn (None: none)
+    stop: tuple[str, ...] = ()  # strings that end the reply (only with first_line: see the module doc)
     notes: str = field(default="", compare=False)  # how ctxbench's rendering departs from the source
+
+    def __post_init__(self) -> None:
+        if self.stop and (not self.first_line or self.json_field or any(s != "\n" for s in self.stop)):
+            raise ValueError(f"answer prompt {self.name!r}: stop={self.stop!r} would change its answers "
+                             "(only stop=('\\n',) with first_line=True and no json_field keeps them)")
+
+    def call_kwargs(self) -> dict[str, Any]:
+        """What an answer call adds to ``chat()``: ``{"stop": [...]}`` when the prompt has stop strings, else ``{}``."""
+        return {"stop": list(self.stop)} if self.stop else {}
 
     # ---- rendering -----------------------------------------------------------------------------
     def messages(self, question: Question, context: str, speakers: list[str] | None = None) -> list[dict[str, str]]:
@@ -100,7 +115,7 @@ class AnswerPrompt:
         """What results.json records about the prompt."""
         return {"name": self.name, "version": self.version, "source": self.source,
                 "system": self.system is not None, "max_new_tokens": self.max_new_tokens,
-                "reply_prefix": self.reply_prefix is not None,
+                "reply_prefix": self.reply_prefix is not None, "stop": list(self.stop),
                 "postprocess": {"first_line": self.first_line, "max_chars": self.max_chars,
                                 "json_field": self.json_field}}
 

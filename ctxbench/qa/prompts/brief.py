@@ -4,7 +4,7 @@ Source: ctxbench issue 22 (measured on LoCoMo conv-26 sessions 1-5 with SmolLM2-
 against 0.125 with LoCoMo's prompt). A short system message asks for a brief answer; the user
 message holds the history or memories, then the question in ctxbench's question text (temporal
 hint, the adversarial two-option form, listed options); 48 new tokens; the reply's first line is
-kept and cut to 200 characters.
+kept and cut to 200 characters; the answer call stops at the first line break (``stop``).
 """
 from __future__ import annotations
 
@@ -26,4 +26,4 @@ PROMPT = AnswerPrompt(
     name="brief", version="brief-v1", source="ctxbench issue 22 (short system message, first line, 48 tokens)",
     user=user, instruction=lambda q: "\n" + user(q, "", []), system=SYSTEM,
     temporal_hint=TEMPORAL_HINT, adversarial_form=ADVERSARIAL_FORM,
-    max_new_tokens=48, first_line=True, max_chars=200)
+    max_new_tokens=48, first_line=True, max_chars=200, stop=("\n",))
