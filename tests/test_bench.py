@@ -196,3 +196,8 @@ def test_kv_press_suite_times_both_sides_of_each_ratio(tmp_path):
     for r in preset:
         assert r["ingest_vs_forward"] == pytest.approx(r["ingest_tok_s"] / r["plain_forward_tok_s"], rel=0.01, abs=6e-4)
         assert r["met"] == (r["ingest_vs_forward"] >= 0.67) and r["ingest_vs_forward_last"] > 0
+    for r in rows + preset:  # a row below the goal names the ops that hold it back, from a profile
+        assert r["goal"] == 0.67
+        assert ("held_back_by" in r) == (not r["met"])
+        if not r["met"]:
+            assert "aten::" in r["held_back_by"] and "profiled: forward" in r["held_back_by"]

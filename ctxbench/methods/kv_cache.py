@@ -526,6 +526,15 @@ class FixedKVMethod(TrainingFreeMethod):
         """The runner ingestion uses: M slots (a question-aware press may hold more: :class:`QuestionAwareKVMethod`)."""
         return self.runner()
 
+    def ingest_plan(self, n: int) -> tuple[PressRunner, int]:
+        """The runner and segment length that ingest a history of ``n`` tokens: under a ratio (the
+        kvpress protocol) this history's M, in one prefill unless ``task.prefill=segments``."""
+        segment = self.segment_len
+        if self._ratio is not None:
+            self._budget = self.history_budget(n)
+            segment = max(n, 1) if self._prefill == "whole" else self.segment_len
+        return self.ingest_runner(), segment
+
     @torch.no_grad()
     def ingest(self, history: History) -> None:
         """Stream the whole rendered history through the fixed cache (segment by segment)."""
@@ -538,12 +547,9 @@ class FixedKVMethod(TrainingFreeMethod):
         self._prefix = before
         ids = self.tokenizer(before + render_history(history, "locomo"), add_special_tokens=False)["input_ids"]
         ids_t = torch.tensor([ids], dtype=torch.long, device=self.device)
-        segment = self.segment_len
-        if self._ratio is not None:  # the kvpress protocol: this history's M, one prefill unless segments
-            self._budget = self.history_budget(len(ids))
-            segment = max(len(ids), 1) if self._prefill == "whole" else self.segment_len
+        runner, segment = self.ingest_plan(len(ids))
         reset_peak_rss()
-        self._state = self.ingest_runner().stream(KVState(), ids_t, segment)
+        self._state = runner.stream(KVState(), ids_t, segment)
         self._ingest_peak_rss = peak_rss_bytes()
         self._ingest_tokens = len(ids)
         self._ingest_seconds = time.perf_counter() - t0
