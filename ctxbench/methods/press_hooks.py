@@ -176,19 +176,25 @@ class PressCall:
             q = rotate(q.transpose(1, 2), cos[:, start:], sin[:, start:]).float() * module.scaling
             n_kv, L_all = keys.shape[1], keys.shape[-2]
             L = L_all - T
-            # [b, kv, rows, groups, d]: a block of rows is one contiguous slice, its (row, group) pairs one matmul
-            qg = q.reshape(b, n_kv, groups, T - start, d).transpose(2, 3).contiguous()
-            kf = keys.float().transpose(-1, -2)  # [b, kv, d, L+T]
+            qg = q.reshape(b, n_kv, groups, T - start, d)
+            kf = keys.float().transpose(-1, -2).unsqueeze(2)  # [b, kv, 1, d, L+T]
+            if T - start <= VOTE_ROWS:  # one block (a streamed segment, SnapKV's window): the full map, as always
+                return self._block_votes(qg, kf, L, start, T, T, h.device)
             votes = keys.new_zeros((b, n_kv, L_all), dtype=torch.float32)
             for s in range(start, T, VOTE_ROWS):
                 e = min(s + VOTE_ROWS, T)
-                S = L + e  # the keys rows s..e−1 can see
-                logits = torch.matmul(qg[:, :, s - start: e - start].reshape(b, n_kv, (e - s) * groups, d), kf[..., :S])
-                logits = logits.view(b, n_kv, e - s, groups, S)
-                future = ~self.mask(e - s, 0, h.device)  # row r sees the block's keys 0..r
-                logits[..., L + s: S].masked_fill_(future[:, None, :], float("-inf"))
-                votes[..., :S] += logits.softmax(-1).sum(dim=(2, 3))
+                votes[..., : L + e] += self._block_votes(qg[:, :, :, s - start: e - start], kf, L, s, e, T, h.device)
             return votes
+
+    def _block_votes(self, qg: torch.Tensor, kf: torch.Tensor, L: int, s: int, e: int, T: int,
+                     device: torch.device) -> torch.Tensor:
+        """Votes [b, kv, L + e] of query rows s..e−1 (``qg`` [b, kv, groups, e − s, d], scaled) over
+        the keys they can see (``kf`` [b, kv, 1, d, ≥ L + e]): the cache, and the segment causally."""
+        S = L + e
+        logits = torch.matmul(qg, kf[..., :S])  # [b, kv, groups, e − s, S]
+        future = ~self.mask(T, 0, device)[s:e, s:e]  # row r sees the block's keys 0..r
+        logits[..., L + s:].masked_fill_(future, float("-inf"))
+        return logits.softmax(-1).sum(dim=(2, 3))
 
 
 VOTE_ROWS = 128  # voting queries per block in :meth:`PressCall.scores` (a block's map: rows × heads × keys fp32)
