@@ -190,9 +190,16 @@ def test_kv_press_suite_times_both_sides_of_each_ratio(tmp_path):
         # the ratio is stored to 3 decimals: a slow ingest (0.0102) reads 0.01
         assert r["ingest_vs_forward"] == pytest.approx(r["ingest_tok_s"] / r["plain_forward_tok_s"], rel=0.01, abs=6e-4)
         assert r["decode_tok_s"] > 0 and r["generate_tok_s"] > 0
+        assert r["segmented_vs_forward"] > 0  # the plain model in the same segments, timed beside them
     preset = res["tables"][1]["rows"]  # one segment of 96 tokens to M = ceil(0.25 × 96) = 24
     assert [(r["method"], r["segment_len"], r["mem_size"]) for r in preset] == [
         (m, 96, 24) for m in ("streamingllm", "snapkv", "pyramidkv")]
     for r in preset:
         assert r["ingest_vs_forward"] == pytest.approx(r["ingest_tok_s"] / r["plain_forward_tok_s"], rel=0.01, abs=6e-4)
         assert r["met"] == (r["ingest_vs_forward"] >= 0.67) and r["ingest_vs_forward_last"] > 0
+        assert "segmented_vs_forward" not in r  # one segment: nothing segmented to compare
+    for r in rows + preset:  # a row below the goal names the ops that hold it back, from a profile
+        assert r["goal"] == 0.67
+        assert ("held_back_by" in r) == (not r["met"])
+        if not r["met"]:
+            assert "aten::" in r["held_back_by"] and "profiled: forward" in r["held_back_by"]

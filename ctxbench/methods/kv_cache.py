@@ -164,10 +164,11 @@ class PressRunner:
         return kv
 
     def forward(self, state: KVState, input_ids: torch.Tensor, phase: str = "ingest",
-                compress: bool = True, logits_to_keep: int = 0) -> torch.Tensor:
+                compress: bool = True, logits_to_keep: int | None = 0) -> torch.Tensor | None:
         """Process one segment [b, T]; update ``state`` in place; return logits [b, T, vocab] (with
         ``logits_to_keep`` = k > 0 only the last k tokens' [b, k, vocab]: the LM head, a fifth of a
-        SmolLM2 forward's work, runs on those rows only; the cache is the same)."""
+        SmolLM2 forward's work, runs on those rows only; None: no LM head at all, the decoder alone,
+        as kvpress's pipeline prefills, and None is returned; the cache is the same)."""
         args = (state.layers, state.n_seen, input_ids, phase, compress, logits_to_keep)
         if self.model.training and torch.is_grad_enabled() and checkpointing_on(self.layers):
             from torch.utils.checkpoint import checkpoint
@@ -182,24 +183,28 @@ class PressRunner:
         return logits
 
     def _step(self, layers: list[LayerKV], n_seen: int, input_ids: torch.Tensor, phase: str,
-              compress: bool, logits_to_keep: int = 0) -> tuple[torch.Tensor, list[LayerKV]]:
+              compress: bool, logits_to_keep: int | None = 0) -> tuple[torch.Tensor | None, list[LayerKV]]:
         """One segment as a function of its inputs (what segment checkpointing recomputes)."""
         cache = KVState(layers).cache(self.model.config)
         call = PressCall(self, cache, layers, n_seen, input_ids.shape[1], phase=phase, compress=compress)
         keep = {"logits_to_keep": int(logits_to_keep)} if logits_to_keep else {}
         with layers_not_checkpointed(self.layers), pressed(call):
-            out = self.model(input_ids=input_ids, **{self.cache_kwarg: cache}, use_cache=True, **keep)
+            if logits_to_keep is None:  # the decoder alone: one token's LM head reads all its weights (SmolLM2: 113 MB)
+                decoder_of(self.model)(input_ids=input_ids, **{self.cache_kwarg: cache}, use_cache=True)
+                logits = None
+            else:
+                logits = self.model(input_ids=input_ids, **{self.cache_kwarg: cache}, use_cache=True, **keep).logits
         self.score_calls += call.score_calls
-        return out.logits, call.layers_out
+        return logits, call.layers_out
 
     def stream(self, state: KVState, ids: torch.Tensor, segment_len: int, progress: bool = False,
                on_logits: Any = None, logits_to_keep: int | None = None) -> KVState:
         """Feed [b, N] tokens segment by segment; ``on_logits(start, logits)`` sees each segment's logits
-        (the last ``logits_to_keep`` of them; None = all with ``on_logits``, else only the last
-        token's, since ingestion reads none)."""
+        (the last ``logits_to_keep`` of them; None = all with ``on_logits``; without ``on_logits`` no
+        LM head runs at all, since ingestion reads no logits)."""
         from tqdm.auto import tqdm
 
-        keep = logits_to_keep if logits_to_keep is not None else (0 if on_logits is not None else 1)
+        keep = logits_to_keep if logits_to_keep is not None else (0 if on_logits is not None else None)
         starts = range(0, ids.shape[1], segment_len)
         for s in tqdm(starts, disable=not progress, desc="segments", leave=False):
             logits = self.forward(state, ids[:, s: s + segment_len], logits_to_keep=keep)
@@ -521,6 +526,15 @@ class FixedKVMethod(TrainingFreeMethod):
         """The runner ingestion uses: M slots (a question-aware press may hold more: :class:`QuestionAwareKVMethod`)."""
         return self.runner()
 
+    def ingest_plan(self, n: int) -> tuple[PressRunner, int]:
+        """The runner and segment length that ingest a history of ``n`` tokens: under a ratio (the
+        kvpress protocol) this history's M, in one prefill unless ``task.prefill=segments``."""
+        segment = self.segment_len
+        if self._ratio is not None:
+            self._budget = self.history_budget(n)
+            segment = max(n, 1) if self._prefill == "whole" else self.segment_len
+        return self.ingest_runner(), segment
+
     @torch.no_grad()
     def ingest(self, history: History) -> None:
         """Stream the whole rendered history through the fixed cache (segment by segment)."""
@@ -533,12 +547,9 @@ class FixedKVMethod(TrainingFreeMethod):
         self._prefix = before
         ids = self.tokenizer(before + render_history(history, "locomo"), add_special_tokens=False)["input_ids"]
         ids_t = torch.tensor([ids], dtype=torch.long, device=self.device)
-        segment = self.segment_len
-        if self._ratio is not None:  # the kvpress protocol: this history's M, one prefill unless segments
-            self._budget = self.history_budget(len(ids))
-            segment = max(len(ids), 1) if self._prefill == "whole" else self.segment_len
+        runner, segment = self.ingest_plan(len(ids))
         reset_peak_rss()
-        self._state = self.ingest_runner().stream(KVState(), ids_t, segment)
+        self._state = runner.stream(KVState(), ids_t, segment)
         self._ingest_peak_rss = peak_rss_bytes()
         self._ingest_tokens = len(ids)
         self._ingest_seconds = time.perf_counter() - t0

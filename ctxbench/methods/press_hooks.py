@@ -156,8 +156,12 @@ class PressCall:
         """Attention [b, kv, L+T] the segment's (last ``window``) queries gave every slot of this
         layer, summed over those queries and the query heads of each KV group (softmax in fp32).
         The queries are the layer's own q projection from this call (:meth:`on_query`), only the
-        window's rows normed and rotated; only the segment's own block is masked (the past is
-        visible to every query)."""
+        window's rows normed and rotated; the scale is applied to the queries (exact for a power of
+        two, as 1/√64). The voting rows go in blocks of :data:`VOTE_ROWS` queries: a block's logits
+        are taken only against the keys it can see (the cache and its segment up to its last query:
+        the masked future would add exact zeros after the softmax), and only its diagonal block of
+        the segment is masked, so a whole-prefill vote costs half the T² of a full map and never
+        holds more than one block of it."""
         self.score_calls += 1
         with torch.no_grad():
             h = kwargs["hidden_states"]
@@ -169,14 +173,31 @@ class PressCall:
             q = (module.q_proj(h) if q is None else q)[:, start:].detach().view(b, T - start, -1, d)
             if hasattr(module, "q_norm"):  # Qwen3-style per-head norm, before RoPE
                 q = module.q_norm(q)
-            q = rotate(q.transpose(1, 2), cos[:, start:], sin[:, start:]).float()
+            q = rotate(q.transpose(1, 2), cos[:, start:], sin[:, start:]).float() * module.scaling
             n_kv, L_all = keys.shape[1], keys.shape[-2]
             L = L_all - T
             qg = q.reshape(b, n_kv, groups, T - start, d)
-            logits = torch.einsum("bkgtd,bksd->bkgts", qg, keys.float()) * module.scaling
-            future = ~self.mask(T, 0, h.device)[start:]  # [T − start, T]: a query's later tokens
-            logits[..., L:].masked_fill_(future, float("-inf"))
-            return logits.softmax(-1).sum(dim=(2, 3))
+            kf = keys.float().transpose(-1, -2).unsqueeze(2)  # [b, kv, 1, d, L+T]
+            if T - start <= VOTE_ROWS:  # one block (a streamed segment, SnapKV's window): the full map, as always
+                return self._block_votes(qg, kf, L, start, T, T, h.device)
+            votes = keys.new_zeros((b, n_kv, L_all), dtype=torch.float32)
+            for s in range(start, T, VOTE_ROWS):
+                e = min(s + VOTE_ROWS, T)
+                votes[..., : L + e] += self._block_votes(qg[:, :, :, s - start: e - start], kf, L, s, e, T, h.device)
+            return votes
+
+    def _block_votes(self, qg: torch.Tensor, kf: torch.Tensor, L: int, s: int, e: int, T: int,
+                     device: torch.device) -> torch.Tensor:
+        """Votes [b, kv, L + e] of query rows s..e−1 (``qg`` [b, kv, groups, e − s, d], scaled) over
+        the keys they can see (``kf`` [b, kv, 1, d, ≥ L + e]): the cache, and the segment causally."""
+        S = L + e
+        logits = torch.matmul(qg, kf[..., :S])  # [b, kv, groups, e − s, S]
+        future = ~self.mask(T, 0, device)[s:e, s:e]  # row r sees the block's keys 0..r
+        logits[..., L + s:].masked_fill_(future, float("-inf"))
+        return logits.softmax(-1).sum(dim=(2, 3))
+
+
+VOTE_ROWS = 128  # voting queries per block in :meth:`PressCall.scores` (a block's map: rows × heads × keys fp32)
 
 
 def dtype_seams(model: Any) -> list[tuple[Any, torch.dtype]]:
