@@ -138,11 +138,12 @@ def _ingest_rounds(lm: Any, ids: Any, runners: dict[str, Any], B: int, repeats: 
         from transformers import DynamicCache
 
         from ctxbench.methods.press_hooks import decoder_of
+        from ctxbench.models.loading import cache_kwarg
 
         with torch.no_grad():
             cache = DynamicCache()
             for s in range(0, ids.shape[1], B):
-                decoder_of(lm)(input_ids=ids[:, s: s + B], cache=cache, use_cache=True)
+                decoder_of(lm)(input_ids=ids[:, s: s + B], use_cache=True, **{cache_kwarg(lm): cache})
 
     sides = {"forward": forward(0), "forward_last": forward(1),
              **({"segmented": segmented} if B < ids.shape[1] else {}), **{n: ingest(r) for n, r in runners.items()}}
@@ -215,14 +216,16 @@ def presses(cfg: Any) -> list[dict[str, Any]]:
 
     from transformers import DynamicCache
 
+    from ctxbench.models.loading import cache_kwarg
+
     prompt = ids[:, :M + len(q) - 1]  # the M slots + the question the presses decode after
     prefilled = DynamicCache(config=lm.config)
     with torch.no_grad():
-        lm(input_ids=prompt[:, :-1], cache=prefilled, use_cache=True)
+        lm(input_ids=prompt[:, :-1], use_cache=True, **{cache_kwarg(lm): prefilled})
 
     def plain_generate() -> None:  # from the prefilled cache, as the presses decode from theirs
         with torch.no_grad():
-            lm.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), cache=copy.deepcopy(prefilled),
+            lm.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), **{cache_kwarg(lm): copy.deepcopy(prefilled)},
                         max_new_tokens=n_new, min_new_tokens=n_new, do_sample=False, pad_token_id=pad,
                         temperature=None, top_p=None, top_k=None)
 
