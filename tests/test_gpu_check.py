@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -134,17 +135,22 @@ def test_rows_are_ok_skipped_or_error_and_a_spent_time_box_starts_no_row():
     assert Budget(0.0).spent() == "past gpu.budget_s=0" and not ran
 
 
-def test_kv_press_runs_with_the_bundle_the_clock_and_the_device_given_then_as_it_was():
-    import time
-
+def test_kv_press_measures_the_bundle_it_is_handed(monkeypatch):
+    """The GPU check hands kv_press.presses its random model: presses measures that one, its ids on the
+    model's device, and loads no model of its own (cfg.model only names the method configs' model group)."""
     import torch
+    from omegaconf import OmegaConf
 
     from ctxbench.bench import kv_press
-    from ctxbench.bench.gpu_presses import SyncedClock, around_kv_press
+    from ctxbench.bench.gpu_models import build_bundle
 
-    before = kv_press._bundle, kv_press.time
-    with around_kv_press("BUNDLE", torch.device("meta")) as kp:
-        assert kp._bundle("llama2_7b") == "BUNDLE" and isinstance(kp.time, SyncedClock)
-        assert torch.tensor([1, 2]).device.type == "meta"  # kv_press's ids are made on the device
-        assert kp.time.perf_counter() <= time.perf_counter()
-    assert (kv_press._bundle, kv_press.time) == before and torch.tensor([1]).device.type == "cpu"
+    bundle = build_bundle("llama2_7b", "tiny", "sdpa", torch.device("cpu"), False, 0)
+    bundle.model.config.use_cache = True
+    monkeypatch.setattr(kv_press, "_bundle", lambda model: pytest.fail(f"presses loaded conf/model/{model}"))
+    cfg = OmegaConf.create({"model": "llama2_7b", "methods": ["streamingllm"], "dataset": "text_sample",
+                            "segment_len": 32, "mem_size": 32, "ingest_tokens": 96, "new_tokens": 2, "repeats": 1})
+    rows = kv_press.presses(cfg, bundle=bundle)
+    ingest = [r for r in rows if r.get("check") == "ingest+decode"]
+    assert [r["method"] for r in ingest] == ["streamingllm"] and ingest[0]["tokens"] == 96
+    assert ingest[0]["ingest_tok_s"] > 0 and ingest[0]["plain_forward_tok_s"] > 0
+    assert kv_press._clock() <= time.perf_counter()  # on the CPU the clock is perf_counter itself

@@ -59,14 +59,24 @@ def _bundle(model: str) -> Any:
     return load_model(compose("train", [f"model={model}"]).model)
 
 
+def _clock() -> float:
+    """``time.perf_counter()`` once the GPU's queued work is done (when CUDA is in use): on a GPU a
+    call returns at its kernels' launch, so an unsynchronised clock would time the launches only."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    return time.perf_counter()
+
+
 def _time(fn: Any, repeats: int, warmup: int = 1) -> float:
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = _clock()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(_clock() - t0)
     return float(median(times))
 
 
@@ -198,17 +208,18 @@ def _explain(rows: list[dict[str, Any]], lm: Any, ids: Any, runners: dict[str, A
                 row["held_back_by"] = held_back(lm, ids, runners[row["method"]], int(row["segment_len"]))
 
 
-def presses(cfg: Any) -> list[dict[str, Any]]:
-    """The streaming case: ``ingest_tokens`` in segments of B over M slots; ingest and decode."""
+def presses(cfg: Any, bundle: Any = None) -> list[dict[str, Any]]:
+    """The streaming case: ``ingest_tokens`` in segments of B over M slots; ingest and decode. On
+    ``bundle`` when given (the GPU check's random 7B model on its device), else ``conf/model/<cfg.model>``."""
     import torch
 
     from ctxbench.methods.kv_cache import KVState
 
     model, M, B = str(cfg.model), int(cfg.mem_size), int(cfg.segment_len)
-    bundle = _bundle(model)
+    bundle = _bundle(model) if bundle is None else bundle
     lm = bundle.model.eval()
     n_in, n_new, repeats = int(cfg.ingest_tokens), int(cfg.new_tokens), int(cfg.repeats)
-    ids = torch.tensor([_text_ids(bundle.tokenizer, str(cfg.dataset), n_in)])
+    ids = torch.tensor([_text_ids(bundle.tokenizer, str(cfg.dataset), n_in)], device=lm.device)
     q = ids[0, :16].tolist()
     pad = bundle.tokenizer.pad_token_id or 0
 
