@@ -63,10 +63,18 @@ class System(abc.ABC):
     # the run was claimed with force_resume=true: state kept across runs (a memory store) may be
     # reused although it was built under another config (set by the evaluator when it builds the system)
     force_resume: bool = False
+    # the system speaks only OpenAI (a library it wraps, a process of its own): the evaluator serves the run's
+    # LLM backend and embedder on 127.0.0.1 and hands it the address with use_backend() before the first ingest
+    borrows_backend: ClassVar[bool] = False
+    lent: Any = None  # the ctxbench.core.lent.LentBackend handed over by use_backend()
 
     def use_prompt(self, prompt: Any) -> None:
         """Answer with ``prompt`` (a :class:`ctxbench.qa.AnswerPrompt`) from now on."""
         self._answer_prompt = prompt
+
+    def use_backend(self, lent: Any) -> None:
+        """Call the run's backend at ``lent`` (a :class:`ctxbench.core.lent.LentBackend`) from now on."""
+        self.lent = lent
 
     @property
     def answer_prompt(self) -> Any:
