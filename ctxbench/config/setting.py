@@ -133,7 +133,8 @@ def type_names(f: dataclasses.Field) -> tuple[set[str], bool]:
     """(type names, nullable) from a field's annotation: ``int | None`` → ({'int'}, True)."""
     if "schema" in f.metadata:
         return {"dict"}, True  # a mapping (lora, graph, deepspeed) may be switched off with null
-    names = {t.strip() for t in str(f.type).split("|")}
+    text = f.type.__name__ if isinstance(f.type, type) else str(f.type)
+    names = {t.strip() for t in text.split("|")}
     nullable = "None" in names
     names.discard("None")
     names.discard("Any")
