@@ -55,3 +55,18 @@ def add_option(kind: str, name: str, obj: Any) -> None:
     ConfigStore.instance().store(group=group, name=name, node=node, provider="plugin")
     add_plugin_schema(group, name, schema)
     _stored.add((group, name))
+
+
+def forget() -> None:
+    """Take every plug-in option back out of the ConfigStore and the schemas (tests; ``plugins.reset()``)."""
+    from hydra.core.config_store import ConfigStore
+
+    from ctxbench.config import schemas
+    from ctxbench.config.schema import schema as key_table
+
+    repo = ConfigStore.instance().repo
+    for group, name in _stored:
+        repo.get(group, {}).pop(f"{name}.yaml", None)
+    _stored.clear()
+    schemas._PLUGIN_SCHEMAS.clear()
+    key_table.cache_clear()

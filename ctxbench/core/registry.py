@@ -62,6 +62,9 @@ def register(kind: str, name: str, aliases: tuple[str, ...] = ()) -> Callable[[A
             raise ValueError(f"{kind} {name!r} registered twice: {_qual(prev)} and {_qual(obj)}")
         _REGISTRY[kind][name] = obj
         _ORIGIN[kind][name] = origin
+        declared = plugins.declared(kind).get(name) if kind in plugins.KIND_GROUPS else None
+        if declared is not None and declared.file is not None and not origin.startswith("ctxbench."):
+            _PLUGIN[kind][name] = declared  # unpublished code registering itself as it is imported
         for a in aliases:
             _ALIASES[kind][a] = name
         return obj
