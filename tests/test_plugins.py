@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from ctxbench.config import plugin_options
 from ctxbench.core import plugins, registry
 from tests.conftest import TINY_ANSWERS, run_cli
+from tests.plugin_dist import make_dist
 
 
 def forget_plugins() -> None:
@@ -26,6 +26,9 @@ def forget_plugins() -> None:
         for name in list(registry._PLUGIN[kind]):
             registry._REGISTRY[kind].pop(name, None)
             registry._PLUGIN[kind].pop(name, None)
+    for mod in [m for m in sys.modules if m.split(".")[0] in ("lastturns_pkg", "other_pkg", "bad_pkg")
+                or m.startswith("ctxbench_plugin_")]:
+        sys.modules.pop(mod)
 
 
 @pytest.fixture(autouse=True)
@@ -33,9 +36,6 @@ def _clean_plugins():
     forget_plugins()
     yield
     forget_plugins()
-    for mod in [m for m in sys.modules if m.split(".")[0] in ("lastturns_pkg", "other_pkg", "bad_pkg")
-                or m.startswith("ctxbench_plugin_")]:
-        sys.modules.pop(mod)
 
 LAST_TURNS = '''
 from dataclasses import dataclass
@@ -92,18 +92,6 @@ class HasDigit:
     def score(self, prediction, question):
         return float(any(c.isdigit() for c in prediction))
 '''
-
-
-def make_dist(root: Path, dist: str, version: str, package: str, source: str, entry_points: dict[str, dict[str, str]]) -> Path:
-    """A distribution as pip installs one: the package and its ``.dist-info`` (METADATA, entry_points.txt)."""
-    (root / package).mkdir(parents=True, exist_ok=True)
-    (root / package / "__init__.py").write_text(textwrap.dedent(source))
-    info = root / f"{dist.replace('-', '_')}-{version}.dist-info"
-    info.mkdir(exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
-    (info / "entry_points.txt").write_text("".join(
-        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) for group, eps in entry_points.items()))
-    return root
 
 
 @pytest.fixture

@@ -127,6 +127,14 @@ class System(abc.ABC):
     def close(self) -> None:
         """Release files and connections."""
 
+    def estimate_calls(self, history: History, questions: list[Question]) -> Any:
+        """What building ``history`` and answering ``questions`` will call (``eval estimate=true``,
+        :mod:`ctxbench.core.plan`); a system that does not say raises :class:`~ctxbench.core.plan.CannotEstimate`."""
+        from ctxbench.core.plan import CannotEstimate
+
+        raise CannotEstimate(f"{type(self).__name__} declares no estimate_calls: it cannot say before it runs what "
+                             "it will call (docs/plugins.md: estimate_calls)")
+
     def placement(self) -> dict[str, str] | None:
         """``{"device", "dtype"}`` of the system's own model; None when it has none."""
         return None
