@@ -269,3 +269,12 @@ def test_importing_the_api_imports_no_torch():
     p = subprocess.run([sys.executable, "-c", "import sys, ctxbench.api; print('torch' in sys.modules)"],
                        capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[1])
     assert p.returncode == 0 and p.stdout.strip() == "False", p.stderr
+
+
+def test_wandb_summary_names_the_plugins():
+    from ctxbench.runs.wandb_log import summary_values
+
+    s = summary_values({"system": "memory=x", "provenance": {"plugins": [
+        {"kind": "memory", "name": "x", "distribution": "x-pkg", "version": "0.3"},
+        {"kind": "metric", "name": "m", "file": "/a/m.py", "sha256": "ab" * 32}]}})
+    assert s["plugins/memory/x"] == "x-pkg 0.3" and s["plugins/metric/m"] == "/a/m.py sha256:" + "ab" * 32
