@@ -20,12 +20,8 @@ from tests.plugin_dist import make_dist
 
 def forget_plugins() -> None:
     """What loading plug-ins left in this process: their names, options, registrations and modules."""
-    plugins.reset()
+    registry.forget_plugins()
     plugin_options.forget()
-    for kind in registry.KINDS:
-        for name in list(registry._PLUGIN[kind]):
-            registry._REGISTRY[kind].pop(name, None)
-            registry._PLUGIN[kind].pop(name, None)
     for mod in [m for m in sys.modules if m.split(".")[0] in ("lastturns_pkg", "other_pkg", "bad_pkg")
                 or m.startswith("ctxbench_plugin_")]:
         sys.modules.pop(mod)
