@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import time
 from typing import Any, Callable
 
@@ -56,6 +57,7 @@ class RemoteMemory:
         self.timeout_s = float(timeout_s)
         self.wait = wait or contextlib.nullcontext
         self.secrets = secrets or (lambda: [])
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # not one INFO line per request
         # trust_env=False: the remote is addressed as given, never through a proxy of the environment
         self.http = httpx.Client(base_url=self.url, timeout=httpx.Timeout(self.timeout_s), trust_env=False)
 
