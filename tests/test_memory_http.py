@@ -435,3 +435,12 @@ def test_remote_killed_mid_ingestion_then_restarted(keeps_state, tmp_path):
     demo1 = [s["session_index"] for s in sent if s["history_id"] == "demo-1"]
     assert demo1 == ([2] if keeps_state else [0, 1, 2])
     assert [s["session_index"] for s in sent if s["history_id"] == "demo-2"] == [0, 1]
+
+
+def test_estimate_says_in_one_line_that_the_remote_decides(tmp_path):
+    from ctxbench.core.plan import CannotEstimate
+
+    cfg = option_config("memory", {"name": "http", "url": "http://127.0.0.1:9", "progress": False})
+    system = registry.build("memory", cfg, llm=ScriptedChatModel(), workdir=tmp_path)
+    with pytest.raises(CannotEstimate, match=r"^memory=http: no estimate \(the remote decides"):
+        list(system.estimate_calls(sample()[0].history, sample()[0].questions))

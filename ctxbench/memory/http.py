@@ -25,6 +25,7 @@ import logging
 from typing import Any
 
 from ctxbench.core.errors import ConfigError
+from ctxbench.core.plan import CannotEstimate
 from ctxbench.core.registry import register
 from ctxbench.core.types import History, Prediction, Question, Session, Turn, Usage
 
@@ -259,6 +260,10 @@ class HttpMemory(MemorySystem):
         usage = self.answer_usage(t0, a0, self.llm.count_tokens(context) if context else 0, extra)
         return Prediction(text=got["text"].strip(), usage=usage,
                           meta={"context": context, "prompt_version": self.prompt_version(), "retrieved": retrieved})
+
+    def estimate_calls(self, history: History, questions: list[Question]) -> Any:
+        raise CannotEstimate("memory=http: no estimate (the remote decides what it keeps, what it retrieves and "
+                             "which LLM calls it makes)")
 
     def prompt_version(self) -> str:
         caps = self.caps or {}
