@@ -28,7 +28,6 @@ from ctxbench.core.secrets import scrub_text
 
 PROTOCOL_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
-CAPABILITIES = ("retrieve", "answer", "dump", "truncate")  # what ctxbench knows of (others are ignored)
 RETRIED_STATUS = frozenset({500, 502, 503, 504})
 
 
