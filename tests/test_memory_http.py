@@ -219,8 +219,9 @@ def test_a_failing_remote_fails_its_history_in_one_line_and_the_rerun_resumes(fa
         again = run_http(url, tmp_path / "run")  # the remote is healthy again: demo-1 resumes at session 2
         assert handler.sent("demo-1")[len(sent_before):] == [1, 2]  # session 1, acknowledged, is not sent again
         assert not any(r.get("failed") for r in again)
-        clean = run_http(url, tmp_path / "clean")
-        assert [r["prediction"] for r in again] == [r["prediction"] for r in clean]
+        if fault == "http500":  # the resumed run ends with a clean run's answers (the remote truncated for it)
+            clean = run_http(url, tmp_path / "clean")
+            assert [r["prediction"] for r in again] == [r["prediction"] for r in clean]
     finally:
         stop(server)
 
