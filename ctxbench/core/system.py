@@ -112,7 +112,8 @@ class System(abc.ABC):
 
     def construction_stopped(self) -> dict[str, int] | None:
         """``{"step", "steps", "failed_calls"}`` when building the current history stopped at ``step``
-        (1-based) of ``steps`` after a failed LLM call: the history is not answered in this run (a
+        (1-based) of ``steps`` after a failed LLM call, or with ``"error"`` (one line) when it stopped for
+        another reason (memory=http: its remote failed): the history is not answered in this run (a
         half-built memory publishes nothing) and a rerun resumes at that step. None: it was built."""
         return None
 
