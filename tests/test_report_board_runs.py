@@ -4,6 +4,7 @@ locomo_all, a user's board file anywhere, columns from the metric registry (a te
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from ctxbench.core.types import History, Prediction, Question, Sample, Session, 
 from ctxbench.evaluation.evaluator import evaluate_samples
 from ctxbench.memory.baselines import NoContext
 from ctxbench.memory.rag import RAG
+from ctxbench.report.board import run_board
 from ctxbench.report.board_file import board_out, load_board
 from ctxbench.report.runs import ReportError
 from tests.board_runs import eval_config
@@ -49,7 +51,7 @@ class SaysApple:
         return float("apple" in prediction.lower())
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def plugin():
     """``testplug`` (a System subclass) and ``board_testmetric`` registered as a plug-in would register them."""
     registry.register("memory", PLUG)(LastTurns)
@@ -92,10 +94,11 @@ def rag(workdir: Path) -> RAG:
     return RAG(cfg, llm=ScriptedLLM(lambda m, **kw: "apple"), embedder=BowEmbedder(), workdir=workdir)
 
 
-@pytest.fixture
-def runs(tmp_path, plugin):
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, plugin):
     """rag (and an older rag, a rag on another dataset, a rag on another answer prompt), no_context,
     and the plug-in at n_turns=1 and 5 (one of them also older), under one folder, in nested folders."""
+    tmp_path = tmp_path_factory.mktemp("board_runs")
     root = tmp_path / "outputs" / "eval"
     make_run(root / "rag", rag(tmp_path / "s1"), "memory=rag", created="2026-12-02T00:00:00Z",
              settings=RAG_SETTINGS)
@@ -122,7 +125,7 @@ def lines(stdout: str, root: Path) -> dict[str, str]:
     return out
 
 
-def test_locomo_all_fills_rows_from_any_runs_and_adds_the_plugin(runs, tmp_path):
+def test_locomo_all_fills_rows_from_any_runs_and_adds_the_plugin(runs, tmp_path, plugin):
     out = tmp_path / "board" / "locomo_all.md"
     p = run_cli("report", "table=locomo_all", f"runs={runs}", f"out={out}")
     assert p.returncode == 0, p.stderr
@@ -168,7 +171,7 @@ rows:
 """
 
 
-def test_a_user_board_file_anywhere_writes_where_told(runs, tmp_path):
+def test_a_user_board_file_anywhere_writes_where_told(runs, tmp_path, plugin):
     mine = tmp_path / "home" / "boards"
     mine.mkdir(parents=True)
     (mine / "mine.yaml").write_text(USER_BOARD)
@@ -200,7 +203,7 @@ def test_settings_pinned_by_a_row_match_recorded_config_values(runs, tmp_path):
     board = tmp_path / "b.yaml"
     board.write_text("dataset: locomo\nrows:\n  - {system: rag, settings: {memory.k: 2.0, qa_prompt: brief}}\n"
                      "  - {system: rag, row: rag10, settings: {memory.k: 10}}\n")
-    p = run_cli("report", f"board={board}", f"runs={runs / 'rag'}", f"out={tmp_path / 'o.md'}")
+    p = run_cli("report", f"table={board}", f"runs={runs / 'rag'}", f"out={tmp_path / 'o.md'}")  # table= a file: a board
     assert p.returncode == 0, p.stderr
     recs = {r["row"]: r for r in json.loads((tmp_path / "o.json").read_text())}
     assert recs["rag"]["run"] == str(runs / "rag") and recs["rag10"]["run"] is None
@@ -209,11 +212,20 @@ def test_settings_pinned_by_a_row_match_recorded_config_values(runs, tmp_path):
 def _bad(tmp_path: Path, text: str) -> str:
     f = tmp_path / "bad.yaml"
     f.write_text(text)
+    with pytest.raises(ReportError) as e:
+        load_board(str(f))
+    assert len(str(e.value).splitlines()) == 1 and str(f) in str(e.value), e.value
+    return str(e.value)
+
+
+def test_a_bad_board_file_stops_the_cli_in_one_line(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("dataset: locomo\nrows:\n  - {system: ragg}\n")
     p = run_cli("report", f"board={f}", f"runs={tmp_path}", f"out={tmp_path / 'o.md'}")
     assert p.returncode != 0 and not (tmp_path / "o.md").exists()
-    err = p.stderr.strip()
-    assert len(err.splitlines()) == 1 and str(f) in err, err
-    return err
+    assert p.stderr.strip() == (f"ctxbench: error: report: {f}: rows[0] (ragg): field 'system': 'ragg' is not a "
+                                "registered memory or method (a plug-in must be installed or loaded). Did you mean 'rag'? "
+                                + p.stderr.strip().split("Did you mean 'rag'? ")[1])
 
 
 @pytest.mark.parametrize("text,says", [
@@ -226,6 +238,8 @@ def _bad(tmp_path: Path, text: str) -> str:
     ("dataset: locomo\nrows:\n  - {system: rag}\n  - {system: memory=rag}\n", "rows[1] (rag): field 'row': 'rag' is also rows[0]'s id"),
     ("dataset: locomo\nrows: {system: rag}\n", "field 'rows': a list of rows is required"),
     ("dataset: [locomo\n", "cannot read YAML"),
+    ("name: ../up\ndataset: locomo\nrows: []\n", "field 'name': '../up' names the output file"),
+    ("kind: paper\nrows: []\n", "field 'kind': 'paper' is not a board"),
 ])
 def test_a_bad_board_file_is_one_line_naming_file_row_and_field(tmp_path, text, says):
     assert says in _bad(tmp_path, text)
@@ -246,7 +260,8 @@ def test_out_never_writes_over_a_file_of_a_run_folder(runs, tmp_path):
     assert board_out(board, None) == Path("outputs/report/locomo_all.md")  # never beside the YAML
     p = run_cli("report", "board=locomo_all", f"runs={runs / 'rag'}", f"out={runs / 'rag' / 'results.md'}")
     assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1 and "would write over" in p.stderr
-    p = run_cli("report", "board=locomo_all", f"runs={runs / 'rag'}", f"out={runs / 'rag' / 'board.md'}")
-    assert p.returncode == 0, p.stderr
-    p = run_cli("report", "board=locomo_all", f"runs={runs / 'rag'}", f"out={runs / 'rag' / 'board.md'}")
-    assert p.returncode == 0, p.stderr  # its own earlier output is replaced
+    mine = runs.parent / "runs_copy"
+    shutil.copytree(runs / "rag", mine / "rag")
+    for _ in range(2):  # its own earlier output is replaced, the run's files are untouched
+        res = run_board("locomo_all", [mine], mine / "rag" / "board.md", plot=False)
+        assert res["path"].exists() and (mine / "rag" / "results.json").read_bytes() == (runs / "rag" / "results.json").read_bytes()

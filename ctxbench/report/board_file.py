@@ -84,6 +84,8 @@ def check_board(data: Any, path: Path) -> dict[str, Any]:
     if not isinstance(data.get("rows"), list):
         raise ReportError(f"{path}: field 'rows': a list of rows is required (each: system, dataset, settings, label)")
     board = {**data, "name": str(data.get("name") or path.stem), "path": str(path)}
+    if "/" in board["name"] or "\\" in board["name"] or board["name"] in (".", ".."):
+        raise ReportError(f"{path}: field 'name': {board['name']!r} names the output file: no folders in it")
     for key in ("dataset", "title", "description"):
         if board.get(key) is not None and not isinstance(board[key], str):
             raise ReportError(f"{path}: field {key!r}: a string, not {board[key]!r}")
