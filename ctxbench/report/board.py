@@ -141,7 +141,7 @@ ADDED = " (added from runs)"
 
 
 def render_board(board: dict[str, Any], records: list[dict[str, Any]], png: str | None) -> str:
-    columns = C.shown(board["columns"], records)
+    columns = C.shown(board.get("columns") or C.parse_columns(None, Path(board.get("path") or board["name"])), records)
     held = any(c.name == "held" for c in columns)
     front = set(r["row"] for r in records if r.get("pareto"))
     header = ["system", "paradigm", "n"] + [C.header(c) for c in columns] + (["Pareto"] if held else []) + ["guards"]

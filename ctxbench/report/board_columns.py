@@ -130,13 +130,16 @@ def _column(name: str, label: Any, path: Path, where: str) -> Column:
                       f"{suggest(name, sorted(set(metrics) | set(COST_COLUMNS)), label='Columns')}")
 
 
+def metric(r: dict[str, Any], key: str) -> float | None:
+    """A row record's metric value (its run's ``overall``: ``metrics``, else a flat key such as ``f1``)."""
+    m = r.get("metrics") or {}
+    return m[key] if key in m else r.get(key)
+
+
 def shown(columns: list[Column], records: list[dict[str, Any]]) -> list[Column]:
     """The columns the table shows: a default column that only some runs have is left out when none has it."""
     def present(c: Column) -> bool:
-        key = c.name
-        if c.metric:
-            return any((r.get("metrics") or {}).get(key) is not None for r in records)
-        return any(r.get(key) is not None for r in records)
+        return any((metric(r, c.name) if c.metric else r.get(c.name)) is not None for r in records)
 
     return [c for c in columns if c.always or present(c)]
 
@@ -149,11 +152,10 @@ def cell(c: Column, r: dict[str, Any]) -> str:
     """The row record's text in column ``c``; a metric the run did not measure is ``—``."""
     if not c.metric:
         return COST_COLUMNS[c.name][1](r)
-    m = r.get("metrics") or {}
-    v, se = m.get(c.name), m.get(f"{c.name}_stderr")
+    v, se = metric(r, c.name), metric(r, f"{c.name}_stderr")
     if v is None:
         return MISSING
-    lenient = " (lenient)" if c.name in (r.get("lenient") or ()) else ""
+    lenient = " (lenient)" if c.name in (r.get("lenient") or ()) or r.get(f"{c.name}_lenient") else ""
     return f"{v:.3f}" + ("" if se is None else f" ± {se:.3f}") + lenient
 
 
@@ -163,7 +165,7 @@ def notes(columns: list[Column], records: list[dict[str, Any]]) -> list[str]:
     missing = {}
     for c in columns:
         if c.metric:
-            lacking = [r["label"] for r in records if r.get("run") and (r.get("metrics") or {}).get(c.name) is None]
+            lacking = [r["label"] for r in records if r.get("run") and metric(r, c.name) is None]
             if lacking:
                 missing[c.label] = lacking
     if missing:
