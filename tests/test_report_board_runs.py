@@ -113,6 +113,13 @@ def runs(tmp_path_factory, plugin):
              created="2026-12-03T00:00:00Z", settings={"n_turns": 5})
     make_run(root / "plug5_old", LastTurns(5), f"memory={PLUG}", overrides=["memory.n_turns=5"],
              settings={"n_turns": 5})
+    failed = make_run(root / "failed", rag(tmp_path / "s5"), "memory=rag", created="2026-12-05T00:00:00Z",
+                      settings=RAG_SETTINGS)
+    res = json.loads((failed / "results.json").read_text())
+    res["health"].update(status="failed", reason="2 of 2 answer calls failed")
+    (failed / "results.json").write_text(json.dumps(res))
+    (root / "train" / "icae").mkdir(parents=True)  # a training run: no results.json, a loss log
+    (root / "train" / "icae" / "metrics.jsonl").write_text('{"step": 1, "loss": 2.0}\n')
     return root
 
 
@@ -137,6 +144,8 @@ def test_locomo_all_fills_rows_from_any_runs_and_adds_the_plugin(runs, tmp_path,
     assert got["rag_sample"] == f"report: skipped {runs / 'rag_sample'}: other dataset (locomo_sample; board: locomo)"
     assert got["rag_mem0"] == (f"report: skipped {runs / 'rag_mem0'}: memory=rag on locomo, settings differ on "
                                "qa_prompt (run 'mem0', board 'brief')")
+    assert got["failed"] == f"report: skipped {runs / 'failed'}: failed run (2 of 2 answer calls failed)"
+    assert got["train/icae"] == f"report: skipped {runs / 'train' / 'icae'}: not an eval run (train)"
     # the plug-in: no row names it, so each of its settings gets a row of its own, newest kept
     assert "for row testplug (n_turns=1) (added from runs" in got["plug1"]
     assert "for row testplug (n_turns=5) (added from runs" in got["plug5"]
@@ -265,3 +274,12 @@ def test_out_never_writes_over_a_file_of_a_run_folder(runs, tmp_path):
     for _ in range(2):  # its own earlier output is replaced, the run's files are untouched
         res = run_board("locomo_all", [mine], mine / "rag" / "board.md", plot=False)
         assert res["path"].exists() and (mine / "rag" / "results.json").read_bytes() == (runs / "rag" / "results.json").read_bytes()
+
+
+def test_board_paths_and_run_lists_reach_the_report_as_one_string():
+    """Hydra's lexer refuses ``~`` and reads a comma as a sweep: the CLI quotes these report values."""
+    from ctxbench.__main__ import quote_list_value
+
+    assert quote_list_value("board=~/b.yaml") == "board='~/b.yaml'"
+    assert quote_list_value("runs=outputs/eval,multirun/eval") == "runs='outputs/eval,multirun/eval'"
+    assert quote_list_value("out=~/b.md") == "out='~/b.md'" and quote_list_value("out=a,b") == "out=a,b"
