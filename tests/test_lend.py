@@ -1,0 +1,320 @@
+"""The lent backend (ctxbench/llm/lend/, ctxbench/evaluation/lend.py): a system that only speaks OpenAI gets
+the run's backend on 127.0.0.1, and its calls are counted as a built-in's own calls through ``self.llm``.
+
+The borrowers here are built-in memory systems whose ``llm`` and ``embedder`` are swapped, when they are lent
+the backend, for the ``openai`` client (tests/lent_client.py): the very calls the built-in makes, over HTTP.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+import httpx
+import jsonschema
+import openai
+import pytest
+
+from ctxbench.bench.scripted_llm import ScriptedChatModel
+from ctxbench.config.compose import option_config
+from ctxbench.core import registry
+from ctxbench.core.lent import LentBackend
+from ctxbench.core.secrets import scrub_text
+from ctxbench.core.system import System
+from ctxbench.core.types import History, Prediction, Question, Usage
+from ctxbench.evaluation.evaluator import HistorySystems, run_system
+from ctxbench.evaluation.lend import Lender
+from ctxbench.llm.base import ChatResult, LLMUnavailable, UsageMeter
+from ctxbench.llm.shared import SharedLLM
+
+from lent_client import borrowing, client
+from local_http import LocalServer
+from memory_scripted import BowEmbedder
+from test_eval_concurrency import SlowLLM, samples
+from test_eval_concurrency import comparable as _comparable
+
+
+def comparable(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records without wall-clock fields (a store's search time too)."""
+    out = _comparable(records)
+    for r in out:
+        r["usage"].get("extra", {}).pop("search_seconds", None)
+    return out
+
+
+def run(name: str, tmp, *, lent: bool, concurrency: int = 1, llm: Any = None, n_hist: int = 3, n_q: int = 3,
+        received: list[str] | None = None):
+    """Memory system ``name`` (a borrower when ``lent``) through the evaluator: (records, the shared llm, lender stats)."""
+    cfg = option_config("memory", {"name": name, "progress": False})
+    cls = registry.get("memory", name)
+    cls = borrowing(cls, received) if lent else cls
+    llm = llm or SharedLLM(ScriptedChatModel())
+    embedder = BowEmbedder() if cfg.get("needs_embedder") else None
+    folder = tmp / f"{name}-{'lent' if lent else 'own'}-{concurrency}"
+    systems = HistorySystems(lambda hid: cls(cfg, llm=llm, embedder=embedder, workdir=folder / "stores" / hid),
+                             embedder=embedder)
+    seen: dict[str, Any] = {}
+    build = systems.make
+
+    def make(hid: str):  # note the server each borrower was lent
+        system = build(hid)
+        seen.setdefault("systems", []).append(system)
+        return system
+
+    systems.make = make
+    records = run_system(systems, samples(n_hist, n_q), folder, llm=llm, progress=False, concurrency=concurrency)
+    return records, llm, seen
+
+
+@pytest.mark.parametrize("name", ["full_context", "mem0"])
+def test_a_borrower_records_the_builtins_answers_and_tokens_per_phase(tmp_path, name):
+    own, own_llm, _ = run(name, tmp_path, lent=False)
+    one, one_llm, seen = run(name, tmp_path, lent=True)
+    four, four_llm, _ = run(name, tmp_path, lent=True, concurrency=4)
+    assert all(isinstance(s.llm.lent, LentBackend) for s in seen["systems"])  # every call went over HTTP
+    assert comparable(one) == comparable(own) and comparable(four) == comparable(own)
+    snap = own_llm.meter.snapshot()
+    assert one_llm.meter.snapshot() == snap == four_llm.meter.snapshot()  # per phase: calls, tokens, sources
+    assert snap["answer"]["calls"] == 9 and (name == "full_context" or snap["construction"]["calls"] > 0)
+    assert all(r["usage"]["answer_calls"] == 1 and r["usage"]["answer_prompt_tokens"] > 0 for r in four)
+    if name == "mem0":  # structured construction calls, their outcomes counted as the built-in's
+        assert all(r["construction"]["calls"] > 0 and r["construction"]["outputs"] for r in four)
+
+
+def test_the_server_lives_for_the_run_and_refuses_what_it_cannot_serve(tmp_path):
+    lents: list[LentBackend] = []
+
+    class Checks(System):
+        borrows_backend = True
+
+        def ingest(self, history: History) -> None:
+            lent = self.lent
+            lents.append(lent)
+            c = client(lent)
+            assert [m.id for m in c.models.list().data] == ["scripted"]  # no embedder in this run
+            with pytest.raises(openai.AuthenticationError) as e:
+                client(LentBackend(lent.base_url, "sk-lent-not-one-of-ours", lent.model)).models.list()
+            assert e.value.body["code"] == "invalid_api_key"
+            with pytest.raises(openai.NotFoundError, match="not served here"):
+                c.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+            for bad, field in [({"messages": []}, "messages"), ({"messages": [{"role": "tool", "content": "x"}]},
+                                                                 "messages[0].role"),
+                               ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
+                               ({"messages": [{"role": "user", "content": "x"}], "stream": True}, "stream"),
+                               ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}, "max_tokens"),
+                               ({"messages": [{"role": "user", "content": "x"}],
+                                 "response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},
+                                "response_format.json_schema.schema")]:
+                r = httpx.post(f"{lent.base_url}/chat/completions", json={"model": lent.model, **bad},
+                               headers={"Authorization": f"Bearer {lent.api_key}"})
+                assert r.status_code == 400 and r.json()["error"]["param"] == field, (bad, r.text)
+            r = httpx.post(f"{lent.base_url}/embeddings", json={"model": "x", "input": "hi"},
+                           headers={"Authorization": f"Bearer {lent.api_key}"})
+            assert r.status_code == 404 and "no embedder" in r.json()["error"]["message"]
+            assert httpx.get(f"{lent.base_url}/nowhere").json()["error"]["code"] == "not_found"
+            reply = c.chat.completions.create(model=lent.model, messages=[{"role": "user", "content": "hello there"}],
+                                              max_tokens=8)
+            assert reply.usage.prompt_tokens == 2 and reply.model_extra["ctxbench"]["phase"] == "construction"
+
+        def answer(self, question: Question) -> Prediction:
+            return Prediction("x", Usage())
+
+    llm = SharedLLM(ScriptedChatModel())
+    records = run_system(HistorySystems(lambda hid: Checks()), samples(2, 1), tmp_path, llm=llm, progress=False)
+    assert len(records) == 2 and len({lent.api_key for lent in lents}) == 2  # a token of its own per instance
+    assert all(lent.api_key.startswith("sk-lent-") and scrub_text(lent.api_key) == "***" for lent in lents)
+    assert llm.meter.total("construction").calls == 2 and llm.meter.total("answer").calls == 0
+    with pytest.raises(httpx.ConnectError):  # stopped with the run
+        httpx.get(f"{lents[0].base_url}/models", headers={"Authorization": f"Bearer {lents[0].api_key}"})
+
+
+class Asker(System):
+    """One construction call per history and one answer call per question, through ``self.llm`` or, lent, over HTTP."""
+
+    def __init__(self, llm: Any, lent: bool):
+        self.llm, self.borrows_backend = llm, lent
+
+    def ask(self, text: str, max_tokens: int = 16) -> ChatResult:
+        if not self.borrows_backend:
+            return self.llm.chat([{"role": "user", "content": text}], max_new_tokens=max_tokens,
+                                 phase="construction" if text.startswith("build") else "answer")
+        self.client = getattr(self, "client", None) or client(self.lent)
+        try:
+            r = self.client.chat.completions.create(model=self.lent.model, max_tokens=max_tokens,
+                                                          messages=[{"role": "user", "content": text}])
+        except openai.APIStatusError as e:
+            assert e.response.headers.get("x-should-retry") == "false"  # ctxbench's backend retried already
+            return ChatResult("", 0, 0, failed=True)
+        return ChatResult(r.choices[0].message.content, r.usage.prompt_tokens, r.usage.completion_tokens)
+
+    def ingest(self, history: History) -> None:
+        self.ask(f"build {history.id}")
+
+    def answer(self, question: Question) -> Prediction:
+        return Prediction(self.ask(question.question).text, Usage())
+
+
+class Failing(SlowLLM):
+    """SlowLLM whose calls about person 2 fail (a counted failure, as a backend reports one)."""
+
+    def chat(self, messages, **kw) -> ChatResult:
+        if "person 2 " in messages[-1]["content"]:
+            r = ChatResult("", 0, 0, failed=True, error="upstream said no")
+            self.meter.add(kw.get("phase", "answer"), r)
+            return r
+        return super().chat(messages, **kw)
+
+
+def test_failed_calls_are_counted_as_the_builtins_and_calls_overlap_across_histories(tmp_path):
+    out = {}
+    for lent in (False, True):
+        llm = SharedLLM(Failing(delay=0.1))
+        recs = run_system(HistorySystems(lambda hid: Asker(llm, lent)), samples(4, 3), tmp_path / str(lent),
+                          llm=llm, progress=False, concurrency=4)
+        out[lent] = (comparable(recs), llm.meter.snapshot(), llm.inner.peak)
+    assert out[True][0] == out[False][0] and out[True][1] == out[False][1]
+    failed = [r for r in out[True][0] if r.get("failed")]
+    assert len(failed) == 4 and all(r["usage"]["extra"]["failed_calls"] == 1 for r in failed)
+    assert out[True][1]["answer"]["failures"] == 4
+    assert out[True][2] > 1  # borrowers of different histories had calls in flight at once
+
+
+def test_a_backend_that_cannot_be_used_stops_the_run_as_for_a_builtin(tmp_path):
+    class Down(SlowLLM):
+        def chat(self, messages, **kw):
+            raise LLMUnavailable("llm=openai: the server at http://127.0.0.1:9/v1 refused the key")
+
+    for lent in (False, True):
+        llm = SharedLLM(Down())
+        with pytest.raises(LLMUnavailable, match="refused the key"):
+            run_system(HistorySystems(lambda hid: Asker(llm, lent)), samples(2, 1), tmp_path / str(lent), llm=llm,
+                       progress=False, concurrency=2)
+
+
+def tiny_hf(batch_size: int = 1) -> SharedLLM:
+    from ctxbench.llm.hf import HFChatLLM
+
+    return SharedLLM(HFChatLLM(option_config("llm", {"name": "hf", "model": "tiny", "context_window": 1024,
+                                                     "prefix_cache": False, "cache": False,
+                                                     "batch_size": batch_size})))
+
+
+def test_batched_hf_calls_from_borrowers_finish_and_equal_the_builtins(tmp_path):
+    """Borrowers block in HTTP while holding the workers' lock: the call batcher must not wait for them."""
+    own, _, _ = run("full_context", tmp_path, lent=False, llm=tiny_hf(4), concurrency=4, n_hist=2, n_q=3)
+    many = tiny_hf(4)  # (batched replies equal one-by-one replies: tests/test_eval_concurrency.py)
+    lent, _, _ = run("full_context", tmp_path, lent=True, llm=many, concurrency=4, n_hist=2, n_q=3)
+    assert max(many.batch_sizes) > 1  # the two histories' answers were generated together
+    assert comparable(lent) == comparable(own)
+
+
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 12},
+                                           "age": {"type": "integer", "minimum": 0, "maximum": 120},
+                                           "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3}},
+          "required": ["name", "age", "tags"], "additionalProperties": False}
+
+
+def json_schema_reply(llm: Any) -> tuple[dict[str, Any], Any]:
+    """A json_schema request to the lent ``llm`` from a borrower outside any task: (the value, the completion)."""
+    class One(System):
+        borrows_backend = True
+
+        def ingest(self, history): ...
+
+        def answer(self, question): ...
+
+    with Lender(llm) as lender:
+        system = One()
+        lender.lend(system)
+        reply = client(system.lent).chat.completions.create(
+            model=system.lent.model, max_tokens=96, temperature=0,
+            messages=[{"role": "user", "content": "Describe Ann, 31, as JSON."}],
+            response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": SCHEMA}})
+    value = json.loads(reply.choices[0].message.content)
+    jsonschema.validate(value, SCHEMA)
+    return value, reply
+
+
+def test_a_json_schema_request_to_lent_hf_is_decoded_under_its_grammar():
+    llm = tiny_hf()
+    value, reply = json_schema_reply(llm)  # a random 2-layer model: valid only because the grammar says so
+    assert reply.choices[0].finish_reason == "stop" and reply.model_extra["ctxbench"]["constrained"] is True
+    assert llm.meter.total("construction").calls == 1  # a call outside any task: the backend's total
+
+
+@pytest.mark.slow  # loads the packaged SmolLM2 (~10-20 s on 2 cores)
+def test_a_json_schema_request_to_lent_smollm2_returns_valid_json():
+    from ctxbench.llm.hf import HFChatLLM
+
+    llm = SharedLLM(HFChatLLM(option_config("llm", {"name": "hf", "model": "smollm2_135m", "context_window": 2048,
+                                                    "cache": False})))
+    t0 = time.perf_counter()
+    value, reply = json_schema_reply(llm)
+    print(f"SmolLM2 json_schema via the lent backend: {value} in {time.perf_counter() - t0:.1f} s")
+    assert reply.model_extra["ctxbench"]["constrained"] is True and value["name"]
+
+
+class Upstream(LocalServer):
+    """A fake OpenAI server that records the Authorization it gets and (a leak) echoes it in every reply."""
+
+    def __init__(self) -> None:
+        self.auth: list[str] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def reply(self, obj: dict) -> None:
+                data = json.dumps(obj).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self.reply({"object": "list", "data": [{"id": "upstream-model", "object": "model"}]})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                auth = self.headers.get("Authorization", "")
+                server.auth.append(auth)
+                words = body["messages"][-1]["content"].split()
+                text = " ".join(words[-3:]) + f" (you sent {auth})"
+                n = sum(len(m["content"].split()) for m in body["messages"])
+                self.reply({"id": "x", "object": "chat.completion", "model": "upstream-model",
+                            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                         "finish_reason": "stop"}],
+                            "usage": {"prompt_tokens": n, "completion_tokens": len(text.split()),
+                                      "total_tokens": n + len(text.split())}})
+
+        self.serve(Handler)
+
+
+def test_llm_openai_forwards_the_users_key_which_the_borrower_never_sees(tmp_path, monkeypatch):
+    key = "sk-user-real-key-0123456789abcdef"
+    monkeypatch.setenv("LEND_TEST_API_KEY", key)
+    up = Upstream()
+    try:
+        def openai_llm() -> SharedLLM:
+            return SharedLLM(registry.build("llm", option_config("llm", {
+                "name": "openai", "model": "upstream-model", "base_url": up.url, "api_key_env": "LEND_TEST_API_KEY",
+                "cache": False, "context_window": 4096, "max_retries": 0})))
+
+        own, own_llm, _ = run("full_context", tmp_path, lent=False, llm=openai_llm(), n_hist=2, n_q=2)
+        received: list[str] = []
+        lent, lent_llm, seen = run("full_context", tmp_path, lent=True, llm=openai_llm(), n_hist=2, n_q=2,
+                                   concurrency=2, received=received)
+    finally:
+        up.close()
+    assert up.auth and set(up.auth) == {f"Bearer {key}"}  # ctxbench sent the user's key upstream, and only it
+    tokens = {s.lent.api_key for s in seen["systems"]}
+    assert not any(t in a for t in tokens for a in up.auth)  # no lent token went upstream
+    seen_text = "\n".join(received)
+    assert len(received) > 4 and key not in seen_text and "***" in seen_text  # the echoed key came back scrubbed
+    assert comparable(lent) == comparable(own)
+    assert lent_llm.meter.snapshot() == own_llm.meter.snapshot()
+    assert all(r["usage"]["answer_calls"] == 1 and key not in json.dumps(r) for r in lent)
