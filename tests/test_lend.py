@@ -26,7 +26,8 @@ from ctxbench.core.system import System
 from ctxbench.core.types import History, Prediction, Question, Usage
 from ctxbench.evaluation.evaluator import HistorySystems, run_system
 from ctxbench.evaluation.lend import Lender
-from ctxbench.llm.base import ChatResult, LLMUnavailable, UsageMeter
+from ctxbench.llm.base import ChatResult, LLMUnavailable
+from ctxbench.llm.cache import CachedLLM
 from ctxbench.llm.shared import SharedLLM
 
 from lent_client import borrowing, client
@@ -45,14 +46,14 @@ def comparable(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run(name: str, tmp, *, lent: bool, concurrency: int = 1, llm: Any = None, n_hist: int = 3, n_q: int = 3,
-        received: list[str] | None = None):
+        received: list[str] | None = None, folder: Any = None, log_samples: bool = False):
     """Memory system ``name`` (a borrower when ``lent``) through the evaluator: (records, the shared llm, lender stats)."""
     cfg = option_config("memory", {"name": name, "progress": False})
     cls = registry.get("memory", name)
     cls = borrowing(cls, received) if lent else cls
     llm = llm or SharedLLM(ScriptedChatModel())
     embedder = BowEmbedder() if cfg.get("needs_embedder") else None
-    folder = tmp / f"{name}-{'lent' if lent else 'own'}-{concurrency}"
+    folder = folder or tmp / f"{name}-{'lent' if lent else 'own'}-{concurrency}"
     systems = HistorySystems(lambda hid: cls(cfg, llm=llm, embedder=embedder, workdir=folder / "stores" / hid),
                              embedder=embedder)
     seen: dict[str, Any] = {}
@@ -64,23 +65,51 @@ def run(name: str, tmp, *, lent: bool, concurrency: int = 1, llm: Any = None, n_
         return system
 
     systems.make = make
-    records = run_system(systems, samples(n_hist, n_q), folder, llm=llm, progress=False, concurrency=concurrency)
+    records = run_system(systems, samples(n_hist, n_q), folder, llm=llm, progress=False, concurrency=concurrency,
+                         log_samples=log_samples)
     return records, llm, seen
+
+
+def cached(tmp, name: str) -> SharedLLM:
+    return SharedLLM(CachedLLM(ScriptedChatModel(), tmp / f"{name}.sqlite", backend="scripted"))
+
+
+def logged(folder) -> tuple[list, dict]:
+    """log_samples' files: each answer's calls by question id, each history's construction calls in order."""
+    answers = {r["id"]: r["calls"] for r in map(json.loads, (folder / "samples.jsonl").read_text().splitlines())}
+    built: dict[str, list] = {}
+    path = folder / "construction_calls.jsonl"  # none when no construction call was made
+    for c in map(json.loads, path.read_text().splitlines() if path.exists() else []):
+        built.setdefault(c.pop("history_id"), []).append(c)
+    return sorted(answers.items()), built
 
 
 @pytest.mark.parametrize("name", ["full_context", "mem0"])
 def test_a_borrower_records_the_builtins_answers_and_tokens_per_phase(tmp_path, name):
-    own, own_llm, _ = run(name, tmp_path, lent=False)
-    one, one_llm, seen = run(name, tmp_path, lent=True)
-    four, four_llm, _ = run(name, tmp_path, lent=True, concurrency=4)
+    own, own_llm, _ = run(name, tmp_path, lent=False, llm=cached(tmp_path, "own"), log_samples=True)
+    one, one_llm, seen = run(name, tmp_path, lent=True, llm=cached(tmp_path, "one"), log_samples=True)
+    four, four_llm, _ = run(name, tmp_path, lent=True, concurrency=4, llm=cached(tmp_path, "four"), log_samples=True)
     assert all(isinstance(s.llm.lent, LentBackend) for s in seen["systems"])  # every call went over HTTP
     assert comparable(one) == comparable(own) and comparable(four) == comparable(own)
     snap = own_llm.meter.snapshot()
     assert one_llm.meter.snapshot() == snap == four_llm.meter.snapshot()  # per phase: calls, tokens, sources
     assert snap["answer"]["calls"] == 9 and (name == "full_context" or snap["construction"]["calls"] > 0)
     assert all(r["usage"]["answer_calls"] == 1 and r["usage"]["answer_prompt_tokens"] > 0 for r in four)
+    mine = logged(tmp_path / f"{name}-own-1")  # log_samples: the same calls in the same tasks
+    assert logged(tmp_path / f"{name}-lent-1") == mine == logged(tmp_path / f"{name}-lent-4")
     if name == "mem0":  # structured construction calls, their outcomes counted as the built-in's
         assert all(r["construction"]["calls"] > 0 and r["construction"]["outputs"] for r in four)
+        assert sum(len(calls) for calls in mine[1].values()) == snap["construction"]["calls"]
+    again, again_llm, _ = run(name, tmp_path, lent=True, concurrency=4, llm=cached(tmp_path, "one"),
+                              folder=tmp_path / "again")  # the lent calls were stored in the call cache
+    assert all(p["cached"] == p["calls"] for p in again_llm.meter.snapshot().values())
+
+    def uncached(records):  # full_context also reports its cached calls itself
+        out = comparable(records)
+        for r in out:
+            r["usage"]["extra"].pop("cached_calls", None)
+        return out
+    assert uncached(again) == uncached(own)
 
 
 def test_the_server_lives_for_the_run_and_refuses_what_it_cannot_serve(tmp_path):
