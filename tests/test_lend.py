@@ -210,6 +210,25 @@ def test_failed_calls_are_counted_as_the_builtins_and_calls_overlap_across_histo
     assert out[True][2] > 1  # borrowers of different histories had calls in flight at once
 
 
+def test_a_call_the_borrower_gives_up_on_ends_before_its_task_and_is_counted(tmp_path):
+    """A client that times out leaves the call running with its worker's lock released: the task waits for it."""
+    class Impatient(Asker):
+        def ask(self, text: str, max_tokens: int = 16) -> ChatResult:
+            self.client = getattr(self, "client", None) or client(self.lent).with_options(timeout=0.05)
+            try:
+                self.client.chat.completions.create(model=self.lent.model, max_tokens=max_tokens,
+                                                    messages=[{"role": "user", "content": text}])
+            except openai.APITimeoutError:
+                return ChatResult("", 0, 0, failed=True)
+            raise AssertionError("the call should have outlasted the client's timeout")
+
+    llm = SharedLLM(SlowLLM(delay=0.4))
+    recs = run_system(HistorySystems(lambda hid: Impatient(llm, True)), samples(3, 2), tmp_path, llm=llm,
+                      progress=False, concurrency=3)
+    assert len(recs) == 6 and all(r["usage"]["answer_calls"] == 1 for r in recs)  # each counted in its own task
+    assert llm.meter.total("answer").calls == 6 and llm.meter.total("construction").calls == 3
+
+
 def test_a_backend_that_cannot_be_used_stops_the_run_as_for_a_builtin(tmp_path):
     class Down(SlowLLM):
         def chat(self, messages, **kw):
@@ -347,3 +366,31 @@ def test_llm_openai_forwards_the_users_key_which_the_borrower_never_sees(tmp_pat
     assert comparable(lent) == comparable(own)
     assert lent_llm.meter.snapshot() == own_llm.meter.snapshot()
     assert all(r["usage"]["answer_calls"] == 1 and key not in json.dumps(r) for r in lent)
+
+
+def test_eval_on_the_command_line_lends_the_backend_to_a_borrower(tmp_path, monkeypatch):
+    """``eval memory=full_context`` with full_context swapped for its borrowing twin: what the CLI writes is the same."""
+    from ctxbench.bench.loopback_server import serve
+    from ctxbench.core.registry import _REGISTRY
+    from ctxbench.memory.baselines import FullContext
+    from tests.conftest import run_cli
+
+    def eval_(url: str, out) -> dict:
+        p = run_cli("eval", "memory=full_context", "dataset=locomo_sample", "limit=6", "llm=openai",
+                    "llm.model=loopback", f"llm.base_url={url}", "llm.api_key_env=null", "llm.cache=false",
+                    "llm.context_window=4096", "concurrency=2", "log_samples=true", "progress=false",
+                    f"hydra.run.dir={out}")
+        assert p.returncode == 0, p.stderr[-3000:]
+        return json.loads((out / "results.json").read_text())
+
+    with serve(delay_s=0.0, slots=4) as server:
+        own = eval_(server.base_url, tmp_path / "own")
+        monkeypatch.setitem(_REGISTRY["memory"], "full_context", borrowing(FullContext))
+        lent = eval_(server.base_url, tmp_path / "lent")
+        assert server.requests == 12
+    assert lent["llm"]["meter"] == own["llm"]["meter"] and lent["overall"] == own["overall"]
+    assert lent["concurrency"]["answers"] == "in dataset order"  # a borrower answers a history's questions in turn
+    preds = [[(r["id"], r["raw_prediction"], r["usage"]["answer_prompt_tokens"]) for r in
+              map(json.loads, (tmp_path / side / "predictions.jsonl").read_text().splitlines())]
+             for side in ("own", "lent")]
+    assert sorted(preds[0]) == sorted(preds[1]) and len(preds[0]) == 6

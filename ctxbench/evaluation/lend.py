@@ -149,6 +149,8 @@ class Lender:
             raise
         finally:
             account.binding = before
+            if hold is not None:  # a call it gave up on still holds its lock released: wait for it
+                hold.settle()
         fatal = account.take_error()
         if fatal is not None:
             raise fatal

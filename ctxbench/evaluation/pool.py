@@ -109,11 +109,11 @@ class Hold:
     def __init__(self, gate: Gate, thread: int):
         self.gate, self.thread = gate, thread
         self._calls = 0
-        self._lock = threading.Lock()
+        self._back = threading.Condition(threading.Lock())  # _calls changed
 
     @contextmanager
     def released(self) -> Iterator[None]:
-        with self._lock:
+        with self._back:
             self._calls += 1
             if self._calls == 1:
                 self.gate.add(-1)
@@ -121,13 +121,21 @@ class Hold:
         try:
             yield
         finally:
-            with self._lock:
+            with self._back:
                 self._calls -= 1
                 if self._calls == 0:
                     self.gate.add(1)
                     t0 = time.perf_counter()
                     self.gate.lock.acquire()
                     self.gate.add_wait(self.thread, time.perf_counter() - t0)
+                    self._back.notify_all()
+
+    def settle(self) -> None:
+        """Called by the worker as its task ends: wait until no call holds its hold released (a request the
+        borrower gave up on, its client timed out, is still being served), so the worker goes on holding the lock."""
+        with self._back:
+            while self._calls:
+                self._back.wait()
 
 
 @dataclass
