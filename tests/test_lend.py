@@ -162,17 +162,20 @@ def test_the_server_lives_for_the_run_and_refuses_what_it_cannot_serve(tmp_path)
 class Asker(System):
     """One construction call per history and one answer call per question, through ``self.llm`` or, lent, over HTTP."""
 
-    def __init__(self, llm: Any, lent: bool):
-        self.llm, self.borrows_backend = llm, lent
+    def __init__(self, llm: Any, lent: bool, schema: dict | None = None, max_tokens: int = 16):
+        self.llm, self.borrows_backend, self.schema, self.max_tokens = llm, lent, schema, max_tokens
 
-    def ask(self, text: str, max_tokens: int = 16) -> ChatResult:
+    def ask(self, text: str) -> ChatResult:
         if not self.borrows_backend:
-            return self.llm.chat([{"role": "user", "content": text}], max_new_tokens=max_tokens,
-                                 phase="construction" if text.startswith("build") else "answer")
+            structured = {"json_mode": True, "schema": self.schema} if self.schema else {}
+            return self.llm.chat([{"role": "user", "content": text}], max_new_tokens=self.max_tokens,
+                                 phase="construction" if text.startswith("build") else "answer", **structured)
         self.client = getattr(self, "client", None) or client(self.lent)
+        fmt = {"response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": self.schema}}
+               } if self.schema else {}
         try:
-            r = self.client.chat.completions.create(model=self.lent.model, max_tokens=max_tokens,
-                                                          messages=[{"role": "user", "content": text}])
+            r = self.client.chat.completions.create(model=self.lent.model, max_tokens=self.max_tokens,
+                                                    messages=[{"role": "user", "content": text}], **fmt)
         except openai.APIStatusError as e:
             assert e.response.headers.get("x-should-retry") == "false"  # ctxbench's backend retried already
             return ChatResult("", 0, 0, failed=True)
@@ -213,10 +216,10 @@ def test_failed_calls_are_counted_as_the_builtins_and_calls_overlap_across_histo
 def test_a_call_the_borrower_gives_up_on_ends_before_its_task_and_is_counted(tmp_path):
     """A client that times out leaves the call running with its worker's lock released: the task waits for it."""
     class Impatient(Asker):
-        def ask(self, text: str, max_tokens: int = 16) -> ChatResult:
+        def ask(self, text: str) -> ChatResult:
             self.client = getattr(self, "client", None) or client(self.lent).with_options(timeout=0.05)
             try:
-                self.client.chat.completions.create(model=self.lent.model, max_tokens=max_tokens,
+                self.client.chat.completions.create(model=self.lent.model, max_tokens=self.max_tokens,
                                                     messages=[{"role": "user", "content": text}])
             except openai.APITimeoutError:
                 return ChatResult("", 0, 0, failed=True)
@@ -256,6 +259,15 @@ def test_batched_hf_calls_from_borrowers_finish_and_equal_the_builtins(tmp_path)
     lent, _, _ = run("full_context", tmp_path, lent=True, llm=many, concurrency=4, n_hist=2, n_q=3)
     assert max(many.batch_sizes) > 1  # the two histories' answers were generated together
     assert comparable(lent) == comparable(own)
+    out = {}
+    for lent in (False, True):  # structured calls (grammar-constrained), batched from 3 histories
+        llm = tiny_hf(4)
+        recs = run_system(HistorySystems(lambda hid: Asker(llm, lent, SCHEMA, max_tokens=96)), samples(3, 2),
+                          tmp_path / f"asker-{lent}", llm=llm, progress=False, concurrency=4)
+        out[lent] = comparable(recs), llm.meter.snapshot()
+        assert max(llm.batch_sizes) > 1
+    assert out[True] == out[False]
+    assert all(jsonschema.validate(json.loads(r["raw_prediction"]), SCHEMA) is None for r in out[True][0])
 
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 12},
