@@ -237,11 +237,20 @@ def test_a_backend_that_cannot_be_used_stops_the_run_as_for_a_builtin(tmp_path):
         def chat(self, messages, **kw):
             raise LLMUnavailable("llm=openai: the server at http://127.0.0.1:9/v1 refused the key")
 
+    built: list[Asker] = []
+
+    def make(llm: Any, lent: bool) -> Asker:
+        built.append(Asker(llm, lent))
+        return built[-1]
+
     for lent in (False, True):
         llm = SharedLLM(Down())
         with pytest.raises(LLMUnavailable, match="refused the key"):
-            run_system(HistorySystems(lambda hid: Asker(llm, lent)), samples(2, 1), tmp_path / str(lent), llm=llm,
+            run_system(HistorySystems(lambda hid: make(llm, lent)), samples(2, 1), tmp_path / str(lent), llm=llm,
                        progress=False, concurrency=2)
+    lent = built[-1].lent
+    with pytest.raises(httpx.ConnectError):  # the server stopped with the failed run
+        httpx.get(f"{lent.base_url}/models", headers={"Authorization": f"Bearer {lent.api_key}"})
 
 
 def tiny_hf(batch_size: int = 1) -> SharedLLM:

@@ -18,9 +18,9 @@ While an LLM call runs the worker's hold is released on its behalf (as :meth:`Ga
 worker's own call): other workers go on, and the call batcher does not wait for a worker blocked in an HTTP
 request. Embedder calls keep the hold, as a built-in's embedder runs under the lock. A call that arrives
 while the instance runs no task (a thread it left behind) is counted in the backend's total under
-``construction``, in no task's scope. An error that would stop a built-in's run (the backend unusable:
-:class:`~ctxbench.llm.base.LLMUnavailable`) is answered 503 and raised in the task when it ends, so it
-stops this run the same way.
+``construction``, in no task's scope. A call that raises (the backend unusable:
+:class:`~ctxbench.llm.base.LLMUnavailable`, answered 503; anything else, 500) raises the same exception in
+the task when it ends, so it stops this run as it stops a built-in's.
 
 The token tells instances apart, not tasks: an instance that borrows answers its history's questions one
 at a time (the run loop treats it as ``answer_writes_state``); histories still run side by side.
@@ -71,12 +71,9 @@ class Account:
                 with b.hold.released():
                     return b.context.copy().run(call, b.phase)
             return b.context.copy().run(call, b.phase)
-        except Exception as e:
-            from ctxbench.llm.base import LLMUnavailable
-
-            if isinstance(e, LLMUnavailable):
-                with self._lock:
-                    self.error = self.error or e
+        except Exception as e:  # what a built-in's call would have raised: its task raises it too
+            with self._lock:
+                self.error = self.error or e
             raise
 
     def take_error(self) -> BaseException | None:
