@@ -14,6 +14,11 @@
 Under N workers the seconds recorded (``answer_seconds``, ``construction.seconds``) leave out a
 task's waits for the workers' lock (recorded apart as ``lock_wait_seconds``); waits for the backend's
 own slots or a batch stay in, as a user of that backend would see them.
+
+A system whose class borrows the backend (``borrows_backend``) is lent it for the run
+(:mod:`ctxbench.evaluation.lend`: the server starts with the first such instance built and stops with the
+run): each task binds the instance's calls over HTTP to itself (:meth:`Recorder.task`), so they are
+counted as its calls through ``self.llm`` would be; such an instance answers one question at a time.
 """
 from __future__ import annotations
 
