@@ -301,6 +301,8 @@ def json_schema_reply(llm: Any) -> tuple[dict[str, Any], Any]:
             model=system.lent.model, max_tokens=96, temperature=0,
             messages=[{"role": "user", "content": "Describe Ann, 31, as JSON."}],
             response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": SCHEMA}})
+        assert lender.record() == {"borrowers": 1, "outside_tasks": 1,  # no task ran: the backend's total only
+                                   "requests": {"chat": 1, "embeddings": 0, "models": 0, "refused": 0}}
     value = json.loads(reply.choices[0].message.content)
     jsonschema.validate(value, SCHEMA)
     return value, reply
@@ -411,6 +413,8 @@ def test_eval_on_the_command_line_lends_the_backend_to_a_borrower(tmp_path, monk
         assert server.requests == 12
     assert lent["llm"]["meter"] == own["llm"]["meter"] and lent["overall"] == own["overall"]
     assert lent["concurrency"]["answers"] == "in dataset order"  # a borrower answers a history's questions in turn
+    assert "lent_backend" not in own and lent["lent_backend"] == {
+        "borrowers": 1, "requests": {"chat": 6, "embeddings": 0, "models": 0, "refused": 0}, "outside_tasks": 0}
     preds = [[(r["id"], r["raw_prediction"], r["usage"]["answer_prompt_tokens"]) for r in
               map(json.loads, (tmp_path / side / "predictions.jsonl").read_text().splitlines())]
              for side in ("own", "lent")]

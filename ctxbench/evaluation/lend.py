@@ -60,11 +60,14 @@ class Account:
         self.system = system
         self.binding: Binding | None = None
         self.error: BaseException | None = None  # a call's fatal error, raised in the task when it ends
+        self.outside = 0  # requests that came while the instance ran no task
         self._lock = threading.Lock()
 
     def run(self, call: Callable[[str], Any], in_call: bool) -> Any:
         b = self.binding
         if b is None:  # no task: counted in the backend's total only
+            with self._lock:
+                self.outside += 1
             return call("construction")
         try:
             if in_call and b.hold is not None:
@@ -92,6 +95,8 @@ class Lender:
         self._accounts: dict[str, Account] = {}
         self._of: dict[int, str] = {}  # id(system) -> its token
         self._lock = threading.Lock()
+        self.lent = 0  # instances handed the backend
+        self.outside = 0  # requests of released instances that came outside any task
 
     def __enter__(self) -> "Lender":
         return self
@@ -115,6 +120,7 @@ class Lender:
         with self._lock:
             self._accounts[token] = Account(system)
             self._of[id(system)] = token
+            self.lent += 1
         lent = LentBackend(base_url=server.base_url, api_key=token, model=server.model,
                            embedding_model=server.embedding_model)
         with self.task(system, "construction"):
@@ -124,8 +130,9 @@ class Lender:
         """``system`` is closed: its token stops working."""
         with self._lock:
             token = self._of.pop(id(system), None)
-            if token is not None:
-                self._accounts.pop(token, None)
+            account = self._accounts.pop(token, None) if token is not None else None
+            if account is not None:
+                self.outside += account.outside
 
     @contextmanager
     def task(self, system: System | None, phase: str) -> Iterator[None]:
@@ -151,6 +158,15 @@ class Lender:
         fatal = account.take_error()
         if fatal is not None:
             raise fatal
+
+    def record(self) -> dict[str, Any] | None:
+        """results.json ``lent_backend`` (None when no system borrowed it): instances lent, requests answered
+        per route and refused, and requests that came while their instance ran no task (counted in no task)."""
+        if self.server is None:
+            return None
+        with self._lock:
+            outside = self.outside + sum(a.outside for a in self._accounts.values())
+        return {"borrowers": self.lent, "requests": dict(self.server.requests), "outside_tasks": outside}
 
     def close(self) -> None:
         """Stop the server (if one started); every token stops working."""

@@ -133,6 +133,7 @@ def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path,
                     concurrency=concurrency, log_samples=log_samples, protocol_pure=protocol_pure)
         finally:
             systems.lender = None
+            systems.lent_record = lender.record()
     return [done[qid] for qid in order]
 
 

@@ -38,6 +38,7 @@ class HistorySystems:
         self.make, self.per_history, self.embedder = make, per_history, embedder
         self.first: System | None = None
         self.lender: Any = None
+        self.lent_record: dict[str, Any] | None = None  # results.json lent_backend of the last run (if lent)
         self._built: dict[str, System] = {}  # built ahead of their history's ingest (the first)
 
     @classmethod
