@@ -67,6 +67,7 @@ def run(name: str, tmp, *, lent: bool, concurrency: int = 1, llm: Any = None, n_
     systems.make = make
     records = run_system(systems, samples(n_hist, n_q), folder, llm=llm, progress=False, concurrency=concurrency,
                          log_samples=log_samples)
+    seen["record"] = systems.lent_record
     return records, llm, seen
 
 
@@ -97,6 +98,9 @@ def test_a_borrower_records_the_builtins_answers_and_tokens_per_phase(tmp_path, 
     assert all(r["usage"]["answer_calls"] == 1 and r["usage"]["answer_prompt_tokens"] > 0 for r in four)
     mine = logged(tmp_path / f"{name}-own-1")  # log_samples: the same calls in the same tasks
     assert logged(tmp_path / f"{name}-lent-1") == mine == logged(tmp_path / f"{name}-lent-4")
+    requests = seen["record"]["requests"]
+    assert requests["chat"] == sum(p["calls"] for p in snap.values()) and requests["refused"] == 0
+    assert (requests["embeddings"] > 0) == (name == "mem0")  # the run's embedder, over /v1/embeddings too
     if name == "mem0":  # structured construction calls, their outcomes counted as the built-in's
         assert all(r["construction"]["calls"] > 0 and r["construction"]["outputs"] for r in four)
         assert sum(len(calls) for calls in mine[1].values()) == snap["construction"]["calls"]
