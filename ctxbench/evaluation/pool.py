@@ -109,15 +109,23 @@ class Hold:
     def __init__(self, gate: Gate, thread: int):
         self.gate, self.thread = gate, thread
         self._calls = 0
+        self._settled = False  # the worker's task ended: its hold is its own again, never released for it
         self._back = threading.Condition(threading.Lock())  # _calls changed
 
     @contextmanager
     def released(self) -> Iterator[None]:
         with self._back:
-            self._calls += 1
-            if self._calls == 1:
-                self.gate.add(-1)
-                self.gate.lock.release()
+            if self._settled:  # a call that came as the task ended: served without touching the lock
+                mine = False
+            else:
+                mine = True
+                self._calls += 1
+                if self._calls == 1:
+                    self.gate.add(-1)
+                    self.gate.lock.release()
+        if not mine:
+            yield
+            return
         try:
             yield
         finally:
@@ -136,6 +144,7 @@ class Hold:
         with self._back:
             while self._calls:
                 self._back.wait()
+            self._settled = True
 
 
 @dataclass
