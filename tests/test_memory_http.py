@@ -29,7 +29,6 @@ from ctxbench.bench.scripted_llm import ScriptedChatModel
 from ctxbench.config.compose import option_config
 from ctxbench.core import registry
 from ctxbench.core.errors import ConfigError
-from ctxbench.core.lent import LentBackend
 from ctxbench.core.types import History, Question, Session
 from ctxbench.evaluation.evaluator import HistorySystems, run_system
 from ctxbench.llm.shared import SharedLLM
@@ -88,19 +87,15 @@ def logging_handler(fault: str | None = None, path: str = "/add_session", nth: i
     return Handler
 
 
-def run_http(url: str, out: Path, concurrency: int = 1, lent: LentBackend | None = None, inner: Any = None,
-             **settings: Any):
-    """``memory=http`` at ``url`` through the evaluator's run loop (which lends its backend to the system,
-    as eval does; ``lent`` replaces that address after it is handed over)."""
+def run_http(url: str, out: Path, concurrency: int = 1, inner: Any = None, **settings: Any):
+    """``memory=http`` at ``url`` through the evaluator's run loop, which lends the run's backend (over
+    ``inner``, the scripted model by default) to the system as eval does."""
     cfg = option_config("memory", {"name": "http", "url": url, "progress": False, "retries": 0, "timeout_s": 0.5,
                                    **settings})
     llm = SharedLLM(inner or ScriptedChatModel())
 
     def make(hid: str):
-        system = registry.build("memory", cfg, llm=llm, workdir=out / "stores" / hid)
-        if lent is not None:
-            system.use_backend(lent)
-        return system
+        return registry.build("memory", cfg, llm=llm, workdir=out / "stores" / hid)
 
     return run_system(HistorySystems(make), sample(), out, llm=llm, progress=False, concurrency=concurrency)
 
