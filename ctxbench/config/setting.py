@@ -84,6 +84,11 @@ def setting(default: Any, meaning: str, bound: Range | None = None, *, choices: 
     return dataclasses.field(default=default, metadata=meta)
 
 
+def registered(name: str) -> Any:
+    """The ``name`` key of a schema: the registered name its options build (``registry.build(group, cfg)``)."""
+    return setting(name, "the registered name this config builds (ctxbench ls lists them)")
+
+
 def nested(schema: type, meaning: str) -> Any:
     """A mapping of keys (its own schema); null switches it off where the code allows."""
     return dataclasses.field(default_factory=schema, metadata={"meaning": meaning, "schema": schema})
