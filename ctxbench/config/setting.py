@@ -94,6 +94,24 @@ def nested(schema: type, meaning: str) -> Any:
     return dataclasses.field(default_factory=schema, metadata={"meaning": meaning, "schema": schema})
 
 
+def configures(node: str, *names: str) -> Any:
+    """Class decorator: this schema is the ConfigStore node ``schema/<group>/<node>`` (the YAML options that list
+    it in their defaults compose from it) and the schema of the registered names ``names`` (default: ``node``),
+    where a key's bound is looked up. It fills the schema module's ``SCHEMAS`` (node → schema) and ``BY_NAME``
+    (name → schemas) tables, which :mod:`ctxbench.config.schemas` reads."""
+    def decorate(schema: type) -> type:
+        import sys
+
+        module = vars(sys.modules[schema.__module__])
+        module.setdefault("SCHEMAS", {})[node] = schema
+        by_name = module.setdefault("BY_NAME", {})
+        for name in names or (node,):
+            by_name[name] = (*by_name.get(name, ()), schema)
+        return schema
+
+    return decorate
+
+
 def _copy(value: Any) -> Any:
     import copy
 

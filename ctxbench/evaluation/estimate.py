@@ -247,11 +247,11 @@ def memory_calls(mem: Any, prompt: Any, llm: Any, plan: list[tuple[History, list
     """Every planned item of the memory system ``mem`` (its config) answering with ``prompt`` over the plan's
     histories, counted by ``llm`` (a fresh system per history, as eval builds them; under ``task=compression``
     set to the ``protocol``'s ratio, as eval sets it)."""
-    from ctxbench.core.registry import build
+    from ctxbench.core.registry import build, get
     from ctxbench.evaluation.protocol import prepare
 
     with tempfile.TemporaryDirectory(prefix="ctxbench-estimate-") as tmp:
-        embedder = NoEmbedder() if mem.get("needs_embedder") else None
+        embedder = NoEmbedder() if get("memory", mem.name).needs_embedder else None
         for i, (h, qs) in enumerate(plan):
             system = build("memory", mem, llm=llm, embedder=embedder, workdir=Path(tmp) / str(i))
             system.use_prompt(prompt)

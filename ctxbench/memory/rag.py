@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ctxbench.config.schemas.memory import RagMemory
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.plan import PlannedEmbed, planned
 from ctxbench.core.registry import register
@@ -61,6 +62,7 @@ def cap_tokens(texts: list[str], budget: int, count: Callable[[str], int], sep: 
 
 @register("memory", "rag")
 class RAG(MemorySystem):
+    Settings = RagMemory  # its config schema (ctxbench/config/schemas/memory.py)
     name = "rag"
 
     def __init__(self, cfg: Any, **deps: Any) -> None:

@@ -49,6 +49,7 @@ EXCLUDED_KEYS: tuple[str, ...] = (
     "trainer.resume", "trainer.stop_after", "trainer.log_every", "trainer.save_every", "trainer.keep_checkpoints",
     "num_workers", "*.num_workers", "limit", "metrics", "judge_llm", "judge", "max_failed_fraction",
     "llm.cache", "llm.cache_path", "concurrency", "llm.concurrency", "log_samples", "dataset.errata",
+    "memory.needs_embedder",  # no config key since issue 52 (the class says it): a run recorded with it resumes
 )
 
 #: What a run leaves in its folder (fnmatch patterns); beside them a run record must say whose they are.

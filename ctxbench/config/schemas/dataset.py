@@ -7,8 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbench.config.setting import (  # noqa: F401 - the generator's full kit
-    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, nested, registered, setting)
+from ctxbench.config.setting import (  # noqa: F401 - the bound kit
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, registered, setting)
+
+#: filled by @configures: schema node (conf/dataset/<option>.yaml lists /schema/dataset/<node>) -> schema,
+#: and the `name` an option composes to -> its schemas (where a key's bounds are looked up)
+SCHEMAS: dict[str, type] = {}
+BY_NAME: dict[str, tuple[type, ...]] = {}
 
 
 @dataclass
@@ -19,6 +24,7 @@ class DatasetSettings:
     limit: int | None = setting(None, 'rows to read', ge(0, note='0 or null = all'))
 
 
+@configures('ccm_dailydialog')
 @dataclass
 class CcmDailydialogDataset(DatasetSettings):
     """DailyDialog from the hub (CCM's dialogue setting; needs the network): each turn but the last two is a step, the second-to-last is read raw, the last is the output. Written by ctxbench/methods/ccm_data.py."""
@@ -31,6 +37,7 @@ class CcmDailydialogDataset(DatasetSettings):
     limit: int | None = setting(1000, 'rows to read', ge(0, note='0 or null = all'))
 
 
+@configures('ccm_lamp')
 @dataclass
 class CcmLampDataset(DatasetSettings):
     """LaMP (Salemi et al., 2023) in the benchmark's own files, as the CCM reference reads them: {split}_questions.json ([{id, input, profile: [...]}]) and {split}_outputs.json ({golds: [{id, output}]}). Download: https://ciir.cs.umass.edu/downloads/LaMP/LaMP_<i>/<split>/<split>_{questions,outputs}.json (LaMP_2 lives under LaMP_2/new/). Profile items are the steps, the input the question, the gold output the answer. Read by ctxbench/methods/ccm_data.py."""
@@ -48,6 +55,7 @@ class CcmLampDataset(DatasetSettings):
     limit: int | None = setting(1000, 'rows to read', ge(0, note='0 or null = all'))
 
 
+@configures('ccm_metaicl')
 @dataclass
 class CcmMetaiclDataset(DatasetSettings):
     """MetaICL (Min et al., NAACL 2022) in its own format, as CCM evaluates it: rows {task, input, output, options} in {task}_{k}_{seed}_{train,test}.jsonl — the k train rows are the demonstrations (one CCM step each), every test row a question whose options eval task=choice ranks. Read by ctxbench/methods/ccm_data.py. offline: dataset.path=<folder with MetaICL's data/ files, as facebookresearch/MetaICL's _build_gym.py writes them> online:  the hub copy allenai/metaicl-data (files fetched with huggingface_hub; the file layout is file_pattern below — set it if the repo's layout differs)"""
@@ -63,6 +71,7 @@ class CcmMetaiclDataset(DatasetSettings):
     limit: int | None = setting(1000, 'rows to read', ge(0, note='0 or null = all'))
 
 
+@configures('dialsim', 'dialsim', 'dialsim_sample')
 @dataclass
 class DialsimDataset(DatasetSettings):
     """DialSim v1.1 pickle ({friends,bigbang,theoffice}_dialsim.pickle), read with a restricted unpickler."""
@@ -81,6 +90,7 @@ class DialsimDataset(DatasetSettings):
     question_time: str = setting('session', 'session = each question sees the sessions up to its own (the simulator; paper) | none = the whole show for every question', choices=('session', 'none'))
 
 
+@configures('locomo', 'locomo', 'locomo_sample')
 @dataclass
 class LocomoDataset(DatasetSettings):
     """LoCoMo (official locomo10.json): 10 conversations, 272 sessions, 5,882 turns, 1,986 QA."""
@@ -94,6 +104,7 @@ class LocomoDataset(DatasetSettings):
     errata: str | None = setting(None, "a published errata file of gold answers (dial481/locomo-audit's errors.json shape): every run is also scored under the corrected gold, results.md states the ceiling (ctxbench/data/errata.py)")
 
 
+@configures('locomo_pwc')
 @dataclass
 class LocomoPwcDataset(DatasetSettings):
     """LoCoMo sessions as PwC rows (rendered session → question → answer) for ICAE fine-tuning, split by conversation."""
@@ -108,6 +119,7 @@ class LocomoPwcDataset(DatasetSettings):
     limit: int | None = setting(None, 'at most N samples', ge(0, note='0 or null = all'))
 
 
+@configures('longmemeval')
 @dataclass
 class LongmemevalDataset(DatasetSettings):
     """LongMemEval (Wu et al., ICLR 2025): 500 questions, each over its own haystack of chat sessions, in six types plus abstention (ids ending _abs); releases s (~50 sessions a question), m (~500) and oracle (the evidence sessions). Read by ctxbench/data/longmemeval.py."""
@@ -120,6 +132,7 @@ class LongmemevalDataset(DatasetSettings):
     limit: int | None = setting(None, 'the first N questions (after the other filters)', ge(0, note='0 or null = all'))
 
 
+@configures('longmemeval_sample')
 @dataclass
 class LongmemevalSampleDataset(LongmemevalDataset):
     """A short made-up LongMemEval-format file written for this project (13 questions, all 6 types, 2 abstention; haystacks of 3 sessions from a shared pool of 19)."""
@@ -132,6 +145,7 @@ class LongmemevalSampleDataset(LongmemevalDataset):
     limit: int | None = setting(None, 'the first N questions', ge(0, note='0 or null = all'))
 
 
+@configures('pile', 'pile', 'pile_sample')
 @dataclass
 class PileDataset(DatasetSettings):
     """The Pile: JSONL {text, meta: {pile_set_name}} shards (.jsonl, or .jsonl.zst with `pip install zstandard`)."""
@@ -146,6 +160,7 @@ class PileDataset(DatasetSettings):
     max_chars: int | None = setting(None, 'cut each document to this many characters', ge(0, note='0 or null = no cut'))
 
 
+@configures('pwc', 'pwc', 'pwc_sample')
 @dataclass
 class PwcDataset(DatasetSettings):
     """PwC (ICAE's Prompt-with-Context): JSONL {input, prompt, answer}; 240k train / 18k test rows on the hub."""
@@ -158,6 +173,7 @@ class PwcDataset(DatasetSettings):
     limit: int | None = setting(None, 'at most N rows', ge(0, note='0 or null = all'))
 
 
+@configures('ruler')
 @dataclass
 class RulerDataset(DatasetSettings):
     """RULER-style synthetic long-context tasks, generated offline (seeded, deterministic): needle in a haystack (single / multikey / multivalue / multiquery), variable tracking, common and frequent words extraction over noise, real prose (the shipped Shakespeare sample) or distractor needles. Ask with qa_prompt=ruler, score with metrics=[ruler_match] (docs/ruler.md)."""
@@ -171,6 +187,7 @@ class RulerDataset(DatasetSettings):
     limit: int | None = setting(None, 'the first N examples (tasks in the order given)', ge(0, note='0 or null = all'))
 
 
+@configures('text', 'shakespeare_sample', 'text', 'text_sample')
 @dataclass
 class TextDataset(DatasetSettings):
     """Any text corpus: a .txt file (one document), a .jsonl file ({"text": ...} per line) or a folder."""
@@ -179,41 +196,3 @@ class TextDataset(DatasetSettings):
     path: str | None = setting(REQUIRED, 'a .txt file (one document), a .jsonl file ({"text": ...} per line) or a folder')
     text_field: str = setting('text', 'field holding the text')
     max_chars: int | None = setting(None, 'cut each document to this many characters', ge(0, note='0 or null = no cut'))
-
-
-# schema node (conf/dataset/<option>.yaml lists /schema/dataset/<node>) -> schema
-SCHEMAS = {
-    'ccm_dailydialog': CcmDailydialogDataset,
-    'ccm_lamp': CcmLampDataset,
-    'ccm_metaicl': CcmMetaiclDataset,
-    'dialsim': DialsimDataset,
-    'locomo': LocomoDataset,
-    'locomo_pwc': LocomoPwcDataset,
-    'longmemeval': LongmemevalDataset,
-    'longmemeval_sample': LongmemevalSampleDataset,
-    'pile': PileDataset,
-    'pwc': PwcDataset,
-    'ruler': RulerDataset,
-    'text': TextDataset,
-}
-# the `name` an option composes to -> its schema (where a key's bounds are looked up)
-BY_NAME = {
-    'ccm_dailydialog': (CcmDailydialogDataset,),
-    'ccm_lamp': (CcmLampDataset,),
-    'ccm_metaicl': (CcmMetaiclDataset,),
-    'dialsim': (DialsimDataset,),
-    'dialsim_sample': (DialsimDataset,),
-    'locomo': (LocomoDataset,),
-    'locomo_pwc': (LocomoPwcDataset,),
-    'locomo_sample': (LocomoDataset,),
-    'longmemeval': (LongmemevalDataset,),
-    'longmemeval_sample': (LongmemevalSampleDataset,),
-    'pile': (PileDataset,),
-    'pile_sample': (PileDataset,),
-    'pwc': (PwcDataset,),
-    'pwc_sample': (PwcDataset,),
-    'ruler': (RulerDataset,),
-    'shakespeare_sample': (TextDataset,),
-    'text': (TextDataset,),
-    'text_sample': (TextDataset,),
-}

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ctxbench.config.setting import COUNT, REQUIRED, between, nested, registered, setting
+from ctxbench.config.setting import COUNT, REQUIRED, between, configures, nested, registered, setting
+
+#: filled by @configures: schema node (conf/launcher/<option>.yaml lists /schema/launcher/<node>) -> schema,
+#: and the `name` an option composes to -> its schemas (where a key's bounds are looked up)
+SCHEMAS: dict[str, type] = {}
+BY_NAME: dict[str, tuple[type, ...]] = {}
 
 
 @dataclass
@@ -19,6 +24,7 @@ class LauncherSettings:
     cpu: bool = setting(False, 'force accelerate onto the CPU')
 
 
+@configures('ddp')
 @dataclass
 class DdpLauncher(LauncherSettings):
     """Data parallel: `accelerate launch --multi_gpu --num_processes N -m ctxbench train launcher=ddp ...` (on CPU: ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 ...)"""
@@ -26,6 +32,7 @@ class DdpLauncher(LauncherSettings):
     name: str = registered('ddp')
 
 
+@configures('multinode')
 @dataclass
 class MultinodeLauncher(LauncherSettings):
     """Multi-node data parallel (see scripts/slurm_multinode.sh): every node runs accelerate launch --num_machines $NNODES --machine_rank $RANK --main_process_ip $HEAD --main_process_port 29500 --num_processes $((NNODES*GPUS)) -m ctxbench train launcher=multinode hydra.run.dir=<shared path> ... The run dir must be pinned (a shared filesystem path) so every rank agrees on it."""
@@ -33,6 +40,7 @@ class MultinodeLauncher(LauncherSettings):
     name: str = registered('multinode')
 
 
+@configures('single')
 @dataclass
 class SingleLauncher(LauncherSettings):
     """One process (CPU or one GPU). Use `accelerate launch` with another launcher for more."""
@@ -81,6 +89,7 @@ class Zero3DeepspeedSettings(DeepspeedSettings):
     zero_optimization: Zero3OptimizationSettings | None = nested(Zero3OptimizationSettings, 'DeepSpeed ZeRO settings')
 
 
+@configures('deepspeed_zero2')
 @dataclass
 class DeepspeedZero2Launcher(LauncherSettings):
     """DeepSpeed ZeRO-2 (optimizer state + gradients sharded). Launch: accelerate launch --num_processes N -m ctxbench train launcher=deepspeed_zero2 ... On CPU (tests): ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 -m ctxbench train launcher=deepspeed_zero2"""
@@ -89,6 +98,7 @@ class DeepspeedZero2Launcher(LauncherSettings):
     deepspeed: DeepspeedSettings | None = nested(DeepspeedSettings, 'DeepSpeed config (inline mapping or a JSON file; null = no DeepSpeed)')
 
 
+@configures('deepspeed_zero3')
 @dataclass
 class DeepspeedZero3Launcher(LauncherSettings):
     """DeepSpeed ZeRO-3 (parameters sharded too). offload: cpu to move optimizer state and params to RAM."""
@@ -113,29 +123,10 @@ class FsdpLauncherFsdp:
 
 
 
+@configures('fsdp')
 @dataclass
 class FsdpLauncher(LauncherSettings):
     """PyTorch FSDP through accelerate's FullyShardedDataParallelPlugin (parameters, gradients and optimizer state sharded). Launch on GPUs: accelerate launch --num_processes N -m ctxbench train launcher=fsdp ... Checkpoints: every rank writes its shards (torch.distributed.checkpoint, SHARDED_STATE_DICT) into checkpoints/step_N/accelerate/; trainable.safetensors holds the gathered trainable weights. accelerate 1.15 turns FSDP on only for GPU-like devices (never MULTI_CPU): on CPU this launcher is refused with a message; use deepspeed_zero3 to shard on CPU."""
 
     name: str = registered('fsdp')
     fsdp: FsdpLauncherFsdp | None = nested(FsdpLauncherFsdp, "accelerate's FullyShardedDataParallelPlugin settings")
-
-
-# schema node (conf/launcher/<option>.yaml lists /schema/launcher/<node>) -> schema
-SCHEMAS = {
-    'ddp': DdpLauncher,
-    'deepspeed_zero2': DeepspeedZero2Launcher,
-    'deepspeed_zero3': DeepspeedZero3Launcher,
-    'fsdp': FsdpLauncher,
-    'multinode': MultinodeLauncher,
-    'single': SingleLauncher,
-}
-# the `name` an option composes to -> its schema (where a key's bounds are looked up)
-BY_NAME = {
-    'ddp': (DdpLauncher,),
-    'deepspeed_zero2': (DeepspeedZero2Launcher,),
-    'deepspeed_zero3': (DeepspeedZero3Launcher,),
-    'fsdp': (FsdpLauncher,),
-    'multinode': (MultinodeLauncher,),
-    'single': (SingleLauncher,),
-}

@@ -6,10 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbench.config.setting import (  # noqa: F401 - the generator's full kit
-    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, nested, setting)
+from ctxbench.config.setting import (  # noqa: F401 - the bound kit
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, setting)
+
+#: filled by @configures: schema node (conf/llm/<option>.yaml lists /schema/llm/<node>) -> schema,
+#: and the `name` an option composes to -> its schemas (where a key's bounds are looked up)
+SCHEMAS: dict[str, type] = {}
+BY_NAME: dict[str, tuple[type, ...]] = {}
 
 
+@configures('hf')
 @dataclass
 class HfLlm:
     """A local transformers chat model (greedy, chat template, tokens counted with its tokenizer)."""
@@ -28,6 +34,7 @@ class HfLlm:
     prefix_cache_entries: int = setting(2, "prompts whose KV cache is kept (LRU); memory: entries x prompt length x the model's KV per token", POSITIVE)
 
 
+@configures('openai')
 @dataclass
 class OpenaiLlm:
     """Any OpenAI-compatible chat endpoint (OpenAI, vLLM, llama.cpp server). The key is read from the environment variable named by api_key_env at run time and never written anywhere."""
@@ -50,15 +57,3 @@ class OpenaiLlm:
     extra_body: dict | None = setting({}, 'extra request fields (e.g. {top_p: 1.0})')
     cache: bool = setting(True, 'SQLite call cache: a rerun repeats no calls')
     cache_path: str | None = setting(None, 'null = $CTXBENCH_CACHE/llm_cache.sqlite')
-
-
-# schema node (conf/llm/<option>.yaml lists /schema/llm/<node>) -> schema
-SCHEMAS = {
-    'hf': HfLlm,
-    'openai': OpenaiLlm,
-}
-# the `name` an option composes to -> its schema (where a key's bounds are looked up)
-BY_NAME = {
-    'hf': (HfLlm,),
-    'openai': (OpenaiLlm,),
-}

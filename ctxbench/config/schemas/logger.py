@@ -6,10 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbench.config.setting import (  # noqa: F401 - the generator's full kit
-    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, nested, setting)
+from ctxbench.config.setting import (  # noqa: F401 - the bound kit
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, setting)
+
+#: filled by @configures: schema node (conf/logger/<option>.yaml lists /schema/logger/<node>) -> schema,
+#: and the `name` an option composes to -> its schemas (where a key's bounds are looked up)
+SCHEMAS: dict[str, type] = {}
+BY_NAME: dict[str, tuple[type, ...]] = {}
 
 
+@configures('none')
 @dataclass
 class NoneLogger:
     """NoneLogger"""
@@ -17,6 +23,7 @@ class NoneLogger:
     name: str = setting('none', 'the registered name this config builds (ctxbench ls lists them)')
 
 
+@configures('wandb')
 @dataclass
 class WandbLogger:
     """train: mirrors metrics.jsonl to Weights & Biases; eval / score / report: the results and their tables
@@ -28,15 +35,3 @@ class WandbLogger:
     mode: str = setting('offline', 'wandb mode', choices=('online', 'offline', 'disabled'))
     tags: list = setting([], 'wandb run tags')
     group: str | None = setting(None, 'wandb group (null = under -m the sweep folder, <parent>/<name>, so a sweep is one group; eval / score / report)')
-
-
-# schema node (conf/logger/<option>.yaml lists /schema/logger/<node>) -> schema
-SCHEMAS = {
-    'none': NoneLogger,
-    'wandb': WandbLogger,
-}
-# the `name` an option composes to -> its schema (where a key's bounds are looked up)
-BY_NAME = {
-    'none': (NoneLogger,),
-    'wandb': (WandbLogger,),
-}

@@ -9,8 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbench.config.setting import (  # noqa: F401 - the generator's full kit
-    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, nested, registered, setting)
+from ctxbench.config.setting import (  # noqa: F401 - the bound kit
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, registered, setting)
+
+#: filled by @configures: schema node (conf/memory/<option>.yaml lists /schema/memory/<node>) -> schema,
+#: and the `name` an option composes to -> its schemas (where a key's bounds are looked up)
+SCHEMAS: dict[str, type] = {}
+BY_NAME: dict[str, tuple[type, ...]] = {}
 
 
 @dataclass
@@ -18,7 +23,6 @@ class MemorySettings:
     """What every memory system built on ``MemorySystem`` (ctxbench/memory/base.py) reads: its registered name, the sessions it ingests, its structured calls' retries, resume or rebuild, progress bars. A plug-in's ``Settings`` may inherit it."""
 
     name: str = setting(REQUIRED, 'the registered name this config builds (ctxbench ls lists them)')
-    needs_embedder: bool = setting(True, 'the evaluator builds the embedder for this system')
     max_sessions: int | None = setting(None, 'ingest only the first N sessions (CPU smoke runs); null = all', ge(1, note='null = all'))
     json_retries: int = setting(1, 'retries per structured request: a truncated reply once with 2x the tokens, an invalid one once with the error shown; a request identical to one that gave an unusable reply is not sent again (retries_saved)', COUNT)
     rebuild: bool = setting(False, "true = drop this history's stored memory and rebuild (default: resume)")
@@ -40,25 +44,26 @@ class SummarizingMemorySettings(RetrievalMemorySettings):
     summary_max_tokens: int = setting(128, 'generation cap of one summary call (construction phase)', POSITIVE)
 
 
+@configures('no_context')
 @dataclass
 class NoContextMemory:
     """The question alone, no history: the floor every system should beat."""
 
     name: str = registered('no_context')
-    needs_embedder: bool = setting(False, 'the evaluator builds the embedder for this system')
     max_new_tokens: int | None = setting(None, "answer cap; null = the qa_prompt's (locomo: 32, brief: 48)", POSITIVE)
 
 
+@configures('full_context')
 @dataclass
 class FullContextMemory:
     """The whole history in the prompt, rendered as the LoCoMo reference does; the oldest turns are cut to fit llm.context_window - reserve (what was cut is counted in usage.extra)."""
 
     name: str = registered('full_context')
-    needs_embedder: bool = setting(False, 'the evaluator builds the embedder for this system')
     reserve: int = setting(96, 'tokens kept free for the chat template and the answer', COUNT)
     max_new_tokens: int | None = setting(None, "answer cap; null = the qa_prompt's (locomo: 32 as the LoCoMo reference requests)", POSITIVE)
 
 
+@configures('amem')
 @dataclass
 class AmemMemory(RetrievalMemorySettings):
     """A-Mem: linked notes (content, time, keywords, tags, context, embedding, links) with memory evolution."""
@@ -78,6 +83,7 @@ class AmemMemory(RetrievalMemorySettings):
     evolve_max_tokens: int = setting(384, 'room for the memory-evolution reply', POSITIVE)
 
 
+@configures('mem0')
 @dataclass
 class Mem0Memory(SummarizingMemorySettings):
     """Mem0: LLM fact extraction (summary + last m messages + new pair), then per fact one ADD/UPDATE/DELETE/NOOP decision against the top-s similar memories."""
@@ -106,6 +112,7 @@ class Mem0gMemoryGraph:
     database: str | None = setting(None, "graph database name (null = the backend's default)")
 
 
+@configures('mem0g')
 @dataclass
 class Mem0gMemory(Mem0Memory):
     """Mem0g: Mem0 plus a graph of typed entities and timestamped relations (LadybugDB by default; neo4j optional). Defaults are the reference's (mem0ai/mem0 v0.1.x mem0/memory/graph_memory.py, the paper's versions)."""
@@ -129,6 +136,7 @@ class Mem0gMemory(Mem0Memory):
     graph: Mem0gMemoryGraph | None = nested(Mem0gMemoryGraph, 'the entity graph store')
 
 
+@configures('memgpt')
 @dataclass
 class MemgptMemory(SummarizingMemorySettings):
     """MemGPT (Packer et al., 2023; letta-ai/letta memgpt/): bounded main context (system + self-edited working context + FIFO of recent messages headed by a recursive summary), recall storage (SQLite FTS5 over every message, evicted ones included: conversation_search) and archival storage (faiss vector search over what the agent saves with archival_memory_insert). Before a flush the agent is warned of memory pressure and may save to archival/core memory. The model pages with JSON function calls while answering. Sizes are in tokens of the llm's tokenizer; the defaults fit a 2048 window (the paper setting, conf/scale/*/memgpt/paper.yaml, passes the model's whole window)."""
@@ -152,6 +160,7 @@ class MemgptMemory(SummarizingMemorySettings):
     estimate_answer_steps: int = setting(2, 'eval estimate=true only: function calls per question assumed (searches, then send_message; at most max_steps, the fallback answer not counted): an assumption, not measured (docs/estimate.md)', POSITIVE)
 
 
+@configures('memorybank')
 @dataclass
 class MemorybankMemory(SummarizingMemorySettings):
     """MemoryBank: turn memories + daily event summaries + global summary + user portrait, Ebbinghaus forgetting R = exp(-t/S) on the conversation's own dates (t in days)."""
@@ -167,6 +176,7 @@ class MemorybankMemory(SummarizingMemorySettings):
     portrait_max_tokens: int = setting(128, 'room for the user-portrait reply', POSITIVE)
 
 
+@configures('rag')
 @dataclass
 class RagMemory(SummarizingMemorySettings):
     """RAG baseline: chunks of turns (or LLM session summaries) retrieved top-k by cosine."""
@@ -179,12 +189,12 @@ class RagMemory(SummarizingMemorySettings):
     embed_dates: bool = setting(True, "false = embed each chunk without its [session date] head (the answering model still sees it): LongMemEval_S dates a shared session anew in each haystack, so only then is a shared session's chunk embedded once per run (docs/estimate.md)")
 
 
+@configures('readagent')
 @dataclass
 class ReadagentMemory(MemorySettings):
     """ReadAgent (Lee et al., 2024): LLM episode pagination -> a gist per page -> at answer time the LLM picks pages to re-read from the gists; the answer sees those pages in full and the other gists. Page sizes are in tokens of the llm's tokenizer (the paper: 600-word pages, labels after 280 words, up to 5-6 lookups, on 8k+ windows); the defaults fit the 2048-token CPU window."""
 
     name: str = registered('readagent')
-    needs_embedder: bool = setting(False, 'the evaluator builds the embedder for this system')
     max_page_tokens: int = setting(400, 'a page never exceeds this (paper: word_limit 600 words)', POSITIVE)
     min_page_tokens: int = setting(200, 'break labels are offered once the page holds this many (paper: start_threshold 280 words)', POSITIVE)
     tail_tokens: int = setting(200, 'a rest of the history up to this size becomes the last page without a call (paper: 350 words)', COUNT)
@@ -196,29 +206,3 @@ class ReadagentMemory(MemorySettings):
     answer_max_tokens: int | None = setting(None, "answer cap; null = the qa_prompt's max_new_tokens (locomo: 32)", POSITIVE)
     max_sessions: int | None = setting(None, 'paginate only the first N sessions (CPU smoke runs); null = all', ge(1, note='null = all'))
     rebuild: bool = setting(False, "true = drop this history's pages and gists and rebuild (default: resume)")
-
-
-# schema node (conf/memory/<option>.yaml lists /schema/memory/<node>) -> schema
-SCHEMAS = {
-    'amem': AmemMemory,
-    'full_context': FullContextMemory,
-    'mem0': Mem0Memory,
-    'mem0g': Mem0gMemory,
-    'memgpt': MemgptMemory,
-    'memorybank': MemorybankMemory,
-    'no_context': NoContextMemory,
-    'rag': RagMemory,
-    'readagent': ReadagentMemory,
-}
-# the `name` an option composes to -> its schema (where a key's bounds are looked up)
-BY_NAME = {
-    'amem': (AmemMemory,),
-    'full_context': (FullContextMemory,),
-    'mem0': (Mem0Memory,),
-    'mem0g': (Mem0gMemory,),
-    'memgpt': (MemgptMemory,),
-    'memorybank': (MemorybankMemory,),
-    'no_context': (NoContextMemory,),
-    'rag': (RagMemory,),
-    'readagent': (ReadagentMemory,),
-}

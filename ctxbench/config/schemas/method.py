@@ -1,7 +1,7 @@
 """The method group: one schema per method, each inheriting what its family shares.
 
 Every schema inherits :class:`MethodSettings`; the fixed-cache methods :class:`FixedCacheSettings`, the hard
-prompt compressors :class:`PromptCompressionSettings`, CCM-merge CCM-concat; a LoRA mapping is a
+prompt compressors :class:`PromptCompressionSettings`, CCM-concat and CCM-merge one schema; a LoRA mapping is a
 :class:`LoraSettings`. A subclass declares only its own keys and those whose default or meaning differ; an
 option that only changes values (lococo_paper, ccm_*_paper, icae_finetune) has no schema of its own, its YAML
 keeps what differs (see ctxbench/config/setting.py)."""
@@ -10,8 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbench.config.setting import (  # noqa: F401 - the generator's full kit
-    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, nested, registered, setting)
+from ctxbench.config.setting import (  # noqa: F401 - the bound kit
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, registered, setting)
+
+#: filled by @configures: schema node (conf/method/<option>.yaml lists /schema/method/<node>) -> schema,
+#: and the `name` an option composes to -> its schemas (where a key's bounds are looked up)
+SCHEMAS: dict[str, type] = {}
+BY_NAME: dict[str, tuple[type, ...]] = {}
 
 
 @dataclass
@@ -55,13 +60,14 @@ class PromptCompressionSettings(MethodSettings):
     compression_ratio: float = setting(0.5, "share of the history's tokens dropped (0 = keep all); task=compression sets it from task.ratio", between(0, 1, high_open=True, note="share of the history's tokens dropped; 0 = none"))
 
 
+@configures('ccm', 'ccm_concat', 'ccm_merge')
 @dataclass
-class CcmConcatMethod(MethodSettings):
-    """CCM (arXiv 2312.03414), concat memory: after each step the KV of n_tok <COMP> tokens is appended. CPU-sized defaults; see ccm_concat_paper.yaml for the paper's setting."""
+class CcmMethod(MethodSettings):
+    """CCM (arXiv 2312.03414): concat memory (after each step the KV of n_tok <COMP> tokens is appended) or merge memory (a running mean of each step's <COMP> KV, constant n_tok slots). CPU-sized defaults; see ccm_concat_paper.yaml / ccm_merge_paper.yaml for the paper's setting."""
 
     name: str = registered('ccm_concat')
     mode: str = setting('concat', 'concat | merge (defaults to the part of `name` after "ccm_")', choices=('concat', 'merge'))
-    n_tok: int = setting(8, '<COMP> tokens per step (trainable embeddings); memory grows by n_tok per step', POSITIVE)
+    n_tok: int = setting(8, '<COMP> tokens per step (trainable embeddings); concat memory grows by n_tok per step, merge memory stays n_tok slots', POSITIVE)
     step_tokens: int = setting(64, 'documents: tokens per context step (training chunks and inference steps)', POSITIVE)
     train_steps: int = setting(4, 'steps per training example (chunks / sessions / sessions up to the evidence)', POSITIVE)
     max_session_tokens: int | None = setting(256, "cap on a LoCoMo session's tokens (training; inference splits longer sessions)", ge(1, note='null = no cap'))
@@ -78,15 +84,7 @@ class CcmConcatMethod(MethodSettings):
     max_qa_steps: int = setting(16, 'documents with questions (PwC): at most this many chunks before the question', POSITIVE)
 
 
-@dataclass
-class CcmMergeMethod(CcmConcatMethod):
-    """CCM (arXiv 2312.03414), merge memory: a running mean of each step's <COMP> KV (constant n_tok slots). CPU-sized defaults; see ccm_merge_paper.yaml for the paper's setting."""
-
-    name: str = registered('ccm_merge')
-    mode: str = setting('merge', 'concat | merge (defaults to the part of `name` after "ccm_")', choices=('concat', 'merge'))
-    n_tok: int = setting(8, '<COMP> tokens per step (trainable embeddings); memory stays n_tok slots', POSITIVE)
-
-
+@configures('full_cache')
 @dataclass
 class FullCacheMethod(FixedCacheSettings):
     """The unbounded KV cache, processed segment by segment like the fixed-cache methods (reference line)."""
@@ -96,6 +94,7 @@ class FullCacheMethod(FixedCacheSettings):
     mem_size: int | None = setting(None, 'unbounded', ge(1, note='null = a full cache'))
 
 
+@configures('h2o')
 @dataclass
 class H2oMethod(FixedCacheSettings):
     """H2O (arXiv 2306.14048): keep heavy hitters by accumulated attention + a local window. Training-free."""
@@ -112,8 +111,9 @@ class IcaeLora(LoraSettings):
     target_modules: list = setting(['q_proj', 'v_proj'], 'modules that get a LoRA adapter')
 
 
+@configures('icae_pretrain', 'icae_finetune', 'icae_pretrain')
 @dataclass
-class IcaePretrainMethod(MethodSettings):
+class IcaeMethod(MethodSettings):
     """ICAE pretraining (arXiv 2307.06945, reference getao/icae v2) — CPU setting (SmolLM2-135M or tiny). Encoder = base LLM + LoRA with mem_size memory tokens after each segment; decoder = the same LLM, adapter disabled. Loss λ·L_AE + (1−λ)·L_LM.  Paper setting: method=icae_paper_pretrain."""
 
     name: str = registered('icae_pretrain')
@@ -142,6 +142,7 @@ class IcaePretrainMethod(MethodSettings):
     lora: IcaeLora | None = nested(IcaeLora, 'conditional LoRA: fires only at <COMP> positions')
 
 
+@configures('kvpress')
 @dataclass
 class KvpressMethod(MethodSettings):
     """NVIDIA kvpress's prefill presses (docs/kvpress.md): the history is prefilled once under the press, the answer decodes greedily from the pressed cache at the text's true positions. Training-free. Needs the optional kvpress package (`make setup` installs it)."""
@@ -152,6 +153,7 @@ class KvpressMethod(MethodSettings):
     press_kwargs: dict | None = setting({}, "further arguments of the press's class (e.g. {window_size: 16} for snapkv)")
 
 
+@configures('llmlingua')
 @dataclass
 class LlmlinguaMethod(PromptCompressionSettings):
     """LLMLingua (arXiv 2310.05736, docs/llmlingua.md): the history pruned token by token by perplexity under the method's own model (the scorer), to ceil((1 - compression_ratio) x n) tokens; the same model answers from the kept text. Training-free. Needs the optional llmlingua package (`make setup` installs it)."""
@@ -160,6 +162,7 @@ class LlmlinguaMethod(PromptCompressionSettings):
     iterative_size: int = setting(200, "tokens per window of LLMLingua's iterative pruning (the package's default)", POSITIVE)
 
 
+@configures('llmlingua2')
 @dataclass
 class Llmlingua2Method(PromptCompressionSettings):
     """LLMLingua-2 (arXiv 2403.12968, docs/llmlingua.md): a token classifier (method.classifier) keeps the words it scores highest, up to ceil((1 - compression_ratio) x n) tokens of the reader; the method's own model answers from the kept text. Training-free. Needs the optional llmlingua package (`make setup` installs it)."""
@@ -179,6 +182,7 @@ class LmLora(EnabledLoraSettings):
     target_modules: list = setting(['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'], 'modules that get a LoRA adapter')
 
 
+@configures('lm')
 @dataclass
 class LmMethod(MethodSettings):
     """Plain causal-LM fine-tuning with LoRA: the full-context baseline of every compression method."""
@@ -197,6 +201,7 @@ class LococoLora(EnabledLoraSettings):
     pass
 
 
+@configures('lococo')
 @dataclass
 class LococoMethod(FixedCacheSettings):
     """LoCoCo (arXiv 2406.05317): segment-level processing with a fixed KV cache of mem_size slots per layer and KV head; on overflow keep heavy hitters and mix the rest with a learned 1-D conv. CPU-sized defaults; the paper setting is method=lococo_paper (B=512, M=512)."""
@@ -226,6 +231,7 @@ class LococoMethod(FixedCacheSettings):
     seed: int = setting(0, 'compressor initialisation', SEED)
 
 
+@configures('snapkv')
 @dataclass
 class SnapkvMethod(FixedCacheSettings):
     """SnapKV (arXiv 2404.14469): keep the slots the last `window` queries vote for (pooled), plus the window; at ingest per segment, and again when the question arrives (question-aware). Training-free."""
@@ -238,6 +244,7 @@ class SnapkvMethod(FixedCacheSettings):
     positions: str = setting('absolute', "tokens keep their text positions (as SnapKV's code) | cache", choices=('absolute', 'cache'))
 
 
+@configures('pyramidkv')
 @dataclass
 class PyramidkvMethod(SnapkvMethod):
     """PyramidKV (arXiv 2406.02069): SnapKV's selection with per-layer budgets, wide in lower layers and narrow in upper ones, averaging M (the same KV bytes as a uniform M). Training-free."""
@@ -250,6 +257,7 @@ class PyramidkvMethod(SnapkvMethod):
     positions: str = setting('absolute', 'text positions (as the reference) | cache: slot indices, per layer', choices=('absolute', 'cache'))
 
 
+@configures('streamingllm')
 @dataclass
 class StreamingllmMethod(FixedCacheSettings):
     """StreamingLLM (arXiv 2309.17453): keep n_sink attention sinks + the most recent tokens. Training-free."""
@@ -257,38 +265,3 @@ class StreamingllmMethod(FixedCacheSettings):
     name: str = registered('streamingllm')
     n_sink: int = setting(4, 'initial tokens always kept (the paper uses 4)', COUNT)
     positions: str = setting('cache', 'positions inside the cache, as the paper does (absolute: text positions)', choices=('absolute', 'cache'))
-
-
-# schema node (conf/method/<option>.yaml lists /schema/method/<node>) -> schema
-SCHEMAS = {
-    'ccm_concat': CcmConcatMethod,
-    'ccm_merge': CcmMergeMethod,
-    'full_cache': FullCacheMethod,
-    'h2o': H2oMethod,
-    'icae_pretrain': IcaePretrainMethod,
-    'kvpress': KvpressMethod,
-    'llmlingua': LlmlinguaMethod,
-    'llmlingua2': Llmlingua2Method,
-    'lm': LmMethod,
-    'lococo': LococoMethod,
-    'pyramidkv': PyramidkvMethod,
-    'snapkv': SnapkvMethod,
-    'streamingllm': StreamingllmMethod,
-}
-# the `name` an option composes to -> its schema (where a key's bounds are looked up)
-BY_NAME = {
-    'ccm_concat': (CcmConcatMethod,),
-    'ccm_merge': (CcmMergeMethod,),
-    'full_cache': (FullCacheMethod,),
-    'h2o': (H2oMethod,),
-    'icae_finetune': (IcaePretrainMethod,),
-    'icae_pretrain': (IcaePretrainMethod,),
-    'kvpress': (KvpressMethod,),
-    'llmlingua': (LlmlinguaMethod,),
-    'llmlingua2': (Llmlingua2Method,),
-    'lm': (LmMethod,),
-    'lococo': (LococoMethod,),
-    'pyramidkv': (PyramidkvMethod,),
-    'snapkv': (SnapkvMethod,),
-    'streamingllm': (StreamingllmMethod,),
-}

