@@ -92,6 +92,7 @@ class System(abc.ABC):
     def explicit_answer_cap(self) -> Any:
         """The system config's own answer cap (``cfg[answer_cap_key]``), None when unset or null."""
         cfg = getattr(self, "cfg", None)
+        # any system's config: its cap key (max_new_tokens, answer_max_tokens) is its schema's, or absent
         return cfg.get(self.answer_cap_key) if cfg is not None and hasattr(cfg, "get") else None
 
     def answer_max_tokens(self) -> int:

@@ -113,7 +113,7 @@ class RAG(MemorySystem):
         with ``memory.embed_dates=false`` (LongMemEval dates a shared session anew in each haystack, so only
         an undated chunk is embedded once per distinct session; LongMemEval's own retrieval embeds it so)."""
         head = f"[{session.date}] " if session.date else ""
-        return chunk[len(head):] if head and not self.cfg.get("embed_dates", True) and chunk.startswith(head) else chunk
+        return chunk[len(head):] if head and not self.cfg.embed_dates and chunk.startswith(head) else chunk
 
     def estimate_calls(self, history: History, questions: list[Question]) -> Any:
         """Chunks (embedded, exact texts) or one summary call per session (exact prompts); per question one

@@ -93,7 +93,7 @@ def forced(run_dir: str | Path) -> bool:
 
 def _force(cfg: Any) -> bool:
     try:
-        return bool(cfg.get("force_resume", False))
+        return bool(cfg.get("force_resume", False))  # train and eval declare it; score and report have none
     except AttributeError:
         return False
 
