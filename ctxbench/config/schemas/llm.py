@@ -7,12 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxbench.config.setting import (  # noqa: F401 - the bound kit
-    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, setting)
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, registered, setting, tables)
 
-#: filled by @configures: schema node (conf/llm/<option>.yaml lists /schema/llm/<node>) -> schema,
-#: and the `name` an option composes to -> its schemas (where a key's bounds are looked up)
-SCHEMAS: dict[str, type] = {}
-BY_NAME: dict[str, tuple[type, ...]] = {}
+SCHEMAS, BY_NAME = tables()  # filled by @configures below
 
 
 @configures('hf')
@@ -20,7 +17,7 @@ BY_NAME: dict[str, tuple[type, ...]] = {}
 class HfLlm:
     """A local transformers chat model (greedy, chat template, tokens counted with its tokenizer)."""
 
-    name: str = setting('hf', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('hf')
     model: str = setting('smollm2_135m', 'a conf/model name (smollm2_135m, tiny, mistral_7b_instruct ...) or a hub id / HF folder')
     dtype: str | None = setting(None, "auto | float32 | bfloat16 | float16; null = the model config's dtype (auto = bfloat16 on CUDA, float32 on the CPU)", choices=('float32', 'fp32', 'bfloat16', 'bf16', 'float16', 'fp16', 'auto'))
     device: str | None = setting(None, "auto | cpu | cuda | cuda:N; null = the model config's device (auto = accelerate's device: the rank's GPU, else the CPU)", open='any torch device string (cuda:1, mps); models.loading.resolve_device checks it')
@@ -39,7 +36,7 @@ class HfLlm:
 class OpenaiLlm:
     """Any OpenAI-compatible chat endpoint (OpenAI, vLLM, llama.cpp server). The key is read from the environment variable named by api_key_env at run time and never written anywhere."""
 
-    name: str = setting('openai', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('openai')
     model: str = setting('gpt-4o-mini', 'a conf/model name (smollm2_135m, tiny, mistral_7b_instruct ...) or a hub id / HF folder')
     base_url: str = setting('https://api.openai.com/v1', "the OpenAI-compatible server's /v1 URL (null = the backend's default)", url=True)
     api_key_env: str | None = setting('OPENAI_API_KEY', 'the NAME of the variable holding the key; null = send no key (local servers)')

@@ -7,12 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxbench.config.setting import (  # noqa: F401 - the bound kit
-    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, setting)
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, registered, setting, tables)
 
-#: filled by @configures: schema node (conf/logger/<option>.yaml lists /schema/logger/<node>) -> schema,
-#: and the `name` an option composes to -> its schemas (where a key's bounds are looked up)
-SCHEMAS: dict[str, type] = {}
-BY_NAME: dict[str, tuple[type, ...]] = {}
+SCHEMAS, BY_NAME = tables()  # filled by @configures below
 
 
 @configures('none')
@@ -20,7 +17,7 @@ BY_NAME: dict[str, tuple[type, ...]] = {}
 class NoneLogger:
     """NoneLogger"""
 
-    name: str = setting('none', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('none')
 
 
 @configures('wandb')
@@ -29,7 +26,7 @@ class WandbLogger:
     """train: mirrors metrics.jsonl to Weights & Biases; eval / score / report: the results and their tables
     (ctxbench/runs/wandb_log.py). mode: online | offline | disabled (env WANDB_MODE wins)"""
 
-    name: str = setting('wandb', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('wandb')
     project: str = setting('ctxbench', 'wandb project')
     entity: str | None = setting(None, "wandb entity (null = the user's default)")
     mode: str = setting('offline', 'wandb mode', choices=('online', 'offline', 'disabled'))

