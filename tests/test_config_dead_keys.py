@@ -20,7 +20,7 @@ CONF = Path(__file__).resolve().parents[1] / "conf"
 PACKAGE = Path(__file__).resolve().parents[1] / "ctxbench"
 # kinds whose options are checked, with the primary config each is composed under
 KINDS = {"method": "train", "memory": "eval", "model": "train", "embedder": "eval"}
-FRAMEWORK_KEYS = {"name", "needs_embedder"}  # read by the registry and the evaluator, not by the class
+FRAMEWORK_KEYS = {"name"}  # read by the registry, not by the class
 
 
 def yaml_options():

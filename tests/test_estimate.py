@@ -74,7 +74,7 @@ def config(name: str):
 def measured(name: str, out: Path, data=None, ratio: float | None = None) -> dict:
     cfg = config(name)
     llm = SharedLLM(ScriptedChatModel())
-    embedder = BowEmbedder() if cfg.get("needs_embedder") else None
+    embedder = BowEmbedder() if registry.get("memory", cfg.name).needs_embedder else None
     prompt = get_prompt(None)
 
     def make(hid: str):

@@ -91,7 +91,7 @@ def run(name: str, settings: dict[str, Any], out: Path, concurrency: int) -> lis
         if key in cfg:
             cfg[key] = value
     llm = SharedLLM(SlowScripted())
-    embedder = BowEmbedder() if cfg.get("needs_embedder") else None
+    embedder = BowEmbedder() if registry.get("memory", cfg.name).needs_embedder else None
     systems = HistorySystems(lambda hid: registry.build("memory", cfg, llm=llm, embedder=embedder,
                                                        workdir=out / "stores" / hid))
     records = run_system(systems, samples(), out, llm=llm, progress=False, concurrency=concurrency)

@@ -63,7 +63,7 @@ def run(name: str, out: Path, fail_at: frozenset[int] = frozenset(), concurrency
     cfg = config(name)
     backend = Flaky(fail_at)
     llm = SharedLLM(backend)
-    embedder = BowEmbedder() if cfg.get("needs_embedder") else None
+    embedder = BowEmbedder() if registry.get("memory", cfg.name).needs_embedder else None
     systems = HistorySystems(lambda hid: registry.build("memory", cfg, llm=llm, embedder=embedder,
                                                        workdir=out / "stores" / hid))
     records = run_system(systems, samples(2, 2), out, llm=llm, progress=False, concurrency=concurrency)

@@ -192,7 +192,7 @@ def test_locomo_through_evaluator(tmp_path):
         {"name": "locomo", "path": str(DATA), "conversations": ["conv-26"], "limit": 2}))
     c = load_conf_file(ROOT / "conf" / "memory" / "readagent.yaml")
     c.max_sessions, c.progress = 1, False
-    assert not c.needs_embedder
+    assert not registry.get("memory", c.name).needs_embedder
 
     def respond(messages, phase, **kw):
         user = messages[-1]["content"]

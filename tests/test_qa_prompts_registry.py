@@ -239,7 +239,7 @@ def answer_calls(llm: ScriptedLLM) -> list[dict]:
 def test_memory_systems_and_baselines_answer_with_the_chosen_prompt(tmp_path, name):
     llm = ScriptedLLM("Rex")
     c = memory_cfg(name)
-    system = registry.build("memory", c, llm=llm, embedder=BowEmbedder() if c.get("needs_embedder") else None,
+    system = registry.build("memory", c, llm=llm, embedder=BowEmbedder() if registry.get("memory", c.name).needs_embedder else None,
                             workdir=tmp_path)
     system.use_prompt(get_prompt("brief"))
     system.ingest(history())

@@ -97,12 +97,12 @@ def scripted_memory_run(name: str, samples, folder, max_sessions: int | None = N
     chat model and the bag-of-words embedder: (results, predictions.jsonl records, the scripted model, the
     config it was built from)."""
     cfg = with_remote(name, composed("memory", name))  # memory=http: the reference server in a thread
-    if max_sessions is not None and ("max_sessions" in cfg or cfg.get("needs_embedder")):
+    if max_sessions is not None and ("max_sessions" in cfg or registry.get("memory", cfg.name).needs_embedder):
         cfg.max_sessions = max_sessions
     if "progress" in cfg:
         cfg.progress = False
     llm = ScriptedChatModel()
-    embedder = BowEmbedder() if cfg.get("needs_embedder") else None
+    embedder = BowEmbedder() if registry.get("memory", cfg.name).needs_embedder else None
     system = registry.build("memory", cfg, llm=llm, embedder=embedder, workdir=folder / "store")
     res = evaluate_samples(system, samples, folder, llm=llm)
     system.close()
@@ -122,7 +122,7 @@ def test_memory_system_contract(name, conv26, tmp_path):
     calls = llm.meter.get("construction").calls + llm.meter.get("answer").calls
     assert res["health"]["llm_calls"] == calls  # the one accounting path agrees with the backend meter
     assert set(llm.meter.phases) <= {"construction", "answer"}  # construction and answer tokens kept apart
-    if not cfg.get("needs_embedder"):
+    if not registry.get("memory", cfg.name).needs_embedder:
         return
     # a system that builds a store: usage filled from it, and a fresh system on the same store resumes
     u = recs[0]["usage"]
@@ -137,7 +137,7 @@ def test_memory_system_contract(name, conv26, tmp_path):
 
 
 @pytest.mark.parametrize("name", [n for n in registry.names("memory")
-                                  if load_conf_file(ROOT / "conf" / "memory" / f"{n}.yaml").get("needs_embedder")])
+                                  if registry.get("memory", n).needs_embedder])
 def test_memory_system_on_the_dialsim_fixture(name, tmp_path):
     """The DialSim fixture (multiple-choice questions, "March 3, 2021" dates) through the evaluator."""
     samples = registry.build("dataset", load_conf_file(ROOT / "conf" / "dataset" / "dialsim_sample.yaml"))

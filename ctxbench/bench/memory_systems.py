@@ -35,7 +35,7 @@ def make_llm(cfg: Any) -> tuple[Any, str]:
 
 
 def measure_system(name: str, samples: list[Any], llm: Any, embedder: Any, workdir: Any, cfg: Any) -> dict[str, Any]:
-    from ctxbench.core.registry import build
+    from ctxbench.core.registry import build, get
 
     mem = compose("eval", [f"memory={name}"]).memory
     for key, value in (("progress", False), ("rebuild", True), ("max_sessions", cfg.max_sessions)):
@@ -44,7 +44,7 @@ def measure_system(name: str, samples: list[Any], llm: Any, embedder: Any, workd
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
-    emb = embedder if mem.get("needs_embedder", False) else None
+    emb = embedder if get("memory", name).needs_embedder else None
     system = build("memory", mem, llm=llm, embedder=emb, workdir=workdir)
     n_q = cfg.questions
     ingest_s, calls, con_tokens, items, latencies, per_q_tokens = [], [], [], [], [], []
@@ -88,7 +88,7 @@ def measure_system(name: str, samples: list[Any], llm: Any, embedder: Any, workd
 def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
-    from ctxbench.core.registry import build
+    from ctxbench.core.registry import build, get
 
     systems = [str(s) for s in cfg.systems]
     ecfg = compose("eval", [f"dataset={cfg.dataset}", f"embedder={cfg.embedder}"])
@@ -102,7 +102,7 @@ def run(cfg: Any, ctx: dict[str, Any]) -> dict[str, Any]:
             rows.append({"system": name, "status": "skipped", "reason": "not registered (memory module missing)"})
             continue
         seen = dict(getattr(llm, "unknown", {}))
-        if embedder is None and compose("eval", [f"memory={name}"]).memory.get("needs_embedder", False):
+        if embedder is None and get("memory", name).needs_embedder:
             embedder = build("embedder", ecfg.embedder)
             embedder.encode(["warm-up"])  # model load is not charged to the first system
         cache = getattr(embedder, "_cache", None)

@@ -119,6 +119,7 @@ def tokenizer_counter(model_name: str | None) -> Callable[[str], int] | None:
             from ctxbench.config.schemas import load_option
 
             mcfg = load_option("model", model_name)  # the file keeps only what differs from its schema
+            # conf/model options: model=hf's have a path, tiny none (their schemas differ)
             path = smollm2_dir() if model_name == "smollm2_135m" else (mcfg.get("path") or mcfg.get("hub_id"))
             tok = AutoTokenizer.from_pretrained(str(path))
     except Exception:  # noqa: BLE001 - fall back to whitespace words (said in bench.json)

@@ -22,7 +22,7 @@ def measure(spec: str, samples: list[Any], folder: Path) -> dict[str, Any]:
     """``spec``: a memory name, ``name:granularity`` for rag. The run's ``reuse`` block."""
     from ctxbench.bench.common import compose
     from ctxbench.bench.scripted_llm import ScriptedChatModel
-    from ctxbench.core.registry import build
+    from ctxbench.core.registry import build, get
     from ctxbench.evaluation.reuse import measured
     from ctxbench.evaluation.run import run_system
     from ctxbench.evaluation.systems import HistorySystems
@@ -37,7 +37,7 @@ def measure(spec: str, samples: list[Any], folder: Path) -> dict[str, Any]:
     if "progress" in mem:
         mem.progress = False
     llm = SharedLLM(CachedLLM(ScriptedChatModel(), folder / "llm_cache.sqlite", backend="scripted"))
-    embedder = build("embedder", cfg.embedder) if mem.get("needs_embedder") else None
+    embedder = build("embedder", cfg.embedder) if get("memory", mem.name).needs_embedder else None
     prompt = get_prompt(cfg.qa_prompt)
 
     def make(hid: str) -> Any:

@@ -35,7 +35,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     overrides = [f"method={spec['method']}", f"model={spec['model']}", f"dataset={spec['dataset']}",
                  f"trainer.batch_size={int(spec['batch_size'])}", *spec.get("overrides", [])]
     cfg = compose("train", overrides)
-    set_mmap_threshold(cfg.trainer.get("mmap_threshold_kb"))  # as `train` sets it
+    set_mmap_threshold(cfg.trainer.mmap_threshold_kb)  # as `train` sets it
     torch.manual_seed(int(cfg.seed))
     bundle = load_model(cfg.model)
     method = build("method", cfg.method, bundle=bundle)
@@ -108,7 +108,7 @@ def measure_reference(spec: dict[str, Any]) -> dict[str, Any]:
     bs = int(spec["batch_size"])
     cfg = compose("train", [f"method={spec['method']}", f"model={spec['model']}", f"dataset={spec['dataset']}",
                             f"trainer.batch_size={bs}", *spec.get("overrides", [])])
-    set_mmap_threshold(cfg.trainer.get("mmap_threshold_kb"))  # as `train` sets it
+    set_mmap_threshold(cfg.trainer.mmap_threshold_kb)  # as `train` sets it
     torch.manual_seed(int(cfg.seed))
     method = build("method", cfg.method, bundle=load_model(cfg.model))
     examples = method.train_examples(build("dataset", cfg.dataset))

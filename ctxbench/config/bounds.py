@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 from ctxbench.config.schemas import COMMANDS, GROUPS, command_schema, group_schemas, schemas_named
 from ctxbench.config.setting import (  # noqa: F401 - re-exported: the bound kit
-    COSINE, COUNT, POSITIVE, SEED, SHARE, Range, between, find, ge, gt)
+    COSINE, COUNT, POSITIVE, SEED, SHARE, Range, between, field_choices, find, ge, gt)
 from ctxbench.core.errors import ConfigError
 
 
@@ -50,7 +50,7 @@ def _meta(key: str, cfg: Any = None, command: str | None = None) -> dict[str, An
         return {}
     if f.name != key.rsplit(".", 1)[-1] and f.metadata.get("values") is not None:
         return {"range": f.metadata["values"]}
-    return dict(f.metadata)
+    return {**f.metadata, "choices": field_choices(f)}  # a Literal annotation's values are its choices
 
 
 def _select(cfg: Any, key: str) -> Any:

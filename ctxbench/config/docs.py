@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxbench.config.schemas import COMMANDS, GROUPS, command_schema, group_schemas
-from ctxbench.config.setting import REQUIRED, type_names, walk
+from ctxbench.config.setting import REQUIRED, default_of, field_choices, sub_schema, type_names, walk
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "config.md"
 HEADER = """# Config reference
@@ -28,9 +28,9 @@ def _cell(text: Any) -> str:
 
 
 def _default(f: dataclasses.Field) -> str:
-    if "schema" in f.metadata:
+    if sub_schema(f) is not None:
         return "(mapping)"
-    value = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    value = default_of(f)
     if value == REQUIRED:
         return "required"
     if value is None:
@@ -45,8 +45,8 @@ def _bound(f: dataclasses.Field) -> str:
     parts = []
     if m.get("range") is not None:
         parts.append(m["range"].describe())
-    if m.get("choices"):
-        parts.append("one of " + ", ".join(str(c).lower() if isinstance(c, bool) else str(c) for c in m["choices"]))
+    if field_choices(f):
+        parts.append("one of " + ", ".join(str(c).lower() if isinstance(c, bool) else str(c) for c in field_choices(f)))
     if m.get("items") is not None:
         parts.append(f"items {m['items'].describe()}")
     if m.get("length"):

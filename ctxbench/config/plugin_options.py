@@ -27,13 +27,8 @@ def settings_of(obj: Any) -> Any:
 
 def option_schema(name: str, obj: Any) -> type:
     """The option's schema: ``name`` (the registry name it builds) and the plug-in's settings."""
-    base = settings_of(obj)
+    base = settings_of(obj)  # one deriving from MemorySettings has `name` already: redefined with its default here
     name_field = ("name", str, setting(name, "the registered name this config builds (ctxbench ls lists them)"))
-    own = [f.name for f in dataclasses.fields(base)] if base is not None else []
-    if "name" in own:
-        from ctxbench.core.plugins import PluginError
-
-        raise PluginError(f"{name!r}: its Settings declare 'name', which is the registry name ctxbench sets")
     cls_name = f"{getattr(obj, '__name__', 'Plugin')}Settings"
     return dataclasses.make_dataclass(cls_name, [name_field], bases=(base,) if base is not None else (),
                                       namespace={"__doc__": (getattr(obj, "__doc__", None) or "").strip()
@@ -51,7 +46,7 @@ def add_option(kind: str, name: str, obj: Any) -> None:
 
     schema = option_schema(name, obj)
     node = defaults(schema)
-    node = {"name": name, **{k: v for k, v in node.items() if k != "name"}}
+    node = {"name": name, **{k: v for k, v in node.items() if k != "name"}}  # name first, as in every option
     ConfigStore.instance().store(group=group, name=name, node=node, provider="plugin")
     add_plugin_schema(group, name, schema)
     _stored.add((group, name))

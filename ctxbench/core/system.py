@@ -55,7 +55,10 @@ class System(abc.ABC):
     """Abstract base of every evaluated system; see the module docstring for the contract."""
 
     answer_writes_state: ClassVar[bool] = False
-    needs_embedder: ClassVar[bool] = False  # the evaluator builds the run's embedder and hands it over
+    # the evaluator builds the embedder (embedder=...) and hands it to the constructor only where this is true
+    needs_embedder: ClassVar[bool] = False
+    # its config schema: the dataclass of its keys (ctxbench/config/schemas/<kind>.py, or a plug-in's own)
+    Settings: ClassVar[Any] = None
     answer_cap_key: ClassVar[str] = "max_new_tokens"  # the config key of the system's own answer cap
     # a baseline that answers from the whole history (full_context, method=lm, full_cache): a held context
     # near the history's size is what it is for, labelled expected in health.warnings, not a fault
@@ -89,6 +92,7 @@ class System(abc.ABC):
     def explicit_answer_cap(self) -> Any:
         """The system config's own answer cap (``cfg[answer_cap_key]``), None when unset or null."""
         cfg = getattr(self, "cfg", None)
+        # any system's config: its cap key (max_new_tokens, answer_max_tokens) is its schema's, or absent
         return cfg.get(self.answer_cap_key) if cfg is not None and hasattr(cfg, "get") else None
 
     def answer_max_tokens(self) -> int:

@@ -271,7 +271,7 @@ def load_locomo(cfg: Any) -> Samples:
     path = locate(cfg.path, "locomo")
     samples = load_locomo_file(path)
     samples.log_quirks("locomo")
-    if cfg.get("errata"):  # resolved against the whole file (locomo-audit's ids count its conversations)
+    if cfg.errata:  # resolved against the whole file (locomo-audit's ids count its conversations)
         from ctxbench.data.errata import load_errata, mismatch_line
 
         samples.errata = load_errata(cfg.errata, samples)

@@ -272,11 +272,11 @@ def select(samples: Samples, question_types: Iterable[str] | None = None, questi
 
 @register("dataset", "longmemeval", aliases=("longmemeval_sample",))
 def load_longmemeval(cfg: Any) -> Samples:
-    release = str(cfg.get("release") or "s")
-    samples = load_longmemeval_file(release_path(cfg.get("path"), release),
+    release = str(cfg.release or "s")
+    samples = load_longmemeval_file(release_path(cfg.path, release),
                                     release=release)
     samples.log_quirks("longmemeval")
-    return select(samples, cfg.get("question_types"), cfg.get("questions"), cfg.get("limit"))
+    return select(samples, cfg.question_types, cfg.questions, cfg.limit)
 
 
 load_longmemeval.judge = "longmemeval"  # the judge llm_judge uses when judge.panel is unset (metrics/judges/panel.py)

@@ -99,8 +99,8 @@ def token_only_llm(llm_cfg: Any) -> TokenOnlyLLM:
         return TokenOnlyLLM(str(llm_cfg.model), llm_cfg.context_window, count, measure)
     from ctxbench.llm.token_count import TokenCounter
 
-    counter = TokenCounter(llm_cfg.get("tokenizer"), str(llm_cfg.get("model") or name))
-    return TokenOnlyLLM(str(llm_cfg.get("model") or name), llm_cfg.context_window, counter.count,
+    counter = TokenCounter(llm_cfg.tokenizer, str(llm_cfg.model or name))
+    return TokenOnlyLLM(str(llm_cfg.model or name), llm_cfg.context_window, counter.count,
                         lambda msgs: sum(counter.count(m.get("content", "")) + 4 for m in msgs))
 
 
@@ -117,7 +117,7 @@ def hf_tokenizer(model: Any) -> Any:
 
     if kind == "smollm2_135m":
         return AutoTokenizer.from_pretrained(str(smollm2_dir()))
-    path = mcfg.get("path") or mcfg.get("hub_id")
+    path = mcfg.path  # tiny and smollm2_135m are handled above: every other model config is model=hf's
     if not path:
         raise CannotEstimate(f"model={kind}: no tokenizer folder to count with (set llm.model to a hub id or folder)")
     return AutoTokenizer.from_pretrained(str(path))
@@ -215,7 +215,7 @@ def method_calls(cfg: Any, plan: list[tuple[History, list[Question]]]) -> tuple[
     tok = hf_tokenizer(cfg.model)
     count = token_counter(tok)
     prompt = get_prompt(cfg.qa_prompt)
-    cap = prompt.cap(cfg.method.get("max_new_tokens"))
+    cap = prompt.cap(cfg.method.get("max_new_tokens"))  # a plug-in method's settings may declare no cap
     from ctxbench.methods.kv_cache import FixedKVMethod
 
     fixed_kv = issubclass(registry.get("method", str(cfg.method.name)), FixedKVMethod)
@@ -247,11 +247,11 @@ def memory_calls(mem: Any, prompt: Any, llm: Any, plan: list[tuple[History, list
     """Every planned item of the memory system ``mem`` (its config) answering with ``prompt`` over the plan's
     histories, counted by ``llm`` (a fresh system per history, as eval builds them; under ``task=compression``
     set to the ``protocol``'s ratio, as eval sets it)."""
-    from ctxbench.core.registry import build
+    from ctxbench.core.registry import build, get
     from ctxbench.evaluation.protocol import prepare
 
     with tempfile.TemporaryDirectory(prefix="ctxbench-estimate-") as tmp:
-        embedder = NoEmbedder() if mem.get("needs_embedder") else None
+        embedder = NoEmbedder() if get("memory", mem.name).needs_embedder else None
         for i, (h, qs) in enumerate(plan):
             system = build("memory", mem, llm=llm, embedder=embedder, workdir=Path(tmp) / str(i))
             system.use_prompt(prompt)
@@ -284,8 +284,8 @@ def estimate(cfg: Any, samples: Iterable[Sample], out: Path | None) -> dict[str,
         record["system"] = f"memory={memory.name}"
         llm = token_only_llm(cfg.llm)
         record["llm"] = {"backend": str(cfg.llm.name), "model": llm.model_name, "context_window": llm.context_window,
-                         "cache": bool(cfg.llm.get("cache", True))}
-        cache = bool(cfg.llm.get("cache", True))
+                         "cache": bool(cfg.llm.cache)}
+        cache = bool(cfg.llm.cache)
         try:
             from ctxbench.qa import get_prompt
 
@@ -314,8 +314,8 @@ def estimate(cfg: Any, samples: Iterable[Sample], out: Path | None) -> dict[str,
 def price(phases: dict[str, dict[str, int]], cfg: Any) -> dict[str, Any] | None:
     """The price at ``price.input_per_mtok`` / ``price.output_per_mtok`` (USD per million tokens; either
     null: no price): cache-served calls cost nothing; output at the caps (an upper bound)."""
-    p = cfg.get("price") or {}
-    rin, rout = p.get("input_per_mtok"), p.get("output_per_mtok")
+    p = cfg.price  # null: no price
+    rin, rout = (p.input_per_mtok, p.output_per_mtok) if p else (None, None)
     if rin is None and rout is None:
         return None
     tin = sum(c["input_tokens"] - c["cache_served_input_tokens"] for c in phases.values())

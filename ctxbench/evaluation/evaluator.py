@@ -74,7 +74,7 @@ def main(cfg: Any) -> dict[str, Any]:
         samples = query_aware_samples(samples)
     if not any(s.questions for s in samples):
         raise DataError(f"dataset={cfg.dataset.name}", "has no questions to answer (eval needs a QA dataset)")
-    if cfg.get("estimate"):  # the cost before any run: nothing built but tokenizers (evaluation/estimate.py)
+    if cfg.estimate:  # the cost before any run: nothing built but tokenizers (evaluation/estimate.py)
         from ctxbench.evaluation.estimate import estimate, print_estimate
 
         record = estimate(cfg, samples, out)

@@ -74,6 +74,7 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     if errata is not None:
         results[CORRECTED], fixes = corrected_block(scored + failed, errata, metrics, progress=progress)
     results["metrics"] = metric_versions(metrics)
+    # a partial config: score of a predictions file and the task runners may hand {} (no judge block)
     judges = judges_block(metrics, cfg.get("judge") if hasattr(cfg, "get") else None)
     if judges:  # each judge's prompt, model, decoding and (judge.calibration=) leniency
         results["judges"] = judges

@@ -37,13 +37,13 @@ class Protocol:
 
 def protocol_of(cfg: Any) -> Protocol | None:
     """The protocol ``cfg``'s task asks for (None unless ``task=compression``), its ratio checked."""
-    task = cfg.get("task") if hasattr(cfg, "get") else None
-    if task is None or str(task.get("name")) != TASK:
+    task = cfg.get("task") if hasattr(cfg, "get") else None  # a hand-built or non-eval config may hold no task
+    if task is None or str(task.name) != TASK:
         return None
-    prefill = str(task.get("prefill", "whole"))
+    prefill = str(task.prefill)
     if prefill not in ("whole", "segments"):
         raise ConfigError(f"task.prefill={prefill!r}: use whole or segments")
-    return Protocol(check_ratio(task.get("ratio")), bool(task.get("query_aware", False)), prefill)
+    return Protocol(check_ratio(task.ratio), bool(task.query_aware), prefill)
 
 
 def ratio_systems() -> list[str]:
@@ -60,11 +60,11 @@ def check_chosen(cfg: Any) -> None:
     from ctxbench.core import registry
 
     for kind in ("method", "memory"):
-        node = cfg.get(kind) if hasattr(cfg, "get") else None
-        if node and node.get("name"):
-            cls = registry.get(kind, str(node.get("name")))
+        node = cfg.get(kind) if hasattr(cfg, "get") else None  # eval composes one of method= / memory=
+        if node and node.name:
+            cls = registry.get(kind, str(node.name))
             if not callable(getattr(cls, "set_compression_ratio", None)):
-                refuse(f"{kind}={node.get('name')}")
+                refuse(f"{kind}={node.name}")
             return
 
 

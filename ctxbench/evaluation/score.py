@@ -37,7 +37,8 @@ def metrics_of(cfg: Any, llm: Any = None) -> list[Metric]:
     """The metrics of ``metrics=``, with their judge LLM (``llm``, the evaluated system's, if no judge_llm);
     ``judge.panel`` makes one ``llm_judge`` metric per judge (:mod:`ctxbench.metrics.judges.panel`); left
     unset, the dataset's own judge (``dataset=longmemeval``: ``longmemeval``), else ``mem0``."""
-    judge = judge_panel.with_dataset_judge(cfg.get("judge"), cfg.get("dataset"))  # dataset=longmemeval: its judge
+    # dataset=longmemeval: its judge; score's dataset= may be left out (conf/score.yaml: dataset: null)
+    judge = judge_panel.with_dataset_judge(cfg.judge, cfg.get("dataset"))
     if judge is not None and judge.get("calibration"):  # a bad judges.json fails now, not after the answers
         from ctxbench.metrics.judges.leniency import load_calibration
 
@@ -49,13 +50,13 @@ def metric_names(cfg: Any) -> list[str]:
     """``metrics=``, plus the dataset's own metrics (its loader's ``metrics``: ``ruler_match`` for
     ``dataset=ruler``) when ``metrics=`` is left at its default."""
     names = [str(m) for m in cfg.metrics]
-    dataset = cfg.get("dataset")
+    dataset = cfg.get("dataset")  # score's dataset= may be left out (conf/score.yaml: dataset: null)
     if dataset is None or names != default_metrics():
         return names
     from ctxbench.core.registry import UnknownName, get
 
     try:
-        own = getattr(get("dataset", str(dataset.get("name"))), "metrics", ())
+        own = getattr(get("dataset", str(dataset.name)), "metrics", ())
     except UnknownName:
         return names
     return names + [m for m in own if m not in names]
@@ -80,8 +81,8 @@ def load_prediction_file(path: str | Path) -> list[dict[str, Any]]:
 
 def errata_of(cfg: Any) -> Any:
     """``dataset.errata`` resolved against ``dataset=`` (its loader reads the file), or None."""
-    dataset = cfg.get("dataset")
-    if not dataset or not dataset.get("errata"):
+    dataset = cfg.get("dataset")  # score's dataset= may be left out (conf/score.yaml: dataset: null)
+    if not dataset or not dataset.get("errata"):  # only locomo's schema has errata
         return None
     from ctxbench.core.registry import build
 
@@ -95,7 +96,7 @@ def score_main(cfg: Any) -> dict[str, Any]:
     if not cfg.predictions:
         raise DataError("score", "set predictions=FILE.jsonl", field="predictions")
     check_logger(cfg)
-    fmt = str(cfg.get("format") or "ctxbench")
+    fmt = str(cfg.format or "ctxbench")
     if fmt != "ctxbench":
         return score_artifact(cfg, fmt)
     records = load_prediction_file(cfg.predictions)
@@ -137,7 +138,8 @@ def score_artifact(cfg: Any, fmt_name: str) -> dict[str, Any]:
     if path.is_dir():
         raise DataError(path, f"is a folder; format={fmt_name} reads one artifact file")
     names = format_metrics(cfg, get_format(fmt_name)())
-    records, metrics, block, judge, fmt = import_artifact(path, fmt_name, cfg.get("dataset"), names)
+    dataset = cfg.get("dataset")  # format=mem0|zep|...: dataset=locomo may be left out, the importer names it
+    records, metrics, block, judge, fmt = import_artifact(path, fmt_name, dataset, names)
     if fmt.stored_metrics:  # the stored per-question scores beside ctxbench's metric of the same code
         by_name = {m.name: m for m in metrics}
         scored = []

@@ -243,7 +243,7 @@ def _memory_builder(cfg: Any, mem: Any) -> tuple[Any, Any, Any]:
     llm = SharedLLM(build("llm", cfg.llm))
     preflight(llm.inner)
     embedder = None
-    if get("memory", str(mem.name)).needs_embedder:
+    if get("memory", mem.name).needs_embedder:
         embedder_cfg = chosen(cfg, "embedder")
         if not embedder_cfg:
             raise DataError("eval", f"memory={mem.name} needs an embedder (embedder=minilm)", field="embedder")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxbench.config.schemas.memory import AmemMemory
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.plan import PlannedEmbed, planned
 from ctxbench.metrics.base import LOCOMO_CATEGORIES, canonical_name, category_name
@@ -65,6 +66,7 @@ def show(r: Record) -> str:
 
 @register("memory", "amem")
 class AMem(MemorySystem):
+    Settings = AmemMemory  # its config schema (ctxbench/config/schemas/memory.py)
     name = "amem"
 
     def __init__(self, cfg: Any, **deps: Any) -> None:

@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -51,7 +51,7 @@ class MemorySystem(System):
     """Base class: subclasses define :meth:`steps`, :meth:`apply`, :meth:`retrieve`."""
 
     name = "memory"
-    needs_embedder = True
+    needs_embedder: ClassVar[bool] = True
     answer_cap_key = "answer_max_tokens"
 
     def __init__(self, cfg: Any, *, llm: ChatLLM, embedder: Any = None, workdir: str | Path = ".") -> None:

@@ -10,8 +10,9 @@ Memory systems are built as ``cls(cfg, *, llm, embedder, workdir)``; these two n
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
+from ctxbench.config.schemas.memory import FullContextMemory, NoContextMemory
 from ctxbench.qa import prompt_text
 from ctxbench.qa.forms import conversation_intro
 from ctxbench.core.render import render_history, render_session_block, render_turn
@@ -23,6 +24,8 @@ from ctxbench.llm.fit import held_text_tokens
 
 
 class _LLMBaseline(System):
+    needs_embedder: ClassVar[bool] = False  # the history whole or not at all: nothing is retrieved
+
     def __init__(self, cfg: Any, *, llm: Any, embedder: Any = None, workdir: Any = None):
         self.cfg = cfg
         self.llm = llm
@@ -51,6 +54,7 @@ class _LLMBaseline(System):
 @register("memory", "no_context")
 class NoContext(_LLMBaseline):
     """The question alone: what the model knows without the history."""
+    Settings = NoContextMemory  # its config schema (ctxbench/config/schemas/memory.py)
 
     def ingest(self, history: History) -> None:
         self.history = history
@@ -71,6 +75,7 @@ QUESTION_ALLOWANCE = 64  # tokens of a question's own text the history cut leave
 @register("memory", "full_context")
 class FullContext(_LLMBaseline):
     """The whole history in the prompt, cut from the oldest turns to fit the window."""
+    Settings = FullContextMemory  # its config schema (ctxbench/config/schemas/memory.py)
 
     whole_history_baseline = True
 

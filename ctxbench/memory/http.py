@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ctxbench.config.schemas.memory import HttpMemory as HttpMemorySettings
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.plan import CannotEstimate
 from ctxbench.core.registry import register
@@ -67,11 +68,12 @@ class HttpMemory(MemorySystem):
     """A remote memory system (see the module doc)."""
 
     name = "http"
-    needs_embedder = False
+    Settings = HttpMemorySettings
+    needs_embedder = False  # the lent backend's /v1/embeddings answers 404 for it: the run builds no embedder
     borrows_backend = True
 
     def __init__(self, cfg: Any, *, llm: Any, embedder: Any = None, workdir: Any = ".") -> None:
-        # the embedder (memory.needs_embedder=true) is for the lent backend to serve; this side embeds nothing
+        # this side embeds nothing
         super().__init__(cfg, llm=llm, embedder=None, workdir=workdir)
         if cfg.mode not in ("retrieve", "answer"):
             raise ConfigError(f"memory.mode={cfg.mode!r}: choose 'retrieve' or 'answer'")

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxbench.config.schemas.memory import Mem0Memory
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.plan import PlannedEmbed, planned
 from ctxbench.qa.prompts.mem0 import speaker_memories
@@ -63,6 +64,7 @@ def render_turns(turns: list[Turn]) -> str:
 
 @register("memory", "mem0")
 class Mem0(MemorySystem):
+    Settings = Mem0Memory  # its config schema (ctxbench/config/schemas/memory.py)
     name = "mem0"
 
     def __init__(self, cfg: Any, **deps: Any) -> None:

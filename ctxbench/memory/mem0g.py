@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxbench.config.schemas.memory import Mem0gMemory
 from ctxbench.core.plan import PlannedEmbed, planned
 from ctxbench.core.registry import register
 from ctxbench.core.types import History, Question
@@ -54,6 +55,7 @@ def norm_relation(s: str) -> str:
 
 @register("memory", "mem0g")
 class Mem0g(Mem0):
+    Settings = Mem0gMemory  # its config schema (ctxbench/config/schemas/memory.py)
     name = "mem0g"
 
     def __init__(self, cfg: Any, **deps: Any) -> None:

@@ -45,6 +45,7 @@ import logging
 import re
 from typing import Any
 
+from ctxbench.config.schemas.memory import MemgptMemory
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.plan import PlannedEmbed, planned
 from ctxbench.qa.forms import question_text
@@ -69,6 +70,7 @@ def fts_query(text: str) -> str:
 
 @register("memory", "memgpt")
 class MemGPT(MemorySystem):
+    Settings = MemgptMemory  # its config schema (ctxbench/config/schemas/memory.py)
     name = "memgpt"
 
     def __init__(self, cfg: Any, **deps: Any) -> None:

@@ -35,6 +35,7 @@ import math
 from datetime import datetime
 from typing import Any
 
+from ctxbench.config.schemas.memory import MemorybankMemory
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.plan import PlannedEmbed, planned
 from ctxbench.core.registry import register
@@ -66,6 +67,7 @@ def render(session: Session) -> str:
 
 @register("memory", "memorybank")
 class MemoryBank(MemorySystem):
+    Settings = MemorybankMemory  # its config schema (ctxbench/config/schemas/memory.py)
     name = "memorybank"
     answer_writes_state = True  # a recall strengthens the memory and restarts its forgetting clock
 

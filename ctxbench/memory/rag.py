@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ctxbench.config.schemas.memory import RagMemory
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.plan import PlannedEmbed, planned
 from ctxbench.core.registry import register
@@ -61,6 +62,7 @@ def cap_tokens(texts: list[str], budget: int, count: Callable[[str], int], sep: 
 
 @register("memory", "rag")
 class RAG(MemorySystem):
+    Settings = RagMemory  # its config schema (ctxbench/config/schemas/memory.py)
     name = "rag"
 
     def __init__(self, cfg: Any, **deps: Any) -> None:
@@ -111,7 +113,7 @@ class RAG(MemorySystem):
         with ``memory.embed_dates=false`` (LongMemEval dates a shared session anew in each haystack, so only
         an undated chunk is embedded once per distinct session; LongMemEval's own retrieval embeds it so)."""
         head = f"[{session.date}] " if session.date else ""
-        return chunk[len(head):] if head and not self.cfg.get("embed_dates", True) and chunk.startswith(head) else chunk
+        return chunk[len(head):] if head and not self.cfg.embed_dates and chunk.startswith(head) else chunk
 
     def estimate_calls(self, history: History, questions: list[Question]) -> Any:
         """Chunks (embedded, exact texts) or one summary call per session (exact prompts); per question one

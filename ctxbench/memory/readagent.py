@@ -20,8 +20,9 @@ One ingestion step = one page (pagination + gist), committed with the cursor, so
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
+from ctxbench.config.schemas.memory import ReadagentMemory
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.plan import planned
 from ctxbench.qa.forms import question_text
@@ -58,8 +59,9 @@ def paragraph_sources(history: History, max_sessions: int | None = None) -> list
 
 @register("memory", "readagent")
 class ReadAgent(MemorySystem):
+    Settings = ReadagentMemory  # its config schema (ctxbench/config/schemas/memory.py)
     name = "readagent"
-    needs_embedder = False
+    needs_embedder: ClassVar[bool] = False  # pages and gists are read by the LLM: nothing is embedded
 
     def __init__(self, cfg: Any, **deps: Any) -> None:
         super().__init__(cfg, **deps)

@@ -38,6 +38,7 @@ from typing import Any, Iterator, Sequence
 import torch
 from torch import nn
 
+from ctxbench.config.schemas.method import CcmMethod
 from ctxbench.core.errors import ConfigError
 from ctxbench.models.loading import cache_kwarg, kv_bytes_per_token, returned_cache
 from ctxbench.core.registry import register
@@ -80,6 +81,7 @@ class Memory:
 
 class CCM(TrainableMethod):
     """One class for both modes; ``method.mode`` picks concat / merge."""
+    Settings = CcmMethod  # its config schema (ctxbench/config/schemas/method.py)
 
     def __init__(self, cfg: Any, bundle: Any):
         super().__init__(cfg, bundle)

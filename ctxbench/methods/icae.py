@@ -23,6 +23,7 @@ from typing import Any, Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
+from ctxbench.config.schemas.method import IcaeMethod
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.registry import register
 from ctxbench.core.task_protocol import Scored, check_ratio, ratio_budget, ratio_extra
@@ -53,6 +54,7 @@ def add_lora(model: Any, lora_cfg: Any) -> Any:
 
 class ICAE(TrainableMethod):
     """ICAE encoder/decoder on one peft-wrapped model; ``mode`` picks the training objective."""
+    Settings = IcaeMethod  # its config schema (ctxbench/config/schemas/method.py)
 
     MODES = ("pretrain", "finetune")
 

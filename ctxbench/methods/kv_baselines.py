@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ctxbench.config.schemas.method import FullCacheMethod, H2oMethod, StreamingllmMethod
 from ctxbench.core.registry import register
 from ctxbench.methods.kv_cache import FixedKVMethod
 from ctxbench.methods.press import LayerKV, Press, SegmentInfo, gather_slots, top_with_recent
@@ -55,12 +56,14 @@ class H2OPress(Press):
 
 @register("method", "streamingllm", aliases=("streaming_llm", "sink"))
 class StreamingLLM(FixedKVMethod):
+    Settings = StreamingllmMethod  # its config schema (ctxbench/config/schemas/method.py)
     def make_press(self) -> Press:
         return SinkPress(self.cfg.n_sink)
 
 
 @register("method", "h2o")
 class H2O(FixedKVMethod):
+    Settings = H2oMethod  # its config schema (ctxbench/config/schemas/method.py)
     def make_press(self) -> Press:
         n_recent = self.cfg.n_recent
         if n_recent is None:  # the H2O paper's default split: half heavy hitters, half recent (of M now)
@@ -70,6 +73,7 @@ class H2O(FixedKVMethod):
 
 @register("method", "full_cache", aliases=("full_kv",))
 class FullCache(FixedKVMethod):
+    Settings = FullCacheMethod  # its config schema (ctxbench/config/schemas/method.py)
     whole_history_baseline = True  # every KV slot kept (health.warnings: expected)
 
     def __init__(self, cfg: Any, bundle: Any):

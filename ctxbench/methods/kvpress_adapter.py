@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ctxbench.config.schemas.method import KvpressMethod
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.registry import register
 from ctxbench.core.task_protocol import check_ratio, ratio_budget, ratio_extra
@@ -124,6 +125,7 @@ def cache_bytes(cache: Any) -> int:
 @register("method", "kvpress")
 class KVPressMethod(TrainingFreeMethod):
     """A kvpress press compressing the prefill of the history; answers greedily from the pressed cache."""
+    Settings = KvpressMethod  # its config schema (ctxbench/config/schemas/method.py)
 
     def __init__(self, cfg: Any, bundle: Any):
         super().__init__(cfg, bundle)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxbench.config.schemas.method import LlmlinguaMethod
 from ctxbench.core.registry import register
 from ctxbench.methods.prompt_compression import LegacyCacheLM, PromptCompressionMethod, compressor
 
@@ -20,6 +21,7 @@ from ctxbench.methods.prompt_compression import LegacyCacheLM, PromptCompression
 @register("method", "llmlingua")
 class LLMLinguaMethod(PromptCompressionMethod):
     """LLMLingua's perplexity-based pruning with the bundle's model as scorer; answers from the kept text."""
+    Settings = LlmlinguaMethod  # its config schema (ctxbench/config/schemas/method.py)
 
     def __init__(self, cfg: Any, bundle: Any):
         super().__init__(cfg, bundle)

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ctxbench.config.schemas.method import Llmlingua2Method
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.registry import register
 from ctxbench.methods.prompt_compression import PromptCompressionMethod, compressor
@@ -67,6 +68,7 @@ def load_classifier(path: Any) -> tuple[Any, Any, str]:
 @register("method", "llmlingua2")
 class LLMLingua2Method(PromptCompressionMethod):
     """LLMLingua-2's keep/drop token classifier (``method.classifier``); answers from the kept text."""
+    Settings = Llmlingua2Method  # its config schema (ctxbench/config/schemas/method.py)
 
     def __init__(self, cfg: Any, bundle: Any):
         super().__init__(cfg, bundle)

@@ -14,6 +14,7 @@ from typing import Any, Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
+from ctxbench.config.schemas.method import LmMethod
 from ctxbench.core.errors import ConfigError
 from ctxbench.models.loading import kv_bytes_per_token
 from ctxbench.core.registry import register
@@ -34,6 +35,7 @@ def add_lora(model: Any, lora_cfg: Any) -> Any:
 
 @register("method", "lm")
 class CausalLM(TrainableMethod):
+    Settings = LmMethod  # its config schema (ctxbench/config/schemas/method.py)
     whole_history_baseline = True  # as a system: the whole history in the prompt (health.warnings: expected)
 
     def __init__(self, cfg: Any, bundle: Any):

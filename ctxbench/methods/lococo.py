@@ -49,6 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ctxbench.config.schemas.method import LococoMethod
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.registry import register
 from ctxbench.core.types import Sample
@@ -186,6 +187,7 @@ class LayerCompressors(nn.Module, Press):
 
 @register("method", "lococo")
 class LoCoCo(FixedKVMethod):
+    Settings = LococoMethod  # its config schema (ctxbench/config/schemas/method.py)
 
     def __init__(self, cfg: Any, bundle: Any):
         super().__init__(cfg, bundle)

@@ -17,6 +17,7 @@ leaves no room beside the window gets a uniform budget.
 """
 from __future__ import annotations
 
+from ctxbench.config.schemas.method import PyramidkvMethod
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.registry import register
 from ctxbench.methods.kv_cache import QuestionAwareKVMethod
@@ -38,6 +39,7 @@ def pyramid_budget(layer_idx: int, n_layers: int, mem_size: int, window: int, be
 
 @register("method", "pyramidkv")
 class PyramidKV(QuestionAwareKVMethod):
+    Settings = PyramidkvMethod  # its config schema (ctxbench/config/schemas/method.py)
     def make_press(self) -> Press:
         window, beta = self.cfg.window, float(self.cfg.beta)
         if beta < 1:

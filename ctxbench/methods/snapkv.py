@@ -26,6 +26,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from ctxbench.config.schemas.method import SnapkvMethod
 from ctxbench.core.errors import ConfigError
 from ctxbench.core.registry import register
 from ctxbench.methods.kv_cache import QuestionAwareKVMethod
@@ -80,6 +81,7 @@ def snapkv_press(cfg: Any, layer_budget: Callable[[int, int, int], int] | None =
 
 @register("method", "snapkv")
 class SnapKV(QuestionAwareKVMethod):
+    Settings = SnapkvMethod  # its config schema (ctxbench/config/schemas/method.py)
     def make_press(self) -> Press:
         if self.mem_size is not None and self.cfg.window >= self.mem_size:
             raise ConfigError(f"method.window={self.cfg.window} must be below method.mem_size={self.mem_size}")

@@ -30,12 +30,11 @@ def load_locomo_full(dataset_cfg: Any) -> tuple[list[Any], set[str]]:
     from ctxbench.data.locomo import load_locomo_file, select
     from ctxbench.data.sources import locate
 
-    if dataset_cfg is None or str(dataset_cfg.get("name", "")) not in ("locomo", "locomo_sample"):
+    if dataset_cfg is None or str(dataset_cfg.name) not in ("locomo", "locomo_sample"):  # score's dataset= is optional
         raise ConfigError("score format=NAME matches rows to LoCoMo questions: add dataset=locomo "
                           "dataset.path=/path/to/locomo10.json")
-    full = load_locomo_file(locate(dataset_cfg.get("path"), "locomo"))
-    chosen = select(full, dataset_cfg.get("conversations"), dataset_cfg.get("categories"),
-                    dataset_cfg.get("limit"), dataset_cfg.get("sessions"))
+    full = load_locomo_file(locate(dataset_cfg.path, "locomo"))
+    chosen = select(full, dataset_cfg.conversations, dataset_cfg.categories, dataset_cfg.limit, dataset_cfg.sessions)
     return list(full), {q.id for s in chosen for q in s.questions}
 
 
@@ -44,14 +43,14 @@ def load_longmemeval_full(dataset_cfg: Any) -> tuple[list[Any], set[str]]:
     sample), and the question ids ``dataset.question_types`` / ``questions`` / ``limit`` select."""
     from ctxbench.data.longmemeval import load_longmemeval_file, release_path, select
 
-    name = "" if dataset_cfg is None else str(dataset_cfg.get("name", ""))
+    name = "" if dataset_cfg is None else str(dataset_cfg.name)  # score's dataset= is optional
     if name not in ("longmemeval", "longmemeval_sample"):
         raise ConfigError("score format=longmemeval matches rows to LongMemEval questions by question_id: add "
                           "dataset=longmemeval dataset.path=/path/to/longmemeval_s_cleaned.json (the file the "
                           "hypotheses answer)")
-    release = str(dataset_cfg.get("release") or "s")
-    full = load_longmemeval_file(release_path(dataset_cfg.get("path"), release), release=release)
-    chosen = select(full, dataset_cfg.get("question_types"), dataset_cfg.get("questions"), dataset_cfg.get("limit"))
+    release = str(dataset_cfg.release or "s")
+    full = load_longmemeval_file(release_path(dataset_cfg.path, release), release=release)
+    chosen = select(full, dataset_cfg.question_types, dataset_cfg.questions, dataset_cfg.limit)
     return list(full), {q.id for s in chosen for q in s.questions}
 
 

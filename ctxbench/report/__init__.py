@@ -37,7 +37,7 @@ def main(cfg: Any) -> dict[str, Any] | None:
     from ctxbench.runs.wandb_log import check_logger
 
     check_logger(cfg)  # logger=wandb: a board's and a sweep's rows and plot (log_to_wandb)
-    if cfg.get("judges"):
+    if cfg.judges:
         from ctxbench.report.judges import judges_report
 
         return judges_report(cfg)
@@ -62,11 +62,11 @@ def main(cfg: Any) -> dict[str, Any] | None:
               f"{result.get('found_label', 'experiments found')}: {', '.join(result['found']) or 'none'})")
         return result
     for key in RUN_LIST_REPORTS:  # compare=A,B | reruns=... | decay=...: report/<key>.py's <key>_report
-        if cfg.get(key):
+        if cfg[key]:
             import importlib
 
             build = getattr(importlib.import_module(f"ctxbench.report.{key}"), f"{key}_report")
-            result = build(cfg.get(key), cfg.out)
+            result = build(cfg[key], cfg.out)
             print(result["markdown"])
             print(f"report: wrote {result['path']} and {Path(result['path']).with_suffix('.json')}")
             return result

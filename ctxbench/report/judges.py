@@ -33,8 +33,8 @@ def judges_report(cfg: Any, llm: Any = None) -> dict[str, Any]:
     from ctxbench.metrics.judges.panel import panel_metrics
     from ctxbench.runs.results import atomic_write_text, run_dir, write_json, write_jsonl
 
-    settings = cfg.get("calibration_set") or {}
-    questions, seed = int(settings.get("questions", 40)), int(settings.get("seed", 0))
+    settings = cfg.calibration_set
+    questions, seed = (int(settings.questions), int(settings.seed)) if settings else (40, 0)  # null: the defaults
     samples = build("dataset", cfg.dataset)
     items = build_calibration_set(samples, questions, seed)
     if not items:
@@ -42,8 +42,7 @@ def judges_report(cfg: Any, llm: Any = None) -> dict[str, Any]:
                                                        "the judge calibration set from")
     metrics = panel_metrics(cfg, llm)  # the judge model is built (and checked) before any item is judged
     scored = score_records(item_records(items), metrics, progress=True)
-    judge_cfg = cfg.get("judge") or {}
-    above = judge_cfg.get("lenient_above")
+    above = cfg.judge.lenient_above if cfg.judge else None
     described = {"dataset": str(cfg.dataset.name), "path": cfg.dataset.get("path"), "questions": questions,
                  "seed": seed, "items": len(items), "by_kind": dict(Counter(it["kind"] for it in items)),
                  "hash": set_hash(items)}

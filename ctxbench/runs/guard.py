@@ -51,6 +51,7 @@ EXCLUDED_KEYS: tuple[str, ...] = (
     "num_workers", "*.num_workers", "limit", "metrics", "judge_llm", "judge", "max_failed_fraction",
     "llm.cache", "llm.cache_path", "concurrency", "llm.concurrency", "log_samples", "dataset.errata",
     "memory.url", "memory.timeout_s", "memory.retries", "memory.backoff_s",  # memory=http: where and how patiently
+    "memory.needs_embedder",  # no config key since issue 52 (the class says it): a run recorded with it resumes
 )
 
 #: What a run leaves in its folder (fnmatch patterns); beside them a run record must say whose they are.
@@ -94,7 +95,7 @@ def forced(run_dir: str | Path) -> bool:
 
 def _force(cfg: Any) -> bool:
     try:
-        return bool(cfg.get("force_resume", False))
+        return bool(cfg.get("force_resume", False))  # train and eval declare it; score and report have none
     except AttributeError:
         return False
 

@@ -38,7 +38,7 @@ def run_dir(cfg: Any, default: str = ".") -> Path:
             return Path(HydraConfig.get().runtime.output_dir)
     except ImportError:  # pragma: no cover
         pass
-    return Path(cfg.get("run_dir") or default)
+    return Path(cfg.get("run_dir") or default)  # run_dir is no schema key: a caller outside Hydra may set it
 
 
 @names_write_faults

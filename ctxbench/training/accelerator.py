@@ -23,7 +23,7 @@ def distributed_kind(acc: Any) -> str:
 
 def tracker_of(cfg: DictConfig) -> str | None:
     """The accelerate tracker ``logger=`` asks for: "wandb", or None (``logger=none``: no tracker at all)."""
-    logger = cfg.get("logger")
+    logger = cfg.get("logger")  # a group a config may leave out (~logger, a training config built by hand)
     if logger is None or logger.get("name") != "wandb":
         return None
     from accelerate.utils import is_wandb_available
@@ -38,12 +38,12 @@ def make_accelerator(cfg: DictConfig, project_dir: Path | None = None):
     from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
 
     t, launcher = cfg.trainer, cfg.launcher
-    precision = launcher.get("mixed_precision") or {"bf16": "bf16", "fp16": "fp16"}.get(t.precision, "no")
+    precision = launcher.mixed_precision or {"bf16": "bf16", "fp16": "fp16"}.get(t.precision, "no")
     handlers = [DistributedDataParallelKwargs(find_unused_parameters=bool(launcher.find_unused_parameters))]
     if not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         handlers.append(InitProcessGroupKwargs(backend="gloo"))
     kwargs: dict[str, Any] = {}
-    if launcher.get("deepspeed"):
+    if launcher.deepspeed:
         from accelerate.utils import DeepSpeedPlugin
 
         os.environ.setdefault("ACCELERATE_USE_DEEPSPEED", "true")  # what `accelerate launch --use_deepspeed` sets
@@ -53,7 +53,7 @@ def make_accelerator(cfg: DictConfig, project_dir: Path | None = None):
         ds.setdefault("gradient_clipping", float(t.max_grad_norm or 0.0))
         ds.setdefault("zero_force_ds_cpu_optimizer", False)
         kwargs["deepspeed_plugin"] = DeepSpeedPlugin(hf_ds_config=ds)
-    if launcher.get("fsdp"):
+    if launcher.get("fsdp"):  # only launcher=fsdp's schema has it
         kwargs["fsdp_plugin"] = fsdp_plugin(launcher.fsdp)
     acc = Accelerator(gradient_accumulation_steps=int(t.grad_accum), mixed_precision=precision,
                       cpu=bool(launcher.cpu), kwargs_handlers=handlers, log_with=tracker_of(cfg),

@@ -623,7 +623,7 @@ def apply_checkpoint_config(cfg: Any, ckpt_dir: str | Path, overrides: list[str]
     chosen = overridden_keys(overrides)
     chosen["method"].add("")  # eval's method is always chosen on the command line
     for section in ("method", "model"):
-        if section not in saved or cfg.get(section) is None:
+        if section not in saved or cfg.get(section) is None:  # eval composes method= or memory=, not both
             continue
         composed = OmegaConf.to_container(cfg[section], resolve=True)
         merged, conflicts = merge_section(section, composed, saved[section], chosen[section])

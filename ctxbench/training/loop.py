@@ -82,10 +82,10 @@ class TrainRecipe:
                            f"trainer.max_steps={int(t.max_steps)} ({SUMMARY}); nothing to do")
             self.acc.end_training()
             return {**done, "already_complete": True}
-        if not t.get("resume"):
+        if not t.resume:
             refuse_overwrite(self.run_dir)
         set_seed(int(self.cfg.seed))
-        set_mmap_threshold(t.get("mmap_threshold_kb"))  # before the method allocates anything
+        set_mmap_threshold(t.mmap_threshold_kb)  # before the method allocates anything
         init_from = self._check_named_checkpoints()
         self._build_method(init_from)
         self._split_data()
@@ -95,8 +95,8 @@ class TrainRecipe:
     def _check_named_checkpoints(self) -> Path | None:
         """Cheap checks first: a missing or damaged ``checkpoint=`` / ``trainer.resume=DIR`` is named
         before the model loads. Returns the ``checkpoint=`` folder to initialise from (or None)."""
-        cfg, resume = self.cfg, self.t.get("resume")
-        init_from = ck.resolve_checkpoint(cfg.checkpoint) if cfg.get("checkpoint") else None
+        cfg, resume = self.cfg, self.t.resume
+        init_from = ck.resolve_checkpoint(cfg.checkpoint) if cfg.checkpoint else None
         self.resume_from = ck.resolve_checkpoint(resume) if resume and str(resume) != "auto" else None
         if init_from is not None and (init_from / ck.MANIFEST).exists():  # a hand-made folder may have none
             ck.verify(init_from)
@@ -147,7 +147,7 @@ class TrainRecipe:
     def restore(self) -> None:
         """``trainer.resume``: ``auto`` the newest intact checkpoint (damaged newer ones are named and
         skipped), a folder that one and never another; its step and data position become the run's."""
-        resume = self.t.get("resume")
+        resume = self.t.resume
         if not resume:
             return
         if str(resume) == "auto":
@@ -201,7 +201,7 @@ class TrainRecipe:
                 self.log.write(self.record(metrics, with_eval=eval_due))
             if t.save_every and self.step % int(t.save_every) == 0 and self.step < total:
                 self.save(self.step)
-            if t.get("stop_after") and self.step >= int(t.stop_after):
+            if t.stop_after and self.step >= int(t.stop_after):
                 bar.close()
                 return self.stop()
         bar.close()

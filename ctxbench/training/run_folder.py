@@ -37,7 +37,7 @@ def finished_run(run_dir: Path, cfg: DictConfig) -> dict[str, Any] | None:
 
     Finished = train_summary.json at ``trainer.max_steps`` and a checkpoint at that step.
     """
-    if str(cfg.trainer.get("resume")) != "auto":
+    if str(cfg.trainer.resume) != "auto":
         return None
     summary_path = run_dir / SUMMARY
     found = ck.list_checkpoints(run_dir / "checkpoints")

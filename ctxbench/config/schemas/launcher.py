@@ -1,96 +1,107 @@
-"""The launcher group: one schema per family of conf/launcher/ options.
+"""The launcher group: one schema per launcher, each inheriting :class:`LauncherSettings`.
 
-Generated once from the YAML defaults; now the one source of each key (see ctxbench/config/setting.py)."""
+The DeepSpeed mappings are one family: ZeRO-3's optimization settings extend ZeRO-2's (see ctxbench/config/setting.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from ctxbench.config.setting import (  # noqa: F401 - the generator's full kit
-    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, nested, setting)
+from ctxbench.config.setting import COUNT, REQUIRED, between, configures, nested, registered, setting, tables
+
+SCHEMAS, BY_NAME = tables()  # filled by @configures below
 
 
 @dataclass
-class DdpLauncher:
-    """Data parallel: `accelerate launch --multi_gpu --num_processes N -m ctxbench train launcher=ddp ...` (on CPU: ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 ...)"""
+class LauncherSettings:
+    """What every launcher's config holds: how accelerate runs the processes."""
 
-    name: str = setting('ddp', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = setting(REQUIRED, 'the registered name this config builds (ctxbench ls lists them)')
     mixed_precision: str | None = setting(None, 'null = follow trainer.precision', choices=('no', 'fp16', 'bf16', 'fp8'))
     find_unused_parameters: bool = setting(True, 'DDP: tolerate parameters that get no gradient in a step')
     deepspeed: str | dict | None = setting(None, 'DeepSpeed config (inline mapping or a JSON file; null = no DeepSpeed)')
     cpu: bool = setting(False, 'force accelerate onto the CPU')
 
 
+@configures('ddp')
 @dataclass
-class DeepspeedZero2LauncherDeepspeedZeroOptimizationOffloadOptimizer:
-    """launcher.deepspeed.zero_optimization.offload_optimizer"""
+class DdpLauncher(LauncherSettings):
+    """Data parallel: `accelerate launch --multi_gpu --num_processes N -m ctxbench train launcher=ddp ...` (on CPU: ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 ...)"""
 
-    device: str = setting('none', 'none | cpu: optimizer state offload', open='a DeepSpeed offload device: none, cpu or nvme')
+    name: str = registered('ddp')
+
+
+@configures('multinode')
+@dataclass
+class MultinodeLauncher(LauncherSettings):
+    """Multi-node data parallel (see scripts/slurm_multinode.sh): every node runs accelerate launch --num_machines $NNODES --machine_rank $RANK --main_process_ip $HEAD --main_process_port 29500 --num_processes $((NNODES*GPUS)) -m ctxbench train launcher=multinode hydra.run.dir=<shared path> ... The run dir must be pinned (a shared filesystem path) so every rank agrees on it."""
+
+    name: str = registered('multinode')
+
+
+@configures('single')
+@dataclass
+class SingleLauncher(LauncherSettings):
+    """One process (CPU or one GPU). Use `accelerate launch` with another launcher for more."""
+
+    name: str = registered('single')
+    find_unused_parameters: bool = setting(True, 'DDP: tolerate parameters that get no gradient in a step (when `accelerate launch` starts several processes)')
 
 
 @dataclass
-class DeepspeedZero2LauncherDeepspeedZeroOptimization:
+class OffloadSettings:
+    """launcher.deepspeed.zero_optimization.offload_optimizer (and offload_param)"""
+
+    device: str = setting('none', 'none | cpu: offload this state to RAM', open='a DeepSpeed offload device: none, cpu or nvme')
+
+
+@dataclass
+class ZeroOptimizationSettings:
     """launcher.deepspeed.zero_optimization"""
 
     stage: int = setting(2, 'ZeRO stage: 2 shards optimizer state and gradients, 3 also parameters', between(0, 3))
     overlap_comm: bool = setting(False, 'overlap gradient reduction with the backward pass')
     contiguous_gradients: bool = setting(True, 'copy gradients into one buffer as they are produced')
-    offload_optimizer: DeepspeedZero2LauncherDeepspeedZeroOptimizationOffloadOptimizer | None = nested(DeepspeedZero2LauncherDeepspeedZeroOptimizationOffloadOptimizer, 'cpu for CPU offload')
+    offload_optimizer: OffloadSettings | None = nested(OffloadSettings, 'cpu for CPU offload')
 
 
 @dataclass
-class DeepspeedZero2LauncherDeepspeed:
-    """launcher.deepspeed"""
-
-    zero_optimization: DeepspeedZero2LauncherDeepspeedZeroOptimization | None = nested(DeepspeedZero2LauncherDeepspeedZeroOptimization, 'DeepSpeed ZeRO settings')
-
-
-@dataclass
-class DeepspeedZero2Launcher:
-    """DeepSpeed ZeRO-2 (optimizer state + gradients sharded). Launch: accelerate launch --num_processes N -m ctxbench train launcher=deepspeed_zero2 ... On CPU (tests): ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 -m ctxbench train launcher=deepspeed_zero2"""
-
-    name: str = setting('deepspeed_zero2', 'the registered name this config builds (ctxbench ls lists them)')
-    mixed_precision: str | None = setting(None, 'null = follow trainer.precision', choices=('no', 'fp16', 'bf16', 'fp8'))
-    find_unused_parameters: bool = setting(True, 'DDP: tolerate parameters that get no gradient in a step')
-    cpu: bool = setting(False, 'force accelerate onto the CPU')
-    deepspeed: DeepspeedZero2LauncherDeepspeed | None = nested(DeepspeedZero2LauncherDeepspeed, 'DeepSpeed config (inline mapping or a JSON file; null = no DeepSpeed)')
-
-
-@dataclass
-class DeepspeedZero3LauncherDeepspeedZeroOptimizationOffloadOptimizer:
-    """cpu for CPU offload"""
-
-    device: str = setting('none', 'none | cpu: parameter offload', open='a DeepSpeed offload device: none, cpu or nvme')
-
-
-@dataclass
-class DeepspeedZero3LauncherDeepspeedZeroOptimization:
-    """launcher.deepspeed.zero_optimization"""
+class Zero3OptimizationSettings(ZeroOptimizationSettings):
+    """launcher.deepspeed.zero_optimization under ZeRO-3"""
 
     stage: int = setting(3, 'ZeRO stage: 2 shards optimizer state and gradients, 3 also parameters', between(0, 3))
-    overlap_comm: bool = setting(False, 'overlap gradient reduction with the backward pass')
-    contiguous_gradients: bool = setting(True, 'copy gradients into one buffer as they are produced')
     stage3_gather_16bit_weights_on_model_save: bool = setting(False, 'gather the full weights when saving (ZeRO-3)')
-    offload_optimizer: DeepspeedZero3LauncherDeepspeedZeroOptimizationOffloadOptimizer | None = nested(DeepspeedZero3LauncherDeepspeedZeroOptimizationOffloadOptimizer, 'cpu for CPU offload')
-    offload_param: DeepspeedZero3LauncherDeepspeedZeroOptimizationOffloadOptimizer | None = nested(DeepspeedZero3LauncherDeepspeedZeroOptimizationOffloadOptimizer, 'cpu for CPU offload')
+    offload_param: OffloadSettings | None = nested(OffloadSettings, 'cpu for CPU offload')
 
 
 @dataclass
-class DeepspeedZero3LauncherDeepspeed:
+class DeepspeedSettings:
     """launcher.deepspeed"""
 
-    zero_optimization: DeepspeedZero3LauncherDeepspeedZeroOptimization | None = nested(DeepspeedZero3LauncherDeepspeedZeroOptimization, 'DeepSpeed ZeRO settings')
+    zero_optimization: ZeroOptimizationSettings | None = nested(ZeroOptimizationSettings, 'DeepSpeed ZeRO settings')
 
 
 @dataclass
-class DeepspeedZero3Launcher:
+class Zero3DeepspeedSettings(DeepspeedSettings):
+    """launcher.deepspeed under ZeRO-3"""
+
+    zero_optimization: Zero3OptimizationSettings | None = nested(Zero3OptimizationSettings, 'DeepSpeed ZeRO settings')
+
+
+@configures('deepspeed_zero2')
+@dataclass
+class DeepspeedZero2Launcher(LauncherSettings):
+    """DeepSpeed ZeRO-2 (optimizer state + gradients sharded). Launch: accelerate launch --num_processes N -m ctxbench train launcher=deepspeed_zero2 ... On CPU (tests): ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 -m ctxbench train launcher=deepspeed_zero2"""
+
+    name: str = registered('deepspeed_zero2')
+    deepspeed: DeepspeedSettings | None = nested(DeepspeedSettings, 'DeepSpeed config (inline mapping or a JSON file; null = no DeepSpeed)')
+
+
+@configures('deepspeed_zero3')
+@dataclass
+class DeepspeedZero3Launcher(LauncherSettings):
     """DeepSpeed ZeRO-3 (parameters sharded too). offload: cpu to move optimizer state and params to RAM."""
 
-    name: str = setting('deepspeed_zero3', 'the registered name this config builds (ctxbench ls lists them)')
-    mixed_precision: str | None = setting(None, 'null = follow trainer.precision', choices=('no', 'fp16', 'bf16', 'fp8'))
-    find_unused_parameters: bool = setting(True, 'DDP: tolerate parameters that get no gradient in a step')
-    cpu: bool = setting(False, 'force accelerate onto the CPU')
-    deepspeed: DeepspeedZero3LauncherDeepspeed | None = nested(DeepspeedZero3LauncherDeepspeed, 'DeepSpeed config (inline mapping or a JSON file; null = no DeepSpeed)')
+    name: str = registered('deepspeed_zero3')
+    deepspeed: Zero3DeepspeedSettings | None = nested(Zero3DeepspeedSettings, 'DeepSpeed config (inline mapping or a JSON file; null = no DeepSpeed)')
 
 
 @dataclass
@@ -108,55 +119,11 @@ class FsdpLauncherFsdp:
     activation_checkpointing: bool = setting(False, 'FSDP activation checkpointing of the wrapped layers')
 
 
+
+@configures('fsdp')
 @dataclass
-class FsdpLauncher:
+class FsdpLauncher(LauncherSettings):
     """PyTorch FSDP through accelerate's FullyShardedDataParallelPlugin (parameters, gradients and optimizer state sharded). Launch on GPUs: accelerate launch --num_processes N -m ctxbench train launcher=fsdp ... Checkpoints: every rank writes its shards (torch.distributed.checkpoint, SHARDED_STATE_DICT) into checkpoints/step_N/accelerate/; trainable.safetensors holds the gathered trainable weights. accelerate 1.15 turns FSDP on only for GPU-like devices (never MULTI_CPU): on CPU this launcher is refused with a message; use deepspeed_zero3 to shard on CPU."""
 
-    name: str = setting('fsdp', 'the registered name this config builds (ctxbench ls lists them)')
-    mixed_precision: str | None = setting(None, 'null = follow trainer.precision', choices=('no', 'fp16', 'bf16', 'fp8'))
-    find_unused_parameters: bool = setting(True, 'DDP: tolerate parameters that get no gradient in a step')
-    deepspeed: str | dict | None = setting(None, 'DeepSpeed config (inline mapping or a JSON file; null = no DeepSpeed)')
-    cpu: bool = setting(False, 'force accelerate onto the CPU')
+    name: str = registered('fsdp')
     fsdp: FsdpLauncherFsdp | None = nested(FsdpLauncherFsdp, "accelerate's FullyShardedDataParallelPlugin settings")
-
-
-@dataclass
-class MultinodeLauncher:
-    """Multi-node data parallel (see scripts/slurm_multinode.sh): every node runs accelerate launch --num_machines $NNODES --machine_rank $RANK --main_process_ip $HEAD --main_process_port 29500 --num_processes $((NNODES*GPUS)) -m ctxbench train launcher=multinode hydra.run.dir=<shared path> ... The run dir must be pinned (a shared filesystem path) so every rank agrees on it."""
-
-    name: str = setting('multinode', 'the registered name this config builds (ctxbench ls lists them)')
-    mixed_precision: str | None = setting(None, 'null = follow trainer.precision', choices=('no', 'fp16', 'bf16', 'fp8'))
-    find_unused_parameters: bool = setting(True, 'DDP: tolerate parameters that get no gradient in a step')
-    deepspeed: str | dict | None = setting(None, 'DeepSpeed config (inline mapping or a JSON file; null = no DeepSpeed)')
-    cpu: bool = setting(False, 'force accelerate onto the CPU')
-
-
-@dataclass
-class SingleLauncher:
-    """One process (CPU or one GPU). Use `accelerate launch` with another launcher for more."""
-
-    name: str = setting('single', 'the registered name this config builds (ctxbench ls lists them)')
-    mixed_precision: str | None = setting(None, 'null = follow trainer.precision', choices=('no', 'fp16', 'bf16', 'fp8'))
-    deepspeed: str | dict | None = setting(None, 'DeepSpeed config (inline mapping or a JSON file; null = no DeepSpeed)')
-    find_unused_parameters: bool = setting(True, 'DDP: tolerate parameters that get no gradient in a step (when `accelerate launch` starts several processes)')
-    cpu: bool = setting(False, 'force accelerate onto the CPU')
-
-
-# schema node (conf/launcher/<option>.yaml lists /schema/launcher/<node>) -> schema
-SCHEMAS = {
-    'ddp': DdpLauncher,
-    'deepspeed_zero2': DeepspeedZero2Launcher,
-    'deepspeed_zero3': DeepspeedZero3Launcher,
-    'fsdp': FsdpLauncher,
-    'multinode': MultinodeLauncher,
-    'single': SingleLauncher,
-}
-# the `name` an option composes to -> its schema (where a key's bounds are looked up)
-BY_NAME = {
-    'ddp': (DdpLauncher,),
-    'deepspeed_zero2': (DeepspeedZero2Launcher,),
-    'deepspeed_zero3': (DeepspeedZero3Launcher,),
-    'fsdp': (FsdpLauncher,),
-    'multinode': (MultinodeLauncher,),
-    'single': (SingleLauncher,),
-}

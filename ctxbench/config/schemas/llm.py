@@ -6,15 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbench.config.setting import (  # noqa: F401 - the generator's full kit
-    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, nested, setting)
+from ctxbench.config.setting import (  # noqa: F401 - the bound kit
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, registered, setting, tables)
+
+SCHEMAS, BY_NAME = tables()  # filled by @configures below
 
 
+@configures('hf')
 @dataclass
 class HfLlm:
     """A local transformers chat model (greedy, chat template, tokens counted with its tokenizer)."""
 
-    name: str = setting('hf', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('hf')
     model: str = setting('smollm2_135m', 'a conf/model name (smollm2_135m, tiny, mistral_7b_instruct ...) or a hub id / HF folder')
     dtype: str | None = setting(None, "auto | float32 | bfloat16 | float16; null = the model config's dtype (auto = bfloat16 on CUDA, float32 on the CPU)", choices=('float32', 'fp32', 'bfloat16', 'bf16', 'float16', 'fp16', 'auto'))
     device: str | None = setting(None, "auto | cpu | cuda | cuda:N; null = the model config's device (auto = accelerate's device: the rank's GPU, else the CPU)", open='any torch device string (cuda:1, mps); models.loading.resolve_device checks it')
@@ -28,11 +31,12 @@ class HfLlm:
     prefix_cache_entries: int = setting(2, "prompts whose KV cache is kept (LRU); memory: entries x prompt length x the model's KV per token", POSITIVE)
 
 
+@configures('openai')
 @dataclass
 class OpenaiLlm:
     """Any OpenAI-compatible chat endpoint (OpenAI, vLLM, llama.cpp server). The key is read from the environment variable named by api_key_env at run time and never written anywhere."""
 
-    name: str = setting('openai', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('openai')
     model: str = setting('gpt-4o-mini', 'a conf/model name (smollm2_135m, tiny, mistral_7b_instruct ...) or a hub id / HF folder')
     base_url: str = setting('https://api.openai.com/v1', "the OpenAI-compatible server's /v1 URL (null = the backend's default)", url=True)
     api_key_env: str | None = setting('OPENAI_API_KEY', 'the NAME of the variable holding the key; null = send no key (local servers)')
@@ -50,15 +54,3 @@ class OpenaiLlm:
     extra_body: dict | None = setting({}, 'extra request fields (e.g. {top_p: 1.0})')
     cache: bool = setting(True, 'SQLite call cache: a rerun repeats no calls')
     cache_path: str | None = setting(None, 'null = $CTXBENCH_CACHE/llm_cache.sqlite')
-
-
-# schema node (conf/llm/<option>.yaml lists /schema/llm/<node>) -> schema
-SCHEMAS = {
-    'hf': HfLlm,
-    'openai': OpenaiLlm,
-}
-# the `name` an option composes to -> its schema (where a key's bounds are looked up)
-BY_NAME = {
-    'hf': (HfLlm,),
-    'openai': (OpenaiLlm,),
-}

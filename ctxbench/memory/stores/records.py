@@ -39,9 +39,10 @@ CREATE TABLE IF NOT EXISTS state (
 
 #: Keys of the config given to :meth:`RecordStore.check_resume` that do not change what is stored.
 # memory=http: where the remote listens and how patiently it is asked change nothing it builds (its name and
-# version are checked apart: ctxbench/memory/http.py)
+# version are checked apart: ctxbench/memory/http.py); ``memory.needs_embedder`` is no config key any more (the
+# class says it, issue 52), but stores built before then recorded it.
 STORE_EXCLUDED = ("memory.progress", "memory.rebuild", "memory.url", "memory.timeout_s", "memory.retries",
-                  "memory.backoff_s")
+                  "memory.backoff_s", "memory.needs_embedder")
 
 
 @dataclass
@@ -209,7 +210,7 @@ class RecordStore:
         history has, or a store built under another config (unless the run was claimed with
         ``force_resume=true``). Records the config's fingerprint for the next resume.
         """
-        from ctxbench.core.plain import differences, summarize
+        from ctxbench.core.plain import differences, summarize, without_keys
 
         done = self.progress(hid)
         n_records = self.conn.execute("SELECT COUNT(*) FROM records WHERE history_id=?", (hid,)).fetchone()[0]
@@ -221,9 +222,10 @@ class RecordStore:
                                         f"{n_steps} (built from another dataset or config); {REMEDY}")
         built = store_config(config, model)
         old = self.get_state(hid, "_config")
-        if isinstance(old, dict) and old.get("fingerprint") != built["fingerprint"] and (done or n_records) \
-                and not force:
-            diffs = summarize(differences(old.get("config") or {}, built["config"])) or "fingerprint differs"
+        # an old record is compared without the keys excluded since it was written
+        diffs = summarize(differences(without_keys(old.get("config") or {}, STORE_EXCLUDED), built["config"])) \
+            if isinstance(old, dict) and old.get("fingerprint") != built["fingerprint"] else ""
+        if diffs and (done or n_records) and not force:
             raise StoreError(self.path, f"history {hid!r} was built with a different config: {diffs}; {REMEDY}")
         if old != built:
             self.set_state(hid, "_config", built)

@@ -133,9 +133,12 @@ def judges_block(metrics: list[Any], judge_cfg: Any) -> dict[str, Any] | None:
     panel = panel_judges(metrics)
     if not panel:
         return None
-    path = None if judge_cfg is None else judge_cfg.get("calibration")
-    above = DEFAULT_LENIENT_ABOVE if judge_cfg is None or judge_cfg.get("lenient_above") is None \
-        else float(judge_cfg.get("lenient_above"))
+    from ctxbench.metrics.judges.panel import judge_settings
+
+    judge_cfg = judge_settings(judge_cfg)
+    path = None if judge_cfg is None else judge_cfg.calibration
+    above = DEFAULT_LENIENT_ABOVE if judge_cfg is None or judge_cfg.lenient_above is None \
+        else float(judge_cfg.lenient_above)
     data = load_calibration(path) if path else None
     out = {}
     for name, ms in panel.items():

@@ -23,12 +23,23 @@ JUDGE_METRIC = "llm_judge"
 JUDGE_KEYS = ("runs", "temperature", "seed")  # passed to every judge of the panel
 
 
+def judge_settings(judge_cfg: Any) -> Any:
+    """A ``judge:`` block (a command's, or a partial mapping) filled from its schema (eval's ``judge``), so
+    every key reads as a typed field; None stays None (a config with no judge block)."""
+    if judge_cfg is None:
+        return None
+    from ctxbench.config.compose import section_config
+
+    return section_config("eval", "judge", judge_cfg)
+
+
 def panel_names(judge_cfg: Any) -> list[str]:
     """The judges of ``judge.panel`` (unset: ``[mem0]``; :func:`with_dataset_judge` first puts a dataset's own
     judge there), checked: known names, no repeats, not empty."""
     from ctxbench.metrics.judge import DEFAULT_JUDGE, get_judge
 
-    raw = None if judge_cfg is None else judge_cfg.get("panel")
+    judge_cfg = judge_settings(judge_cfg)
+    raw = None if judge_cfg is None else judge_cfg.panel
     if raw is None:
         return [DEFAULT_JUDGE]
     names = [str(raw)] if isinstance(raw, str) else [str(n) for n in raw]
@@ -48,10 +59,10 @@ def dataset_judge(dataset_cfg: Any) -> str | None:
     loader, as ``metrics`` declares its own metrics), or None."""
     from ctxbench.core.registry import UnknownName, get
 
-    if dataset_cfg is None or not dataset_cfg.get("name"):
+    if dataset_cfg is None or not dataset_cfg.name:
         return None
     try:
-        own = getattr(get("dataset", str(dataset_cfg.get("name"))), "judge", None)
+        own = getattr(get("dataset", str(dataset_cfg.name)), "judge", None)
     except UnknownName:
         return None
     return None if own is None else str(own)
@@ -62,12 +73,12 @@ def with_dataset_judge(judge_cfg: Any, dataset_cfg: Any) -> Any:
     dataset declares one (:func:`dataset_judge`: LongMemEval's per-type judge on ``dataset=longmemeval``);
     else ``judge_cfg`` as it is (``panel_names`` then defaults to ``mem0``)."""
     own = dataset_judge(dataset_cfg)
-    if own is None or (judge_cfg is not None and judge_cfg.get("panel") is not None):
+    judge_cfg = judge_settings(judge_cfg)
+    if own is None or (judge_cfg is not None and judge_cfg.panel is not None):
         return judge_cfg
-    from omegaconf import DictConfig, OmegaConf
+    from omegaconf import OmegaConf
 
-    plain = OmegaConf.to_container(judge_cfg, resolve=True) if isinstance(judge_cfg, DictConfig) else dict(judge_cfg or {})
-    return {**plain, "panel": [own]}
+    return OmegaConf.merge(judge_settings(judge_cfg or {}), {"panel": [own]})
 
 
 def judge_metric_name(judge: str) -> str:
@@ -92,7 +103,8 @@ def build_panel(llm: Any, judge_cfg: Any) -> list[Any]:
     from ctxbench.metrics.judge import LLMJudge
 
     panel = panel_names(judge_cfg)
-    opts = {k: judge_cfg[k] for k in JUDGE_KEYS if judge_cfg is not None and judge_cfg.get(k) is not None}
+    judge_cfg = judge_settings(judge_cfg)
+    opts = {k: judge_cfg[k] for k in JUDGE_KEYS if judge_cfg is not None and judge_cfg[k] is not None}
     first_memo: dict[Any, Any] = {}
     out = [LLMJudge(llm=llm, judge=panel[0], name=JUDGE_METRIC, memo=first_memo, **opts)]
     if len(panel) > 1:
@@ -110,12 +122,12 @@ def judge_llm(cfg: Any, llm: Any = None, force: bool = False) -> Any:
     from ctxbench.data.errors import DataError
     from ctxbench.llm.base import preflight
 
-    if not force and JUDGE_METRIC not in with_panel(list(cfg.get("metrics") or []), cfg.get("judge")):
+    if not force and JUDGE_METRIC not in with_panel(list(cfg.metrics or []), cfg.judge):
         return None
-    judge_cfg = option_config("llm", cfg.judge_llm) if cfg.get("judge_llm") else cfg.get("llm")  # a user's mapping
+    judge_cfg = option_config("llm", cfg.judge_llm) if cfg.judge_llm else cfg.llm  # a user's mapping
     if judge_cfg is None:
         raise DataError("metrics", "llm_judge needs a judge LLM: set judge_llm or llm", field="llm_judge")
-    if llm is not None and cfg.get("judge_llm") is None:
+    if llm is not None and cfg.judge_llm is None:
         return llm
     judge = build("llm", judge_cfg)
     preflight(judge)
@@ -126,4 +138,5 @@ def panel_metrics(cfg: Any, llm: Any = None) -> list[Any]:
     """The judge metrics of a command's config alone (``judge:``, ``judge_llm``, ``llm``), whatever
     ``metrics=`` says, on ``llm`` (when given and ``judge_llm`` is unset) or the judge LLM the config
     builds: for records scored outside ``eval`` (``report judges``, an importer's records)."""
-    return build_panel(judge_llm(cfg, llm, force=True), with_dataset_judge(cfg.get("judge"), cfg.get("dataset")))
+    dataset = cfg.get("dataset")  # score's dataset= may be left out (conf/score.yaml: dataset: null)
+    return build_panel(judge_llm(cfg, llm, force=True), with_dataset_judge(cfg.judge, dataset))
