@@ -49,9 +49,15 @@ def split_at_dashes(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def check_group_choices(argv: list[str]) -> None:
-    """Catch ``group=option`` typos before Hydra, with a "did you mean" and the list."""
+    """Catch ``group=option`` typos before Hydra, with a "did you mean" and the list.
+
+    The options are what Hydra's config search path holds (ctxbench's ``conf/``, ``hydra.searchpath=``
+    additions, the ConfigStore: plug-ins' options), asked of Hydra itself (:mod:`ctxbench.config.options`).
+    """
+    from ctxbench.config.options import group_options, is_group
     from ctxbench.core.registry import suggest
 
+    search = searchpath_overrides(argv)
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
             continue
@@ -59,13 +65,46 @@ def check_group_choices(argv: list[str]) -> None:
         key = key.lstrip("+~")
         if key.startswith("hydra/"):  # Hydra's groups also hold its plugins' options (hydra/launcher=submitit_slurm)
             continue  # Hydra checks them and lists every option
-        group_dir = CONF_DIR / key
-        if "." in key or not group_dir.is_dir() or value in ("", "null") or "(" in value:
+        if "." in key or value in ("", "null") or "(" in value or not is_group(key, search):
             continue  # glob(...), choice(...): Hydra's sweep functions, expanded by check_overrides
-        options = sorted(p.stem for p in group_dir.glob("*.yaml"))
+        options = group_options(key, search)
         for v in value.split(","):  # multirun lists: method=a,b
             if v not in options:
                 _fail(f"unknown {key} {v!r}.{suggest(v, options)}")
+
+
+def searchpath_overrides(argv: list[str]) -> list[str]:
+    """The folders and packages ``hydra.searchpath=[...]`` adds to the config search path."""
+    out: list[str] = []
+    for a in argv:
+        if a.startswith("hydra.searchpath="):
+            out += [p.strip().strip("'\"") for p in a.partition("=")[2].strip("[]").split(",") if p.strip()]
+    return out
+
+
+def use_plugins(argv: list[str]) -> list[str]:
+    """Load what ``plugins=`` / ``CTXBENCH_PLUGINS`` name and make every plug-in option the overrides select
+    composable (``memory=lastturns``); ``plugins=`` itself is taken out of the overrides (it is no config key:
+    results.json records the plug-ins a run used, with their version or sha256)."""
+    from ctxbench.config.plugin_options import GROUP_OF_KIND, add_option
+    from ctxbench.core import plugins, registry
+
+    given = [a.partition("=")[2] for a in argv if a.startswith("plugins=")]
+    rest = [a for a in argv if not a.startswith("plugins=")]
+    specs = plugins.requested(",".join(given))
+    plugins.use(specs)
+    if specs:
+        os.environ[plugins.ENV] = ",".join(specs)  # jobs a launcher starts in other processes find them too
+    for arg in rest:
+        key, _, value = arg.partition("=")
+        kind = key.lstrip("+~")
+        if arg.startswith("-") or kind not in GROUP_OF_KIND or "(" in value:
+            continue
+        for v in value.split(","):
+            p = registry.plugin_names(kind).get(v)
+            if p is not None and not (CONF_DIR / kind / f"{v}.yaml").exists():
+                add_option(kind, v, registry.get(kind, v))
+    return rest
 
 
 def check_run_dirs(command: str, argv: list[str]) -> None:
@@ -226,6 +265,10 @@ def main(argv: list[str] | None = None) -> None:
     from ctxbench.config.schemas import register
 
     register()  # every schema's defaults into Hydra's ConfigStore, before anything composes
+    try:
+        rest = use_plugins(rest)
+    except CtxbenchError as e:
+        _fail(_one_line(e))
     hint = dashed_key_hint(command, rest, CONF_DIR, SKIP_FLAGS | VALUE_FLAGS | CONFIG_FLAGS)  # `--limit 3`
     if hint:
         _fail(hint)

@@ -90,6 +90,10 @@ def problem(key: str, value: Any, cfg: Any = None, command: str | None = None) -
     if r is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
         return None if r.accepts(value) else f"config key {key!r} must be {r.describe()}, got {value!r}"
     options = meta.get("choices")
+    if options is not None and meta.get("plugins"):  # and what plug-ins of that kind declare
+        from ctxbench.core.registry import plugin_names
+
+        options = (*options, *sorted(n for n, p in plugin_names(meta["plugins"]).items() if p.problem is None))
     if options is not None and value not in options:
         listed = " | ".join(str(o).lower() if isinstance(o, bool) else str(o) for o in options)
         return f"config key {key!r} must be one of {listed}, got {value!r}"

@@ -38,6 +38,44 @@ def group_options(conf_dir: Path) -> dict[str, list[str]]:
     return out
 
 
+def plugin_options() -> dict[str, list[str]]:
+    """group → the installed plug-ins' names it can select (read from their metadata, nothing imported)."""
+    from ctxbench.config.plugin_options import GROUP_OF_KIND
+    from ctxbench.core.registry import plugin_names
+
+    return {group: [n for n, p in plugin_names(kind).items() if p.problem is None] for kind, group in GROUP_OF_KIND.items()}
+
+
+def plugin_settings(overrides: list[str]) -> list[str]:
+    """``== Settings of memory=lastturns (lastturns-pkg 0.2.0) ==`` and each key: type, default, bound, meaning."""
+    import dataclasses
+
+    from ctxbench.config.plugin_options import GROUP_OF_KIND
+    from ctxbench.config.schemas import schemas_named
+    from ctxbench.config.setting import defaults
+    from ctxbench.core.registry import plugin_of
+
+    lines: list[str] = []
+    for arg in overrides:
+        group, _, name = arg.partition("=")
+        p = plugin_of(group, name) if group in GROUP_OF_KIND else None
+        if p is None:
+            continue
+        schema = schemas_named(group, name)[0]
+        values = defaults(schema)
+        lines += ["", f"== Settings of {group}={name} (plug-in: {p.source}) ==", ""]
+        for f in dataclasses.fields(schema):
+            if f.name == "name":
+                continue
+            meta = f.metadata
+            bound = meta.get("range").describe() if meta.get("range") else ""
+            choices = f"one of {', '.join(map(str, meta['choices']))}" if meta.get("choices") else ""
+            typ = getattr(f.type, "__name__", None) or str(f.type)
+            extra = "; ".join(x for x in (bound, choices, meta.get("meaning", "")) if x)
+            lines.append(f"{group}.{f.name}: {typ} = {values[f.name]!r}" + (f"  {extra}" if extra else ""))
+    return lines
+
+
 def help_text(command: str, overrides: list[str], conf_dir: Path) -> str:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
@@ -46,7 +84,11 @@ def help_text(command: str, overrides: list[str], conf_dir: Path) -> str:
         cfg = compose(config_name=command, overrides=overrides)
     lines = [f"python -m ctxbench {command} [-m] [key=value ...]: {DESCRIPTIONS.get(command, '')}", "",
              "== Config groups (group=option) ==", ""]
-    lines += [f"{group}: {', '.join(options)}" for group, options in group_options(conf_dir).items()]
+    options = group_options(conf_dir)
+    for group, names in plugin_options().items():
+        options[group] = sorted(set(options.get(group, [])) | set(names))
+    lines += [f"{group}: {', '.join(opts)}" for group, opts in options.items()]
+    lines += plugin_settings(overrides)
     lines += ["", "== Config" + (f" (with {' '.join(overrides)})" if overrides else "")
               + " ==  every key, its type, default and bound: docs/config.md", "",
               OmegaConf.to_yaml(cfg).rstrip(), "",

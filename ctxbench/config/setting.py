@@ -73,15 +73,21 @@ COSINE = between(-1, 1)
 
 def setting(default: Any, meaning: str, bound: Range | None = None, *, choices: tuple | None = None,
             items: Range | None = None, length: tuple[int, str] | None = None, nonempty: str = "",
-            url: bool = False, open: str = "", values: Range | None = None) -> Any:  # noqa: A002 - reads as a word
-    """A leaf key. ``bound``: numeric range; ``choices``: the closed set of values (a str key);
+            url: bool = False, open: str = "", values: Range | None = None,  # noqa: A002 - reads as a word
+            plugins: str = "") -> Any:
+    """A leaf key. ``bound``: numeric range; ``choices``: the closed set of values (a str key), to which
+    ``plugins`` (a registry kind: ``qa_prompt``) adds the names plug-ins of that kind declare;
     ``items``/``length``/``nonempty``: for a list; ``values``: the range of a free mapping's values;
     ``url``: an http(s) URL; ``open``: why a key whose meaning lists values takes others too."""
     meta = {"meaning": meaning, "range": bound, "choices": choices, "items": items, "length": length,
-            "nonempty": nonempty, "url": url, "open": open, "values": values}
+            "nonempty": nonempty, "url": url, "open": open, "values": values, "plugins": plugins}
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: _copy(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
+
+
+def _required_default(f: dataclasses.Field) -> Any:
+    return REQUIRED  # a field without a default (a plug-in's ``x: int``): the user must set it
 
 
 def nested(schema: type, meaning: str) -> Any:
@@ -103,8 +109,10 @@ def defaults(schema: Any) -> dict[str, Any]:
             out[f.name] = defaults(f.metadata["schema"])
         elif f.default is not dataclasses.MISSING:
             out[f.name] = f.default
-        else:
+        elif f.default_factory is not dataclasses.MISSING:
             out[f.name] = f.default_factory()
+        else:
+            out[f.name] = _required_default(f)
     return out
 
 
@@ -133,7 +141,8 @@ def type_names(f: dataclasses.Field) -> tuple[set[str], bool]:
     """(type names, nullable) from a field's annotation: ``int | None`` → ({'int'}, True)."""
     if "schema" in f.metadata:
         return {"dict"}, True  # a mapping (lora, graph, deepspeed) may be switched off with null
-    names = {t.strip() for t in str(f.type).split("|")}
+    text = f.type.__name__ if isinstance(f.type, type) else str(f.type)
+    names = {t.strip() for t in text.split("|")}
     nullable = "None" in names
     names.discard("None")
     names.discard("Any")

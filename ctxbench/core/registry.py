@@ -16,10 +16,11 @@ import pkgutil
 import sys
 from typing import Any, Callable
 
-from ctxbench.core import registry_index
+from ctxbench.core import plugins, registry_index
 from ctxbench.core.errors import CtxbenchError
 
-KINDS = ("model", "method", "memory", "dataset", "metric", "judge", "llm", "embedder", "bench", "table", "task", "format")
+KINDS = ("model", "method", "memory", "dataset", "metric", "judge", "llm", "embedder", "bench", "table", "task", "format",
+         "qa_prompt")
 PACKAGES = (
     "ctxbench.models",
     "ctxbench.methods",
@@ -37,6 +38,7 @@ SYSTEM_KINDS = ("method", "memory")  # checked against the System contract (ctxb
 _REGISTRY: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
 _ALIASES: dict[str, dict[str, str]] = {k: {} for k in KINDS}
 _ORIGIN: dict[str, dict[str, str]] = {k: {} for k in KINDS}  # the module each name was registered from
+_PLUGIN: dict[str, dict[str, plugins.Plugin]] = {k: {} for k in KINDS}  # names a plug-in registered, and where from
 _discovered = False
 
 
@@ -52,20 +54,59 @@ def register(kind: str, name: str, aliases: tuple[str, ...] = ()) -> Callable[[A
     origin = sys._getframe(1).f_globals.get("__name__", "?")
 
     def deco(obj: Any) -> Any:
-        if kind in SYSTEM_KINDS:
-            from ctxbench.core.system import check_system
-
-            check_system(kind, name, obj)
+        if not origin.startswith("ctxbench.") and name in _builtin(kind):  # plug-in code never shadows a built-in
+            raise plugins.PluginError(f"{kind} {name!r} is a built-in name: a plug-in ({origin}) cannot register it")
+        check_contract(kind, name, obj)
         prev = _REGISTRY[kind].get(name)
         if prev is not None and prev is not obj and _qual(prev) != _qual(obj):
             raise ValueError(f"{kind} {name!r} registered twice: {_qual(prev)} and {_qual(obj)}")
         _REGISTRY[kind][name] = obj
         _ORIGIN[kind][name] = origin
+        declared = plugins.declared(kind).get(name) if kind in plugins.KIND_GROUPS else None
+        if declared is not None and declared.file is not None and not origin.startswith("ctxbench."):
+            _PLUGIN[kind][name] = declared  # unpublished code registering itself as it is imported
         for a in aliases:
             _ALIASES[kind][a] = name
         return obj
 
     return deco
+
+
+def check_contract(kind: str, name: str, obj: Any) -> None:
+    """What a kind's objects must be, checked when one registers (a system: :func:`check_system`; a metric:
+    ``name``, ``version``, ``reference`` and ``score``)."""
+    if kind in SYSTEM_KINDS:
+        from ctxbench.core.system import check_system
+
+        check_system(kind, name, obj)
+    elif kind == "metric":
+        missing = [a for a in ("name", "version", "score") if getattr(obj, a, None) is None]
+        if missing:
+            from ctxbench.core.system import ContractError
+
+            raise ContractError(f"metric {name!r}: {getattr(obj, '__qualname__', obj)!r} has no {', '.join(missing)} "
+                                "(a metric has name, version, reference and score(prediction, question))")
+
+
+def _builtin(kind: str) -> set[str]:
+    return set(registry_index.entries(PACKAGES)[kind]) | set(registry_index.aliases(PACKAGES)[kind])
+
+
+def plugin_names(kind: str) -> dict[str, plugins.Plugin]:
+    """name → :class:`ctxbench.core.plugins.Plugin` of every plug-in declaring a ``kind`` (nothing imported);
+    a clash with a built-in or another plug-in is in its ``problem``."""
+    _check_kind(kind)
+    return plugins.declared(kind, _builtin(kind)) if kind in plugins.KIND_GROUPS else {}
+
+
+def plugin_of(kind: str, name: str) -> plugins.Plugin | None:
+    """The plug-in that registered ``name``, None for a built-in."""
+    return _PLUGIN.get(kind, {}).get(name)
+
+
+def used_plugins() -> list[dict[str, Any]]:
+    """Every plug-in this process loaded, as results.json records them (``provenance.plugins``)."""
+    return [p.provenance() for kind in KINDS for p in _PLUGIN[kind].values()]
 
 
 def _qual(obj: Any) -> str:
@@ -90,9 +131,10 @@ def discover() -> None:
 
 
 def names(kind: str) -> list[str]:
-    """Every name registered under ``kind``: read from the source, nothing imported."""
+    """Every name registered under ``kind``: read from the source and the plug-ins' metadata, nothing imported."""
     _check_kind(kind)
-    return sorted(set(registry_index.entries(PACKAGES)[kind]) | set(_REGISTRY[kind]))
+    usable = {n for n, p in plugin_names(kind).items() if p.problem is None}
+    return sorted(set(registry_index.entries(PACKAGES)[kind]) | set(_REGISTRY[kind]) | usable)
 
 
 def aliases(kind: str) -> dict[str, str]:
@@ -122,10 +164,29 @@ def get(kind: str, name: str) -> Any:
     if name not in _REGISTRY[kind]:
         module = registry_index.entries(PACKAGES)[kind].get(name)
         if module is None:
-            raise UnknownName(f"unknown {kind} {name!r}.{suggest(name, names(kind))}")
+            return _get_plugin(kind, name)
         importlib.import_module(module)
         if name not in _REGISTRY[kind]:  # the source said so, the import did not: the index read it wrong
             raise RuntimeError(f"{module} was expected to register {kind} {name!r} and did not")
+    return _REGISTRY[kind][name]
+
+
+def _get_plugin(kind: str, name: str) -> Any:
+    """Load the plug-in declaring ``name`` (one :class:`~ctxbench.core.plugins.PluginError` line if it cannot be)."""
+    p = plugin_names(kind).get(name)
+    if p is None:
+        raise UnknownName(f"unknown {kind} {name!r}.{suggest(name, names(kind))}")
+    obj = plugins.load(p)  # unpublished code registers itself as it is imported
+    if p.file is None:
+        try:
+            check_contract(kind, name, obj)
+        except CtxbenchError as e:
+            raise plugins.PluginError(f"{kind} {name!r} from {p.source}: {e}") from None
+        _REGISTRY[kind][name] = obj
+        _ORIGIN[kind][name] = p.target
+    elif name not in _REGISTRY[kind]:
+        raise plugins.PluginError(f"{kind} {name!r} from {p.source}: importing it registered no {kind} {name!r}")
+    _PLUGIN[kind][name] = p
     return _REGISTRY[kind][name]
 
 

@@ -37,7 +37,7 @@ def _modules(package: str) -> list[tuple[str, str]]:
     return out
 
 
-_CALL = re.compile(r"""(?<![\w.])register\(\s*"([^"]+)"\s*,\s*"([^"]+)"\s*(?:,\s*aliases=\(([^)]*)\)\s*,?\s*)?\)""")
+_CALL = re.compile(r"""(?<![\w.])register\(\s*["']([^"']+)["']\s*,\s*["']([^"']+)["']\s*(?:,\s*aliases=\(([^)]*)\)\s*,?\s*)?\)""")
 _STRING = re.compile(r"""["']([^"']+)["']""")
 
 

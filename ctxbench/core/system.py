@@ -55,6 +55,7 @@ class System(abc.ABC):
     """Abstract base of every evaluated system; see the module docstring for the contract."""
 
     answer_writes_state: ClassVar[bool] = False
+    needs_embedder: ClassVar[bool] = False  # the evaluator builds the run's embedder and hands it over
     answer_cap_key: ClassVar[str] = "max_new_tokens"  # the config key of the system's own answer cap
     # a baseline that answers from the whole history (full_context, method=lm, full_cache): a held context
     # near the history's size is what it is for, labelled expected in health.warnings, not a fault

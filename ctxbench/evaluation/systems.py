@@ -211,13 +211,13 @@ def _memory_builder(cfg: Any, mem: Any) -> tuple[Any, Any]:
     The cheap checks run first: an OpenAI-compatible server is asked whether it is there, knows
     the key and the model (``preflight``) before the embedder loads.
     """
-    from ctxbench.core.registry import build
+    from ctxbench.core.registry import build, get
     from ctxbench.llm.shared import SharedLLM
 
     llm = SharedLLM(build("llm", cfg.llm))
     preflight(llm.inner)
     embedder = None
-    if mem.needs_embedder:
+    if get("memory", str(mem.name)).needs_embedder:
         embedder_cfg = chosen(cfg, "embedder")
         if not embedder_cfg:
             raise DataError("eval", f"memory={mem.name} needs an embedder (embedder=minilm)", field="embedder")

@@ -16,6 +16,15 @@ PROMPTS: dict[str, AnswerPrompt] = {p.name: p for p in (locomo.PROMPT, mem0.PROM
 def get_prompt(name: str | None) -> AnswerPrompt:
     """The prompt called ``name`` (None: the default); one line naming the key otherwise."""
     key = DEFAULT if name is None else str(name)
-    if key not in PROMPTS:
-        raise ConfigError(f"qa_prompt={key!r} is not an answer prompt; use one of {', '.join(PROMPTS)}")
-    return PROMPTS[key]
+    if key in PROMPTS:
+        return PROMPTS[key]
+    from ctxbench.core.registry import get, plugin_names
+
+    if key not in plugin_names("qa_prompt"):
+        raise ConfigError(f"qa_prompt={key!r} is not an answer prompt; use one of "
+                          f"{', '.join([*PROMPTS, *plugin_names('qa_prompt')])}")
+    prompt = get("qa_prompt", key)  # a plug-in's: an AnswerPrompt instance
+    if not isinstance(prompt, AnswerPrompt):
+        raise ConfigError(f"qa_prompt={key!r}: the plug-in's object is a {type(prompt).__name__}, not an AnswerPrompt "
+                          "(ctxbench.api.AnswerPrompt)")
+    return prompt

@@ -221,9 +221,13 @@ def provenance(placement: dict[str, Any] | None = None) -> dict[str, Any]:
 
     The git state is recorded beside it (:func:`git_info`).
     """
+    from ctxbench.core.registry import used_plugins
+
     packages, plat = _installed()
     out = {"python": platform.python_version(), "packages": dict(packages), "platform": dict(plat),
            "device": device_info()}
+    if used_plugins():  # plug-ins beside ctxbench's own: name, distribution and version, or file and sha256
+        out["plugins"] = used_plugins()
     if placement is not None:
         out["placement"] = dict(placement)
     return out
@@ -257,6 +261,10 @@ def provenance_line(results: dict[str, Any]) -> str:
         procs = int(place.get("processes") or 1)
         parts.append(f"model on {place['device']} {place.get('dtype')}"
                      + (f" ({procs} processes)" if procs > 1 else ""))
+    for p in prov.get("plugins") or []:  # plug-ins beside ctxbench's own provenance
+        parts.append(f"plug-in {p.get('kind')}={p.get('name')} from "
+                     + (f"{p['distribution']} {p.get('version')}" if p.get("distribution")
+                        else f"{os.path.basename(str(p.get('file')))} sha256:{str(p.get('sha256'))[:12]}"))
     git = results.get("git") or {}
     commit = git.get("commit")
     parts.append(f"git {commit[:7]}{' (dirty)' if git.get('dirty') else ''}" if commit else "git none")

@@ -18,17 +18,29 @@ from typing import Any
 GROUPS = ("model", "method", "dataset", "launcher", "logger", "memory", "task", "llm", "embedder")
 COMMANDS = ("train", "eval", "bench", "score", "report", "data", "export", "ls", "reproduce", "view", "check", "new")
 _registered = False
+# plug-ins' settings (ctxbench.config.plugin_options): group -> option name -> its schema, beside the built-ins'
+_PLUGIN_SCHEMAS: dict[str, dict[str, Any]] = {}
 
 
 def group_schemas(group: str) -> dict[str, Any]:
-    """Schema node name (``lococo``) → schema class, for one config group."""
-    return importlib.import_module(f"ctxbench.config.schemas.{group}").SCHEMAS
+    """Schema node name (``lococo``) → schema class, for one config group (plug-ins' options included)."""
+    return {**importlib.import_module(f"ctxbench.config.schemas.{group}").SCHEMAS, **_PLUGIN_SCHEMAS.get(group, {})}
 
 
 def schemas_named(group: str, name: Any) -> tuple[Any, ...]:
     """The schemas an option composing to ``name: NAME`` may come from (the first that has a key wins)."""
+    if name is not None and str(name) in _PLUGIN_SCHEMAS.get(group, {}):
+        return (_PLUGIN_SCHEMAS[group][str(name)],)
     by_name = importlib.import_module(f"ctxbench.config.schemas.{group}").BY_NAME
     return by_name.get(str(name), ()) if name is not None else ()
+
+
+def add_plugin_schema(group: str, name: str, schema: Any) -> None:
+    """A plug-in's settings become the schema of option ``group=name`` (types and bounds checked like a built-in's)."""
+    _PLUGIN_SCHEMAS.setdefault(group, {})[name] = schema
+    from ctxbench.config.schema import schema as key_table
+
+    key_table.cache_clear()
 
 
 def command_schema(command: str) -> Any:
