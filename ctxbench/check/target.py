@@ -7,7 +7,6 @@ through the one evaluator exactly as a run would.
 """
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,29 +114,16 @@ def resolve(kind: str, name: Any, cfg: Any = None, *, overrides: dict[str, Any] 
 
 
 def default_config(kind: str, name: str, obj: Any) -> Any:
-    """``name``'s config when none is given: its conf option (a built-in), else its ``Settings`` defaults."""
+    """``name``'s config when none is given: its conf option (a built-in), else its ``Settings`` defaults
+    (:mod:`ctxbench.config.plugin_options`, as ``eval`` composes a plug-in's option)."""
     from ctxbench.core.paths import conf_dir
 
-    group = kind
-    if (conf_dir() / group / f"{name}.yaml").is_file():
+    if (conf_dir() / kind / f"{name}.yaml").is_file():
         from ctxbench.config.schemas import load_option
 
-        return load_option(group, name)
-    settings = getattr(obj, "Settings", None)
-    if settings is not None and dataclasses.is_dataclass(settings):
-        return OmegaConf.create({"name": name, **settings_defaults(settings)})
-    return OmegaConf.create({"name": name})
+        return load_option(kind, name)
+    from ctxbench.config.plugin_options import option_schema
+    from ctxbench.config.setting import defaults
 
-
-def settings_defaults(settings: type) -> dict[str, Any]:
-    """A ``Settings`` dataclass's defaults as plain values (nested dataclasses as mappings)."""
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(settings):
-        if f.default is not dataclasses.MISSING:
-            value = f.default
-        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-            value = f.default_factory()  # type: ignore[misc]
-        else:
-            continue
-        out[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
-    return out
+    node = defaults(option_schema(name, obj))
+    return OmegaConf.create({"name": name, **{k: v for k, v in node.items() if k != "name"}})
