@@ -295,12 +295,16 @@ def print_help(command: str, argv: list[str]) -> None:
         _fail(_one_line(e))
 
 
-LIST_VALUE_KEYS = ("compare=", "reruns=", "decay=")
+LIST_VALUE_KEYS = ("compare=", "reruns=", "decay=", "runs=", "board=", "table=")
+PATH_VALUE_KEYS = ("out=",)  # quoted only when Hydra's lexer would refuse it (``out=~/board.md``)
 
 
 def quote_list_value(arg: str) -> str:
     """``compare=A,B`` → ``compare='A,B'``: Hydra reads an unquoted comma as a sweep; the folders are
-    one string, split by the report. A value already quoted or bracketed is left as it is."""
+    one string, split by the report (``runs=A,B``, a ``board=~/b.yaml`` whose ``~`` Hydra's lexer
+    refuses). A value already quoted or bracketed is left as it is."""
+    if arg.startswith(PATH_VALUE_KEYS) and arg.partition("=")[2].startswith("~"):
+        return "out='" + arg.partition("=")[2].replace("'", "\\'") + "'"
     if not arg.startswith(LIST_VALUE_KEYS):
         return arg
     key, _, value = arg.partition("=")

@@ -180,6 +180,21 @@ def test_the_docs_have_commands():
         warnings.warn("documented commands not composed:\n  " + "\n  ".join(skipped), stacklevel=1)
 
 
+@pytest.fixture(autouse=True)
+def _example_plugin_installed(tmp_path_factory, monkeypatch):
+    """docs/plugins.md's example package installed (as pip would), so its documented commands compose too."""
+    from ctxbench.config import plugin_options
+    from ctxbench.core import registry
+    from tests.plugin_dist import example_installed
+
+    for path in example_installed(tmp_path_factory.mktemp("site")):
+        monkeypatch.syspath_prepend(path)
+    registry.forget_plugins()
+    yield
+    registry.forget_plugins()
+    plugin_options.forget()
+
+
 def cli_error(cmd: str, monkeypatch, capsys) -> str | None:
     """Why the CLI would refuse this documented line before running it, or None when it composes."""
     argv = argv_of(cmd)

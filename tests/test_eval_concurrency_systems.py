@@ -30,6 +30,7 @@ from ctxbench.memory.prompts import memgpt as MP
 from ctxbench.memory.prompts import readagent as RP
 from ctxbench.memory.prompts.scripting import template_key
 
+from http_memory import with_remote
 from memory_scripted import BowEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,7 +86,7 @@ def samples(n_hist: int = 2, n_q: int = 5) -> list[Sample]:
 
 
 def run(name: str, settings: dict[str, Any], out: Path, concurrency: int) -> list[dict[str, Any]]:
-    cfg = load_conf_file(ROOT / "conf" / "memory" / f"{name}.yaml")
+    cfg = with_remote(name, load_conf_file(ROOT / "conf" / "memory" / f"{name}.yaml"))
     for key, value in {**settings, "progress": False}.items():
         if key in cfg:
             cfg[key] = value

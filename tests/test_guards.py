@@ -28,6 +28,7 @@ from ctxbench.report import board as B
 from ctxbench.report.guards import odd_prompts, run_marks, table_marks
 from ctxbench.report.runs import Run
 from ctxbench.report.tables import add_guards, compare, render, table_report
+from tests.board_runs import eval_config, results_extra, row_system
 from tests.conftest import TINY_ANSWERS, run_cli
 from tests.memory_scripted import BowEmbedder
 from tests.scripted_llm import ScriptedLLM
@@ -215,7 +216,8 @@ def run_folder(d: Path, experiment: str, ids: list[str], prompt: str = "brief", 
                judges: dict | None = None, judging: float | None = None) -> Path:
     (d / ".hydra").mkdir(parents=True)
     (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"experiment={experiment}"]))
-    config = {"seed": 0, "experiment": {"name": experiment, "table": "locomo_all"}}
+    system = row_system(experiment)
+    config = eval_config(system, experiment=experiment)
     (d / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     tq = {"answer_prompt": 900.0, "answer_completion": 10.0, "construction_prompt_amortised": 40.0,
           "construction_completion_amortised": 8.0}
@@ -225,7 +227,8 @@ def run_folder(d: Path, experiment: str, ids: list[str], prompt: str = "brief", 
            "by_category": {"single-hop": {"id": 4, "n": len(ids), "f1": 0.3}},
            "cost": {"tokens_per_question": tq, "held_per_question": {"total": 500.0}},
            "health": {"status": "ok", "warnings": warnings or []}, "qa_prompt": {"name": prompt, "version": "v1"},
-           "created": "2026-12-01T00:00:00Z", "config": config, **({"judges": judges} if judges else {})}
+           "created": "2026-12-01T00:00:00Z", "config": config, **results_extra(system),
+           **({"judges": judges} if judges else {})}
     (d / "results.json").write_text(json.dumps(res))
     (d / "predictions.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
     return d

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,16 +15,16 @@ import pytest
 from ctxbench.config import plugin_options
 from ctxbench.core import plugins, registry
 from tests.conftest import TINY_ANSWERS, run_cli
+from tests.plugin_dist import make_dist
 
 
 def forget_plugins() -> None:
     """What loading plug-ins left in this process: their names, options, registrations and modules."""
-    plugins.reset()
+    registry.forget_plugins()
     plugin_options.forget()
-    for kind in registry.KINDS:
-        for name in list(registry._PLUGIN[kind]):
-            registry._REGISTRY[kind].pop(name, None)
-            registry._PLUGIN[kind].pop(name, None)
+    for mod in [m for m in sys.modules if m.split(".")[0] in ("lastturns_pkg", "other_pkg", "bad_pkg")
+                or m.startswith("ctxbench_plugin_")]:
+        sys.modules.pop(mod)
 
 
 @pytest.fixture(autouse=True)
@@ -33,9 +32,6 @@ def _clean_plugins():
     forget_plugins()
     yield
     forget_plugins()
-    for mod in [m for m in sys.modules if m.split(".")[0] in ("lastturns_pkg", "other_pkg", "bad_pkg")
-                or m.startswith("ctxbench_plugin_")]:
-        sys.modules.pop(mod)
 
 LAST_TURNS = '''
 from dataclasses import dataclass
@@ -92,18 +88,6 @@ class HasDigit:
     def score(self, prediction, question):
         return float(any(c.isdigit() for c in prediction))
 '''
-
-
-def make_dist(root: Path, dist: str, version: str, package: str, source: str, entry_points: dict[str, dict[str, str]]) -> Path:
-    """A distribution as pip installs one: the package and its ``.dist-info`` (METADATA, entry_points.txt)."""
-    (root / package).mkdir(parents=True, exist_ok=True)
-    (root / package / "__init__.py").write_text(textwrap.dedent(source))
-    info = root / f"{dist.replace('-', '_')}-{version}.dist-info"
-    info.mkdir(exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
-    (info / "entry_points.txt").write_text("".join(
-        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) for group, eps in entry_points.items()))
-    return root
 
 
 @pytest.fixture
@@ -281,3 +265,12 @@ def test_importing_the_api_imports_no_torch():
     p = subprocess.run([sys.executable, "-c", "import sys, ctxbench.api; print('torch' in sys.modules)"],
                        capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[1])
     assert p.returncode == 0 and p.stdout.strip() == "False", p.stderr
+
+
+def test_wandb_summary_names_the_plugins():
+    from ctxbench.runs.wandb_log import summary_values
+
+    s = summary_values({"system": "memory=x", "provenance": {"plugins": [
+        {"kind": "memory", "name": "x", "distribution": "x-pkg", "version": "0.3"},
+        {"kind": "metric", "name": "m", "file": "/a/m.py", "sha256": "ab" * 32}]}})
+    assert s["plugins/memory/x"] == "x-pkg 0.3" and s["plugins/metric/m"] == "/a/m.py sha256:" + "ab" * 32

@@ -53,7 +53,13 @@ def test_unknown_name_suggests_without_importing():
 
 
 def test_a_name_registered_at_run_time_is_found():
-    sentinel = object()
+    class Sentinel:  # a metric: checked against the metric contract when it registers
+        name, version, reference = "test_registry_index_runtime", "1", "a test"
+
+        def score(self, prediction, question):
+            return None
+
+    sentinel = Sentinel
     registry.register("metric", "test_registry_index_runtime")(sentinel)
     try:
         assert registry.get("metric", "test_registry_index_runtime") is sentinel
@@ -61,3 +67,11 @@ def test_a_name_registered_at_run_time_is_found():
     finally:
         registry._REGISTRY["metric"].pop("test_registry_index_runtime")
         registry._ORIGIN["metric"].pop("test_registry_index_runtime")
+
+
+def test_a_metric_that_breaks_the_contract_is_refused_when_it_registers():
+    from ctxbench.core.system import ContractError
+
+    with pytest.raises(ContractError, match="has no version"):
+        registry.register("metric", "test_registry_index_noversion")(type("NoVersion", (), {"name": "x", "score": len}))
+    assert "test_registry_index_noversion" not in registry._REGISTRY["metric"]

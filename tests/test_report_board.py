@@ -8,6 +8,7 @@ import yaml
 
 from ctxbench.report import board as B
 from ctxbench.report.tables import read_yaml, table_report
+from tests.board_runs import eval_config, results_extra, row_system
 from tests.conftest import run_cli
 
 
@@ -16,7 +17,8 @@ def board_run(d: Path, experiment: str, f1: float, tokens: float, ids: list[str]
     """A run folder; ``held`` = held context per question (-1: ``tokens * 0.8``; None: a pre-cost-4 run)."""
     (d / ".hydra").mkdir(parents=True)
     (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"experiment={experiment}"]))
-    config = {"seed": 0, "experiment": {"name": experiment, "table": "locomo_all"}}
+    system = row_system(experiment)
+    config = eval_config(system, experiment=experiment)
     (d / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     overall = {"n": len(ids), "f1": f1, "f1_stderr": 0.01, "bleu1": f1 / 2, "bleu1_stderr": 0.005,
                "rougeL": f1, "rougeL_stderr": 0.01}
@@ -31,7 +33,7 @@ def board_run(d: Path, experiment: str, f1: float, tokens: float, ids: list[str]
         cost["held_per_question"] = {"axis": "text tokens + KV slots + soft slots", "text": total, "kv_slots": 0,
                                      "soft_slots": 0, "total": total, "kv_bytes": kv_bytes}
     res = {"overall": overall, "by_category": {}, "cost": cost, "health": {"status": "ok"},
-           "created": "2026-12-01T00:00:00Z", "config": config}
+           "created": "2026-12-01T00:00:00Z", "config": config, **results_extra(system)}
     (d / "results.json").write_text(json.dumps(res))
     (d / "predictions.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
     return d
@@ -96,4 +98,4 @@ def test_report_cli_lists_boards_and_writes_the_board(tmp_path):
     out = tmp_path / "board.md"
     p = run_cli("report", "table=locomo_all", f"runs={tmp_path / 'runs'}", f"out={out}")
     assert p.returncode == 0, p.stderr
-    assert out.exists() and out.with_suffix(".png").exists() and "experiments found: locomo_all_rag" in p.stdout
+    assert out.exists() and out.with_suffix(".png").exists() and "rows filled: rag" in p.stdout and "report: used " in p.stdout

@@ -5,8 +5,11 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 from ctxbench.config.schema import check_types
+from ctxbench.report.board_file import load_board
+from ctxbench.report.board_match import config_value, same
 from ctxbench.report.tables import PAPERS_DIR, load_table, read_yaml, table_kind, table_names
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -51,6 +54,13 @@ def test_experiment_composes_at_each_scale(name, scale):
         rows = read_yaml(cfg.experiment.table)["rows"]
         assert cfg.experiment.name == name and cfg.experiment.scale == scale
         assert name in {r["experiment"] for r in rows}
+        # the run this experiment makes fills its row: the row's system, and the board's settings hold
+        board = load_board(cfg.experiment.table)
+        row = next(r for r in board["rows"] if r.get("experiment") == name)
+        group = "method" if cfg.get("method") is not None else "memory"
+        assert row["system"] == f"{group}={cfg[group].name}" and row["dataset"] == cfg.dataset.name, name
+        plain = OmegaConf.to_container(cfg, resolve=False)
+        assert all(same(config_value(plain, k), v) for k, v in row["settings"].items()), (name, row["settings"])
         assert (cfg.llm.name, cfg.dataset.name, list(cfg.dataset.categories)) == ("hf", "locomo", [1, 2, 3, 4])
         if scale == "cpu":  # the CPU slice: conv-26, its first 2 sessions, on the packaged SmolLM2
             assert (list(cfg.dataset.conversations), cfg.dataset.sessions, cfg.model.name) == (["conv-26"], 2,

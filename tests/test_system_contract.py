@@ -24,6 +24,7 @@ from ctxbench.core.render import render_history
 from ctxbench.core.system import ContractError, System
 from ctxbench.core.types import History, Prediction, Question, Sample, Session, Turn, Usage
 
+from http_memory import with_remote
 from memory_scripted import BowEmbedder
 from ctxbench.config.schemas import load_conf_file
 from ctxbench.config.compose import option_config
@@ -95,7 +96,7 @@ def scripted_memory_run(name: str, samples, folder, max_sessions: int | None = N
     """Memory system ``name`` (its composed config) on ``samples`` through the evaluator, on the bench's scripted
     chat model and the bag-of-words embedder: (results, predictions.jsonl records, the scripted model, the
     config it was built from)."""
-    cfg = composed("memory", name)
+    cfg = with_remote(name, composed("memory", name))  # memory=http: the reference server in a thread
     if max_sessions is not None and ("max_sessions" in cfg or cfg.get("needs_embedder")):
         cfg.max_sessions = max_sessions
     if "progress" in cfg:

@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from ctxbench.check.result import Fail, Skip
-from ctxbench.api import History, Prediction, Question, Sample, Usage
+from ctxbench.core.types import History, Prediction, Question, Sample, Usage
 
 CALL = ("prompt_tokens", "completion_tokens", "calls")
 

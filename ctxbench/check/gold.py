@@ -16,7 +16,7 @@ from typing import Any
 
 from ctxbench.check.harness import run
 from ctxbench.check.result import Fail
-from ctxbench.api import Question, Sample
+from ctxbench.core.types import Question, Sample
 
 MARK = "zqgold"  # in no history: its appearance anywhere the system wrote means gold reached it
 FIELDS = ("answer", "adversarial_answer", "evidence", "meta.outputs", "meta.evidence_sessions")

@@ -19,7 +19,7 @@ from typing import Any
 from ctxbench.check.doubles import CheckLLM, Interrupted, WordHashEmbedder
 from ctxbench.check.target import Target
 from ctxbench.core.errors import CtxbenchError
-from ctxbench.api import Prediction, Usage
+from ctxbench.core.types import Prediction, Usage
 
 # what differs between two runs of the same system on the same data: wall-clock seconds and the process's memory
 TIMING = (("answer_seconds",), ("lock_wait_seconds",), ("usage", "answer_seconds"), ("usage", "ingest_seconds"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from ctxbench.api import History, Question, Sample, Session, Turn
+from ctxbench.core.types import History, Question, Sample, Session, Turn
 
 
 def samples_to_json(samples: list[Sample]) -> list[dict[str, Any]]:

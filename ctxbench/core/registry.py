@@ -104,6 +104,22 @@ def plugin_of(kind: str, name: str) -> plugins.Plugin | None:
     return _PLUGIN.get(kind, {}).get(name)
 
 
+def builtin_names(kind: str) -> list[str]:
+    """The names ctxbench's own packages register under ``kind`` (no plug-in's)."""
+    _check_kind(kind)
+    return sorted(registry_index.entries(PACKAGES)[kind])
+
+
+def forget_plugins() -> None:
+    """Drop every plug-in's registration and the plug-ins known by name (tests; a process that installs one)."""
+    for kind in KINDS:
+        for name in list(_PLUGIN[kind]):
+            _REGISTRY[kind].pop(name, None)
+            _ORIGIN[kind].pop(name, None)
+        _PLUGIN[kind].clear()
+    plugins.reset()
+
+
 def used_plugins() -> list[dict[str, Any]]:
     """Every plug-in this process loaded, as results.json records them (``provenance.plugins``)."""
     return [p.provenance() for kind in KINDS for p in _PLUGIN[kind].values()]

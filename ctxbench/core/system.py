@@ -112,7 +112,8 @@ class System(abc.ABC):
 
     def construction_stopped(self) -> dict[str, int] | None:
         """``{"step", "steps", "failed_calls"}`` when building the current history stopped at ``step``
-        (1-based) of ``steps`` after a failed LLM call: the history is not answered in this run (a
+        (1-based) of ``steps`` after a failed LLM call, or with ``"error"`` (one line) when it stopped for
+        another reason (memory=http: its remote failed): the history is not answered in this run (a
         half-built memory publishes nothing) and a rerun resumes at that step. None: it was built."""
         return None
 
@@ -126,6 +127,14 @@ class System(abc.ABC):
 
     def close(self) -> None:
         """Release files and connections."""
+
+    def estimate_calls(self, history: History, questions: list[Question]) -> Any:
+        """What building ``history`` and answering ``questions`` will call (``eval estimate=true``,
+        :mod:`ctxbench.core.plan`); a system that does not say raises :class:`~ctxbench.core.plan.CannotEstimate`."""
+        from ctxbench.core.plan import CannotEstimate
+
+        raise CannotEstimate(f"{type(self).__name__} declares no estimate_calls: it cannot say before it runs what "
+                             "it will call (docs/plugins.md: estimate_calls)")
 
     def placement(self) -> dict[str, str] | None:
         """``{"device", "dtype"}`` of the system's own model; None when it has none."""

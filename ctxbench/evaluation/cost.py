@@ -59,7 +59,10 @@ def account_construction(system: System, usage: Usage, meter: tuple[int, ...], s
 
 
 def failed_answer(pred: Prediction, usage: Usage) -> bool:
-    """Every LLM call of the answer failed, or one failed and left no text."""
+    """Every LLM call of the answer failed, or one failed and left no text, or the system says it gave no
+    answer (``meta["failed"]``: memory=http's remote did not answer; ``meta["error"]`` says why)."""
+    if (pred.meta or {}).get("failed") is True:
+        return True
     failed = int(usage.extra.get("failed_calls", 0) or 0)
     return failed > 0 and (failed >= usage.answer_calls or not pred.text.strip())
 

@@ -174,6 +174,13 @@ class Recorder:
         self.bar.update(1)
 
 
+def stopped_why(stopped: dict[str, Any]) -> str:
+    """One line for a construction that stopped: at which step, after what (a failed LLM call, or the system's
+    own ``error``: memory=http's remote, naming its url and endpoint)."""
+    where = f"construction stopped at step {stopped['step']}/{stopped['steps']}"
+    return f"{where}: {stopped['error']}" if stopped.get("error") else f"{where} after a failed call"
+
+
 class HistoryTasks:
     """One history's tasks for :func:`ctxbench.evaluation.pool.run_tasks`: ingest, answer each
     pending question, then release the history's system.
@@ -216,7 +223,7 @@ class HistoryTasks:
     def leave_unanswered(self, system: System, stopped: dict[str, int]) -> None:
         """Construction stopped at a failed call: every pending question written ``failed`` (not an
         answer: never scored, answered on the rerun that finishes the construction)."""
-        why = f"construction stopped at step {stopped['step']}/{stopped['steps']} after a failed call"
+        why = stopped_why(stopped)
         tqdm.write(f"eval: history {self.hid}: {why}; its {len(self.pending)} question(s) are not answered in this "
                    "run (rerun in the same run folder to resume the construction at that step)")
         construction = self.construction_of(system, Usage())

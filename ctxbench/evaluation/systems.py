@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from ctxbench.core.errors import ConfigError
 from ctxbench.data.errors import DataError
 from ctxbench.llm.base import preflight
 from ctxbench.core.system import ContractError, System
@@ -214,6 +215,10 @@ def _memory_builder(cfg: Any, mem: Any) -> tuple[Any, Any]:
     from ctxbench.core.registry import build, get
     from ctxbench.llm.shared import SharedLLM
 
+    missing = sorted(OmegaConf.missing_keys(mem))  # memory=http's url: said before the LLM loads
+    if missing:
+        keys = [k if k.startswith("memory.") else f"memory.{k}" for k in missing]
+        raise ConfigError(f"memory={mem.name}: set {', '.join(keys)} (it has no default)")
     llm = SharedLLM(build("llm", cfg.llm))
     preflight(llm.inner)
     embedder = None

@@ -99,6 +99,11 @@ class SharedLLM(BackendWrapper):
             log_call(call_record(params["phase"], r, m, params))
         return rs
 
+    def released(self) -> Any:
+        """The workers' lock let go for a wait that is not a call of this backend (memory=http's request to its
+        remote), so other histories and questions go on meanwhile; a no-op off the workers."""
+        return self._released()
+
     def _released(self) -> Any:
         import contextlib
 

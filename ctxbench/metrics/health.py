@@ -53,7 +53,8 @@ def run_health(records: list[dict[str, Any]], max_failed_fraction: float = DEFAU
     reason = "; ".join(reasons) + f" (more than max_failed_fraction={limit:g})" if reasons else ""
     stopped = stopped_histories(records)
     if stopped:
-        reason = "; ".join([f"history {h}: construction stopped at step {s['step']}/{s['steps']} after a failed call"
+        reason = "; ".join([f"history {h}: construction stopped at step {s['step']}/{s['steps']}"
+                            + (f": {s['error']}" if s.get("error") else " after a failed call")
                             for h, s in stopped.items()] + ([reason] if reason else []))
     return {"llm_calls": calls, "failed_calls": failed, "empty_replies": empty, "structured_calls": structured,
             "invalid_outputs": invalid,

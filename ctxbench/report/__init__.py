@@ -2,6 +2,7 @@
 
     python -m ctxbench report sweep=multirun/train/<time>            # sweep.md + sweep.png in that folder
     python -m ctxbench report table=amem_locomo_table1 [runs=DIR]   # ours vs the paper, with differences
+    python -m ctxbench report board=locomo_all|FILE runs=DIR[,DIR]  # systems side by side (board.py; a board file anywhere)
     python -m ctxbench report compare=RUN_A,RUN_B                    # B - A per metric: paired bootstrap CI, p
     python -m ctxbench report reruns=RUN1,RUN2,...                   # the variance of the system vs the judge
     python -m ctxbench report decay=RUN1,RUN2,...                    # accuracy by evidence age, runs side by side
@@ -47,16 +48,14 @@ def main(cfg: Any) -> dict[str, Any] | None:
         print_summary(result)
         log_to_wandb(cfg, "sweep", result)
         return result
+    if cfg.board or (cfg.table and _is_board(str(cfg.table))):
+        return board_command(cfg, str(cfg.board or cfg.table))
     if cfg.table:
         from ctxbench.report.tables import table_report
 
-        roots = _paths(cfg.runs) or [Path(r) for r in DEFAULT_ROOTS]
-        missing = [str(r) for r in _paths(cfg.runs) if not r.exists()]
-        if missing:
-            raise ReportError(f"runs: no such folder: {', '.join(missing)}")
+        roots = _roots(cfg)
         out = Path(cfg.out) if cfg.out else None
         result = table_report(str(cfg.table), roots, out)
-        log_to_wandb(cfg, "board", result, str(cfg.table))
         print(result["markdown"])
         png = "".join(f" and {result[k]}" for k in ("png", "csv") if result.get(k))
         print(f"report: wrote {result['path']}{png} (runs searched: {', '.join(map(str, roots))}; "
@@ -73,12 +72,51 @@ def main(cfg: Any) -> dict[str, Any] | None:
             return result
     from ctxbench.report.tables import table_names
 
-    print("usage: python -m ctxbench report sweep=DIR | table=NAME [runs=DIR] | compare=RUN_A,RUN_B | "
+    print("usage: python -m ctxbench report sweep=DIR | table=NAME [runs=DIR] | board=NAME|FILE [runs=DIR,...] | "
+          "compare=RUN_A,RUN_B | "
           "reruns=RUN1,RUN2,... | decay=RUN1,RUN2,... | judges [judge.panel=[...]]\npaper tables: "
           + ", ".join(table_names()) + "\nboards (systems side by side): " + ", ".join(table_names("board"))
           + "\nmethods x compression ratios: " + ", ".join(table_names("ruler"))
           + "\nLongMemEval, published beside ours: " + ", ".join(table_names("longmemeval")))
     return None
+
+
+def _roots(cfg: Any) -> list[Path]:
+    """``runs=`` (``~`` expanded; each must exist), else outputs/ and multirun/."""
+    import os
+
+    given = [Path(os.path.expanduser(str(p))) for p in _paths(cfg.runs)]
+    missing = [str(r) for r in given if not r.exists()]
+    if missing:
+        raise ReportError(f"runs: no such folder: {', '.join(missing)}")
+    return given or [Path(r) for r in DEFAULT_ROOTS]
+
+
+def _is_board(table: str) -> bool:
+    """``table=`` naming a board: a stored one (kind: board) or a file (a path or a .yaml name)."""
+    from ctxbench.report.board_file import looks_like_file
+    from ctxbench.report.tables import PAPERS_DIR, table_kind
+
+    if looks_like_file(table):
+        return True
+    return (PAPERS_DIR / f"{table}.yaml").exists() and table_kind(table) == "board"
+
+
+def board_command(cfg: Any, spec: str) -> dict[str, Any]:
+    """``report board=NAME|FILE runs=DIR,...``: the board, then one line per run found (which row it
+    filled, or why it was skipped), then where it was written."""
+    from ctxbench.report.board import run_board
+
+    roots = _roots(cfg)
+    result = run_board(spec, roots, cfg.out, cfg.add_unmatched)
+    log_to_wandb(cfg, "board", result, result["board"]["name"])
+    print(result["markdown"])
+    for line in result["lines"]:
+        print(f"report: {line}")
+    png = f" and {result['png']}" if result.get("png") else ""
+    print(f"report: wrote {result['path']}{png} (runs searched: {', '.join(map(str, roots))}; "
+          f"rows filled: {', '.join(result['found']) or 'none'})")
+    return result
 
 
 def log_to_wandb(cfg: Any, kind: str, result: dict[str, Any], table: str = "") -> None:
@@ -92,9 +130,6 @@ def log_to_wandb(cfg: Any, kind: str, result: dict[str, Any], table: str = "") -
         root = Path(str(cfg.sweep_dir))
         log_report(cfg, "sweep", root.name, root / "sweep.wandb_id", result["rows"], result.get("png_path"),
                    group=sweep_group(root))
-    elif result.get("path") and "png" in result and "records" in result:  # a board (report/board.py)
-        from ctxbench.report.tables import table_kind
-
-        if table_kind(table) == "board":
-            out = Path(result["path"])
-            log_report(cfg, "board", table, out.with_suffix(".wandb_id"), result["records"], result.get("png"))
+    elif kind == "board" and result.get("path"):  # a board (report/board.py)
+        out = Path(result["path"])
+        log_report(cfg, "board", table, out.with_suffix(".wandb_id"), result["records"], result.get("png"))

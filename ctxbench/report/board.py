@@ -1,17 +1,22 @@
-"""A board: many systems on the same questions, one row each (``report table=locomo_all``).
+"""A board: many systems on the same questions, one row each (``report board=NAME|FILE runs=DIR,...``;
+``report table=locomo_all`` is the same).
 
 A paper table (:mod:`.tables`) sets ours beside published cells; a board has no published values. Its
-YAML (``ctxbench/report/papers/<NAME>.yaml`` with ``kind: board``) lists ``rows`` — ``row``, ``label``,
-``paradigm`` (compression | memory | baseline), the ``experiment`` whose newest run fills it and, for a
-trained method, ``trained_by`` (the train experiment that makes its checkpoint). Each row reads its
-run's results.json: F1, BLEU-1, ROUGE-L ± bootstrap stderr (J when the run has ``llm_judge``), session
-evidence recall@5 when some row's run has ``evidence_recall`` (systems that retrieve), held
-context per question (results.json ``cost.held_per_question.total``: text tokens + KV slots + soft
-slots the answering model holds when it answers, the one axis every paradigm is counted on), tokens per
-question kept apart — read and written by the answering model, construction (amortised), judging —,
-memory held per history (KV bytes for a compression method, items and tokens for a memory system),
-answer latency p50, ingest seconds, and ``guards``: why the row's number may not measure a memory
-(:mod:`.guards`: the run's ``health.warnings``, a lenient judge, an answer prompt other than the other rows').
+file (:mod:`.board_file`: a stored ``ctxbench/report/papers/<NAME>.yaml`` with ``kind: board``, or a
+user's file anywhere) lists ``rows`` — ``system``, ``dataset``, ``settings``, ``label``, ``paradigm``
+(compression | memory | baseline), for a trained method ``trained_by`` and, for ``reproduce``, the
+``experiment`` that makes the row. The run folders given fill the rows by system, dataset and settings
+(:mod:`.board_match`; runs of a system no row names get rows of their own with ``add_unmatched``);
+each run's line says which row it filled or why it was skipped. The columns (:mod:`.board_columns`)
+are registered metrics (F1, BLEU-1, ROUGE-L ± bootstrap stderr, J when a run has ``llm_judge``, or any
+other, a plug-in's included) and cost columns: session evidence recall@5 when some row's run has
+``evidence_recall`` (systems that retrieve), held context per question (results.json
+``cost.held_per_question.total``: text tokens + KV slots + soft slots the answering model holds when it
+answers, the one axis every paradigm is counted on), tokens per question kept apart — read and written
+by the answering model, construction (amortised), judging —, memory held per history (KV bytes for a
+compression method, items and tokens for a memory system), answer latency p50, ingest seconds; last
+``guards``: why the row's number may not measure a memory (:mod:`.guards`: the run's
+``health.warnings``, a lenient judge, an answer prompt other than the other rows').
 
 Rows are compared only on the same questions: each run's question ids (predictions.jsonl) are
 hashed; a row whose set differs from the most common one is marked and left off the plot.
@@ -23,32 +28,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ctxbench.report.guards import MARKS_NOTE, answer_prompt, odd_prompts, run_marks
 from ctxbench.metrics.evidence_recall import headline as recall_headline
 from ctxbench.metrics.judges.leniency import lenient_metrics
+from ctxbench.report import board_columns as C
+from ctxbench.report.board_match import Matched, match_runs
+from ctxbench.report.guards import MARKS_NOTE, answer_prompt, odd_prompts, run_marks
 from ctxbench.report.markdown import MISSING, md_table
-from ctxbench.report.runs import ReportError, Run
+from ctxbench.report.runs import Run, find_runs
 
 METRICS = (("F1", "f1"), ("BLEU-1", "bleu1"), ("ROUGE-L", "rougeL"), ("J", "llm_judge"))
-PARADIGMS = ("compression", "memory", "baseline")
-RECALL_K = 5  # the board's evidence-recall column: session recall_any@5 (results.json evidence_recall)
-
-
-def check_board(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    for key in ("name", "rows"):
-        if key not in data:
-            raise ReportError(f"{path}: missing required key {key!r}")
-    for i, row in enumerate(data["rows"]):
-        for key in ("row", "experiment"):
-            if key not in row:
-                raise ReportError(f"{path}: rows[{i}] has no {key!r} key")
-        if row.get("paradigm", "memory") not in PARADIGMS:
-            raise ReportError(f"{path}: rows[{i}].paradigm={row.get('paradigm')!r}: use one of {PARADIGMS}")
-    return data
+RECALL_K = C.RECALL_K
+HELD_UNKNOWN = C.HELD_UNKNOWN
 
 
 def question_ids(run: Run) -> list[str]:
@@ -78,15 +73,20 @@ def _num(node: Any, *keys: str) -> float | None:
 
 
 def row_record(spec: dict[str, Any], run: Run | None) -> dict[str, Any]:
-    """One board row: the run's overall metrics with stderr, cost, memory and latency."""
+    """One board row: the run's overall metrics with stderr (every one it has, ``metrics``; F1, BLEU-1,
+    ROUGE-L and J also flat), cost, memory and latency."""
     rec: dict[str, Any] = {"row": spec["row"], "label": spec.get("label", spec["row"]),
-                           "paradigm": spec.get("paradigm", "memory"), "experiment": spec["experiment"],
+                           "paradigm": spec.get("paradigm", "memory"), "system": spec.get("system"),
+                           "dataset": spec.get("dataset"), "settings": spec.get("settings") or {},
+                           "added": bool(spec.get("added")), "experiment": spec.get("experiment"),
                            "trained_by": spec.get("trained_by"), "run": None if run is None else str(run.path)}
     if run is None or not run.results or not run.results.get("overall"):
         return rec
     res, ov = run.results, run.results["overall"]
     cost = res.get("cost") or {}
     rec["n"] = ov.get("n")
+    rec["metrics"] = {k: float(v) for k, v in ov.items()
+                      if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "n"}
     for _, key in METRICS:
         rec[key], rec[f"{key}_stderr"] = _num(ov, key), _num(ov, f"{key}_stderr")
     tq = cost.get("tokens_per_question") or {}
@@ -106,7 +106,8 @@ def row_record(spec: dict[str, Any], run: Run | None) -> dict[str, Any]:
                answer_prompt=answer_prompt(res), guards=run_marks(res))
     rec["session_recall"] = recall_headline(res.get("evidence_recall"), RECALL_K)  # systems that retrieve
     rec["questions"] = question_hash(question_ids(run))
-    rec["llm_judge_lenient"] = "llm_judge" in lenient_metrics(res)  # its judge flagged on the calibration set
+    rec["lenient"] = sorted(lenient_metrics(res))  # metrics whose judge was flagged on the calibration set
+    rec["llm_judge_lenient"] = "llm_judge" in rec["lenient"]
     return rec
 
 
@@ -136,67 +137,23 @@ def mark_prompts(records: list[dict[str, Any]]) -> None:
         next(r for r in records if r["row"] == row).setdefault("guards", []).append(mark)
 
 
-def _with_se(r: dict[str, Any], key: str) -> str:
-    v, se = r.get(key), r.get(f"{key}_stderr")
-    if v is None:
-        return MISSING
-    lenient = " (lenient)" if r.get(f"{key}_lenient") else ""
-    return f"{v:.3f}" + ("" if se is None else f" ± {se:.3f}") + lenient
-
-
-def _bytes(v: float | None) -> str:
-    if not v:
-        return MISSING
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if v >= size:
-            return f"{v / size:.1f} {unit}"
-    return f"{v:.0f} B"
-
-
-def _memory(r: dict[str, Any]) -> str:
-    if r.get("kv_bytes"):
-        return f"{_bytes(r['kv_bytes'])} KV"
-    items, toks = r.get("memory_items"), r.get("memory_tokens")
-    if not items and not toks:
-        return MISSING
-    return f"{items or 0:,.0f} items / {toks or 0:,.0f} tok"
-
-
-def _tok(v: float | None) -> str:
-    return MISSING if v is None else f"{v:,.0f}"
-
-
-HELD_UNKNOWN = "not counted (pre cost-4)"
-
-
-def _held(r: dict[str, Any]) -> str:
-    return HELD_UNKNOWN if r.get("held") is None else _tok(r["held"])
-
-
-def _sec(v: float | None) -> str:
-    return MISSING if v is None else f"{v:.2f}"
+ADDED = " (added from runs)"
 
 
 def render_board(board: dict[str, Any], records: list[dict[str, Any]], png: str | None) -> str:
-    judged = any(r.get("llm_judge") is not None for r in records)
-    metrics = [(label, key) for label, key in METRICS if key != "llm_judge" or judged]
-    recall = any(r.get("session_recall") is not None for r in records)
+    columns = C.shown(board.get("columns") or C.parse_columns(None, Path(board.get("path") or board["name"])), records)
+    held = any(c.name == "held" for c in columns)
     front = set(r["row"] for r in records if r.get("pareto"))
-    header = ["system", "paradigm", "n"] + [f"{label} ± SE" for label, _ in metrics] + \
-        ([f"session R@{RECALL_K}"] if recall else []) + ["held / q", "read / q", "written / q", "construction / q", "judging / q", "memory per history",
-         "answer p50 s", "ingest s", "Pareto", "guards"]
+    header = ["system", "paradigm", "n"] + [C.header(c) for c in columns] + (["Pareto"] if held else []) + ["guards"]
     rows = []
     for r in records:
-        label = r["label"] + ("" if r.get("same_questions") in (None, True) else " (other questions)")
+        label = r["label"] + ("" if r.get("same_questions") in (None, True) else " (other questions)") \
+            + (ADDED if r.get("added") else "")
         if r.get("run") is None:
             rows.append([label, r["paradigm"], "no run found"] + [MISSING] * (len(header) - 3))
             continue
-        rows.append([label, r["paradigm"], r.get("n")] + [_with_se(r, key) for _, key in metrics] +
-                    ([MISSING if r.get("session_recall") is None else f"{r['session_recall']:.3f}"] if recall else []) +
-                    [_held(r), _tok(r.get("read_tokens")), _tok(r.get("written_tokens")),
-                     _tok(r.get("construction_tokens")), _tok(r.get("judging_tokens")), _memory(r),
-                     _sec(r.get("answer_p50_s")), _sec(r.get("ingest_s")), "★" if r["row"] in front else "",
-                     "; ".join(r.get("guards") or [])])
+        rows.append([label, r["paradigm"], r.get("n")] + [C.cell(c, r) for c in columns]
+                    + (["★" if r["row"] in front else ""] if held else []) + ["; ".join(r.get("guards") or [])])
     lines = [f"# {board.get('title', board['name'])}", ""]
     if board.get("description"):
         lines += [str(board["description"]).strip(), ""]
@@ -206,19 +163,13 @@ def render_board(board: dict[str, Any], records: list[dict[str, Any]], png: str 
         lines += ["Trained rows: " + "; ".join(
             f"{r['label']} from `train experiment={r['trained_by']}`"
             + (f" (checkpoint `{r['checkpoint']}`)" if r.get("checkpoint") else "") for r in trained) + ".", ""]
-    lines += ["± = bootstrap standard error over questions. held / q = what the answering model holds when it "
-              "answers, per question: tokens of history or memory text in the prompt as sent (after any "
-              "trimming) + KV slots per layer of compressed history + soft memory slots (ICAE); read / q and "
-              "written / q = the answering model's prompt and completion tokens per question (text tokens fed; "
-              "KV and soft slots are held, not fed); construction / q = the LLM tokens spent building the memory, divided by the "
-              "questions asked of it; judging / q = the judge's prompt + completion tokens per question "
-              "(— = not counted: a run before ctxbench-cost-5); memory per history = the KV bytes a compression method holds between "
-              "ingest and answer, or a memory system's items and their tokens. ★ = on the Pareto front of F1 "
-              f"against held context per question. "
-              + (f"session R@{RECALL_K} = evidence recall: the share of questions whose evidence session is among "
-                 f"the first {RECALL_K} distinct sessions the system retrieved (— = retrieves nothing). " if recall else "")
-              + f"{HELD_UNKNOWN}: the run was evaluated before held counts "
-              "existed (re-evaluate it); such rows are off the front and the plot. " + MARKS_NOTE]
+    notes = ["± = bootstrap standard error over questions."] + C.notes(columns, records)
+    if held:
+        notes.append("★ = on the Pareto front of F1 against held context per question.")
+    if any(r.get("added") for r in records):
+        notes.append("added from runs = a run of a system no row of the board names (add_unmatched=true), "
+                     "labelled by its system and the system settings it was run with.")
+    lines += [" ".join(notes) + " " + MARKS_NOTE]
     if png:
         lines += ["", f"![F1 against held context per question]({png})"]
     return "\n".join(lines) + "\n"
@@ -256,8 +207,9 @@ def plot_board(records: list[dict[str, Any]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def board_report(board: dict[str, Any], runs: dict[str, Run], out: Path, plot: bool = True) -> dict[str, Any]:
-    records = [row_record(spec, runs.get(spec["experiment"])) for spec in board["rows"]]
+def board_report(board: dict[str, Any], matched: Matched, out: Path, plot: bool = True) -> dict[str, Any]:
+    """The board's records, markdown and plot from the runs :func:`.board_match.match_runs` gave its rows."""
+    records = [row_record(spec, matched.runs.get(spec["row"])) for spec in board["rows"] + matched.added]
     mark_questions(records)
     mark_prompts(records)
     live = [r for r in records if r.get("f1") is not None and r.get("held") is not None
@@ -270,3 +222,33 @@ def board_report(board: dict[str, Any], runs: dict[str, Run], out: Path, plot: b
         plot_board(records, png, board.get("title", board["name"]))
     md = render_board(board, records, png.name if drew else None)
     return {"markdown": md, "records": records, "png": str(png) if drew else None}
+
+
+def run_board(spec: str | dict[str, Any], roots: list[Path], out: str | Path | None = None,
+              add_unmatched: bool | None = None, plot: bool = True) -> dict[str, Any]:
+    """``report board=spec runs=roots``: the board (a name, a file, or one already loaded) filled from the
+    run folders below ``roots``; writes ``<out>.md`` / ``.json`` / ``.png`` (:func:`.board_file.board_out`).
+    ``add_unmatched`` None: the board's own ``add_unmatched`` (default false)."""
+    from ctxbench.report.board_file import board_out, load_board
+
+    board = load_board(spec) if isinstance(spec, str) else spec
+    path = board_out(board, out)
+    skipped: list[str] = []
+    runs = find_runs(roots, skipped=skipped, quiet=True)
+    add = bool(board.get("add_unmatched", False)) if add_unmatched is None else bool(add_unmatched)
+    matched = match_runs(board, runs, add)
+    matched.lines += [f"skipped {why}" for why in skipped]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    result = board_report(board, matched, path, plot=plot)
+    _write(path, result["markdown"])
+    _write(path.with_suffix(".json"), json.dumps(result["records"], indent=2) + "\n")
+    found = sorted(r["row"] for r in result["records"] if r.get("run"))
+    return {**result, "path": path, "found": found, "found_label": "rows filled", "lines": matched.lines,
+            "board": board}
+
+
+def _write(path: Path, text: str) -> None:
+    """Written whole or not at all (a temporary file beside it, then renamed over)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

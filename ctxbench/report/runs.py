@@ -184,10 +184,11 @@ def is_run_dir(d: Path) -> bool:
     return (d / RESULTS_JSON).exists() or (d / METRICS_JSONL).exists() or (d / TRAIN_SUMMARY).exists()
 
 
-def find_runs(roots: Iterable[str | Path], skipped: list[str] | None = None) -> list[Run]:
+def find_runs(roots: Iterable[str | Path], skipped: list[str] | None = None, quiet: bool = False) -> list[Run]:
     """Every run folder at or below ``roots`` (checkpoint folders are not descended into).
 
-    A broken run folder is skipped with a line on stderr (and its reason appended to ``skipped``).
+    A broken run folder is skipped with a line on stderr (unless ``quiet``: the caller prints
+    ``skipped``) and its reason appended to ``skipped``.
     """
     found: list[Run] = []
     seen: set[Path] = set()
@@ -205,7 +206,8 @@ def find_runs(roots: Iterable[str | Path], skipped: list[str] | None = None) -> 
                 try:
                     found.append(load_run(d))
                 except ReportError as e:  # one broken run folder does not hide the others
-                    print(f"report: skipped {e}", file=sys.stderr)
+                    if not quiet:
+                        print(f"report: skipped {e}", file=sys.stderr)
                     if skipped is not None:
                         skipped.append(str(e))
                 continue

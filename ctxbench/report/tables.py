@@ -340,7 +340,8 @@ def add_guards(table: dict[str, Any], runs: dict[str, Run], records: list[dict[s
         r["guards"] = marks.get(r["cell"], [])
 
 
-def table_report(name: str, roots: list[Path], out: Path | None = None) -> dict[str, Any]:
+def table_report(name: str, roots: list[Path], out: Path | None = None,
+                 add_unmatched: bool | None = None) -> dict[str, Any]:
     out = out or Path("outputs") / "report" / f"{name}.md"
     if table_kind(name) == "ruler":  # every RULER run found, by method x compression ratio (ruler.py)
         from ctxbench.report.ruler import ruler_report
@@ -353,16 +354,11 @@ def table_report(name: str, roots: list[Path], out: Path | None = None) -> dict[
         result = longmemeval_report(read_yaml(name), roots, out, str(PAPERS_DIR / f"{name}.yaml"))
         return {**result, "found": [r["row"] for r in result["records"] if r["kind"] == "ours"],
                 "found_label": "LongMemEval runs found"}
-    runs = runs_by_experiment(roots)
     if table_kind(name) == "board":  # many systems on the same questions, no published values (board.py)
-        from ctxbench.report.board import board_report, check_board
+        from ctxbench.report.board import run_board
 
-        board = check_board(read_yaml(name), PAPERS_DIR / f"{name}.yaml")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        result = board_report(board, runs, out)
-        out.write_text(result["markdown"], encoding="utf-8")
-        out.with_suffix(".json").write_text(json.dumps(result["records"], indent=2) + "\n", encoding="utf-8")
-        return {**result, "path": out, "found": sorted(runs)}
+        return run_board(name, roots, out, add_unmatched)
+    runs = runs_by_experiment(roots)
     table = load_table(name)
     records = compare(table, runs)
     add_guards(table, runs, records)

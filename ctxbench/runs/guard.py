@@ -43,12 +43,14 @@ GUARD_DIR, LOCK_FILE, RUN_FILE = ".ctxbench", "lock", "run.json"
 #: depend on completion order) and whether samples are logged; ``limit`` only selects how many questions (in dataset order) are answered, so
 #: a larger limit on resume legitimately answers more; ``metrics`` / ``judge_llm`` / ``judge`` are re-scored
 #: over every prediction at the end of each run, and so is the corrected gold of ``dataset.errata``; the LLM
-#: call cache only replays identical calls.
+#: call cache only replays identical calls; where memory=http's remote listens and how patiently it is asked
+#: (a remote restarted on another port resumes; its name and version are checked by the history's store).
 EXCLUDED_KEYS: tuple[str, ...] = (
     "progress", "*.progress", "hydra", "logger", "force_resume",
     "trainer.resume", "trainer.stop_after", "trainer.log_every", "trainer.save_every", "trainer.keep_checkpoints",
     "num_workers", "*.num_workers", "limit", "metrics", "judge_llm", "judge", "max_failed_fraction",
     "llm.cache", "llm.cache_path", "concurrency", "llm.concurrency", "log_samples", "dataset.errata",
+    "memory.url", "memory.timeout_s", "memory.retries", "memory.backoff_s",  # memory=http: where and how patiently
 )
 
 #: What a run leaves in its folder (fnmatch patterns); beside them a run record must say whose they are.

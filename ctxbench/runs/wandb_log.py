@@ -3,7 +3,8 @@
 ``eval`` / ``score`` (:func:`log_results`), once results.json is written, read it and predictions.jsonl back:
 
 - config: the run's config, redacted as for ``train`` (:func:`ctxbench.core.secrets.redact`);
-- summary: ``overall/<key>`` and ``by_category/<category>/<key>`` (every metric with its ``_stderr``, ``n``,
+- summary: ``plugins/<kind>/<name>`` (a plug-in's distribution and version, or file and sha256),
+  ``overall/<key>`` and ``by_category/<category>/<key>`` (every metric with its ``_stderr``, ``n``,
   ``failed_n``), ``cost/...`` and ``health/...`` (results.json's numbers and strings, flattened with ``/``;
   ``health/warnings`` is their count), ``system``, ``dataset``, ``command``;
 - table ``by_category``: one row per category (and one ``overall``), each metric beside its stderr;
@@ -123,6 +124,9 @@ def summary_values(results: dict[str, Any]) -> dict[str, Any]:
     if isinstance(health.get("warnings"), list):
         health["warnings"] = len(health["warnings"])
     _flatten(health, "health", summary)
+    for p in (results.get("provenance") or {}).get("plugins") or []:  # a plug-in's source beside ctxbench's own
+        summary[f"plugins/{p.get('kind')}/{p.get('name')}"] = (
+            f"{p['distribution']} {p.get('version')}" if p.get("distribution") else f"{p.get('file')} sha256:{p.get('sha256')}")
     return summary
 
 

@@ -464,14 +464,16 @@ class ReportConfigCalibrationSet:
 
 @dataclass
 class ReportConfig:
-    """python -m ctxbench report sweep=DIR                  (a Hydra multirun folder → DIR/sweep.md, DIR/sweep.png) python -m ctxbench report table=NAME [runs=DIR]      (ours beside a paper's numbers; NAME = ctxbench/report/papers/NAME.yaml) python -m ctxbench report compare=RUN_A,RUN_B        (B - A: paired bootstrap, 95% CI, p) python -m ctxbench report reruns=RUN1,RUN2,...       (the variance of the system and of the judge) python -m ctxbench report decay=RUN1,RUN2,...        (accuracy by evidence age, runs side by side) python -m ctxbench report judges [judge.panel=[mem0,zep,strict]] [llm=...] dataset=locomo [dataset.path=...] (each judge's false-accept / false-reject rates → judges.json, judges.md)"""
+    """python -m ctxbench report sweep=DIR                  (a Hydra multirun folder → DIR/sweep.md, DIR/sweep.png) python -m ctxbench report table=NAME [runs=DIR]      (ours beside a paper's numbers; NAME = ctxbench/report/papers/NAME.yaml) python -m ctxbench report board=NAME|FILE [runs=DIR,DIR] (systems side by side, rows filled by system, dataset, settings) python -m ctxbench report compare=RUN_A,RUN_B        (B - A: paired bootstrap, 95% CI, p) python -m ctxbench report reruns=RUN1,RUN2,...       (the variance of the system and of the judge) python -m ctxbench report decay=RUN1,RUN2,...        (accuracy by evidence age, runs side by side) python -m ctxbench report judges [judge.panel=[mem0,zep,strict]] [llm=...] dataset=locomo [dataset.path=...] (each judge's false-accept / false-reject rates → judges.json, judges.md)"""
 
     sweep_dir: str | None = setting(None, '`report sweep=DIR` arrives here (conf/sweep/ is a config group): a multirun folder')
     metric: str | None = setting(None, 'sweep: the metric to plot (null = f1 for eval sweeps, eval_loss for train sweeps)')
     plot: bool = setting(True, 'sweep: also write sweep.png')
     table: str | None = setting(None, 'a paper table: amem_locomo_table1, mem0_locomo_table1, icae_..., ccm_..., lococo_...')
-    runs: str | list | None = setting(None, 'table: run folders (or parents) to search, DIR or [DIR1,DIR2]; null = outputs/ and multirun/')
-    out: str | None = setting(None, 'table / compare / reruns / decay: markdown output path (null = outputs/report/<name>.md, with a .json beside it)')
+    board: str | None = setting(None, 'a board (systems side by side, filled from runs= by system, dataset and settings): a stored one (locomo_all) or a board file anywhere (~/my_board.yaml); format in docs/paper-tables.md')
+    add_unmatched: bool | None = setting(None, "board: runs of a system no row names get rows of their own (a plug-in's); null = the board's add_unmatched (locomo_all: true; a board file: false)")
+    runs: str | list | None = setting(None, 'table / board: run folders (or parents) to search, DIR, DIR1,DIR2 or [DIR1,DIR2]; null = outputs/ and multirun/')
+    out: str | None = setting(None, 'table / board / compare / reruns / decay: markdown output path (null = outputs/report/<name>.md, with a .json beside it); never a file of a run folder')
     compare: str | list | None = setting(None, 'RUN_A,RUN_B: paired bootstrap of B - A per metric, judge and category over the questions both answered (ctxbench/report/compare.py)')
     reruns: str | list | None = setting(None, 'RUN1,RUN2,...: reruns of one config, the variance of the system beside the judge reruns (ctxbench/report/reruns.py)')
     decay: str | list | None = setting(None, 'RUN1,RUN2,... (run folders or folders holding runs): accuracy by evidence age (results.json by_evidence_age) side by side (ctxbench/report/decay.py)')

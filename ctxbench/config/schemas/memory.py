@@ -248,3 +248,27 @@ BY_NAME = {
     'rag': (RagMemory,),
     'readagent': (ReadagentMemory,),
 }
+
+
+@dataclass
+class HttpMemory:
+    """memory=http: a memory system in another process (any language), spoken to in JSON over HTTP (docs/http_protocol.md); each session is one resumable step, acknowledged by the remote."""
+
+    name: str = setting('http', 'the registered name this config builds (ctxbench ls lists them)')
+    needs_embedder: bool = setting(False, 'the evaluator builds the embedder for this system (memory=http embeds nothing itself: true only builds one for the backend lent to the remote)')
+    url: str = setting(REQUIRED, "the remote memory system's base URL, e.g. http://127.0.0.1:8765 (its endpoints: docs/http_protocol.md)", url=True)
+    mode: str = setting('retrieve', "retrieve: the remote returns memories (POST /retrieve) and ctxbench answers with the run's answer prompt, as every other row; answer: the remote answers itself (POST /answer), calling the backend the run lends it", choices=('retrieve', 'answer'))
+    k: int = setting(10, 'memories asked of /retrieve per question (sent as k; the remote may return fewer)', POSITIVE)
+    timeout_s: float = setting(120.0, 'seconds each request may take (connect and reply); then it is retried, then the history fails', gt(0))
+    retries: int = setting(2, 'retries of a request that timed out, could not connect, lost its connection or got HTTP 5xx (every request is idempotent); a 4xx or malformed JSON is not retried', COUNT)
+    backoff_s: float = setting(0.5, 'wait before the first retry; doubles each retry', COUNT)
+    answer_max_tokens: int | None = setting(None, "answer cap (ctxbench's answer call with mode=retrieve, max_tokens sent to /answer with mode=answer); null = the qa_prompt's", POSITIVE)
+    max_sessions: int | None = setting(None, 'feed only the first N sessions (CPU smoke runs); null = all', ge(1, note='null = all'))
+    max_turns: int | None = setting(None, '... and at most N turns in all (CPU smoke runs); null = all', ge(1, note='null = all'))
+    json_retries: int = setting(1, "retries per structured request of ctxbench's own (memory=http makes none: the MemorySystem setting every memory system shares)", COUNT)
+    rebuild: bool = setting(False, "true = reset this history on the remote (POST /reset) and in the run folder, then feed it again (default: resume)")
+    progress: bool = setting(True, 'tqdm progress bars')
+
+
+SCHEMAS['http'] = HttpMemory
+BY_NAME['http'] = (HttpMemory,)

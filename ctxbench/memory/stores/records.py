@@ -38,7 +38,10 @@ CREATE TABLE IF NOT EXISTS state (
 
 
 #: Keys of the config given to :meth:`RecordStore.check_resume` that do not change what is stored.
-STORE_EXCLUDED = ("memory.progress", "memory.rebuild")
+# memory=http: where the remote listens and how patiently it is asked change nothing it builds (its name and
+# version are checked apart: ctxbench/memory/http.py)
+STORE_EXCLUDED = ("memory.progress", "memory.rebuild", "memory.url", "memory.timeout_s", "memory.retries",
+                  "memory.backoff_s")
 
 
 @dataclass
