@@ -15,19 +15,15 @@ from pathlib import Path
 import pytest
 
 from ctxbench.config import plugin_options
-from ctxbench.core import plugins, registry
+from ctxbench.core import registry
 from tests.conftest import REPO, run_cli
 
 NAMES = {"memory": "lastturns", "method": "lasttokens", "dataset": "tinyconv", "metric": "exactish"}
 
 
 def forget_plugins() -> None:
-    plugins.reset()
+    registry.forget_plugins()
     plugin_options.forget()
-    for kind in registry.KINDS:
-        for name in list(registry._PLUGIN[kind]):
-            registry._REGISTRY[kind].pop(name, None)
-            registry._PLUGIN[kind].pop(name, None)
     for mod in [m for m in sys.modules if m.split(".")[0] in {f"{n}_pkg" for n in NAMES.values()}]:
         sys.modules.pop(mod)
 
