@@ -158,6 +158,17 @@ def test_a_system_that_builds_twice_on_a_rerun_fails_resume(tmp_path):
     assert "memory_items 1 vs 2" in results["resume"].reason
 
 
+class Borrower(Base):
+    borrows_backend = True
+
+
+def test_a_system_that_borrows_the_backend_is_built_and_the_rest_skipped_with_the_reason(tmp_path):
+    results = check("memory", Borrower, checks=["contract", "eval", "usage"], out=tmp_path)
+    assert [(r.check, r.status) for r in results] == [("contract", PASS), ("eval", SKIP), ("usage", SKIP)]
+    assert results[0].reason.endswith("ingest/answer not run (borrows_backend)")
+    assert results[1].reason.startswith("borrows_backend: it calls the run's backend over HTTP")
+
+
 # ---- a metric and a dataset --------------------------------------------------------------------------
 
 class OutOfRange:
