@@ -65,7 +65,11 @@ def _watched(system: Any, answers: _Answers, inner: CheckLLM | None, seen: list[
         answers.tick()
         if inner is not None:
             inner.asking.qid = question.id
-        pred = real(question)
+        try:
+            pred = real(question)
+        finally:
+            if inner is not None:
+                inner.asking.qid = ""  # the calls of a later ingest on this thread belong to no question
         seen.append((question.id, pred))
         if not isinstance(pred, Prediction):
             raise ContractBroken(f"answer() returned {type(pred).__name__} {_short(pred)}, not a ctxbench.api.Prediction "
