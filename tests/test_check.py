@@ -159,14 +159,34 @@ def test_a_system_that_builds_twice_on_a_rerun_fails_resume(tmp_path):
 
 
 class Borrower(Base):
+    """Speaks only OpenAI: every call through the lent backend with the openai client."""
+
     borrows_backend = True
 
+    def use_backend(self, lent):
+        super().use_backend(lent)
+        import openai
 
-def test_a_system_that_borrows_the_backend_is_built_and_the_rest_skipped_with_the_reason(tmp_path):
-    results = check("memory", Borrower, checks=["contract", "eval", "usage"], out=tmp_path)
-    assert [(r.check, r.status) for r in results] == [("contract", PASS), ("eval", SKIP), ("usage", SKIP)]
-    assert results[0].reason.endswith("ingest/answer not run (borrows_backend)")
-    assert results[1].reason.startswith("borrows_backend: it calls the run's backend over HTTP")
+        self.client = openai.OpenAI(base_url=lent.base_url, api_key=lent.api_key, max_retries=0)
+
+    def ingest(self, history):
+        super().ingest(history)
+        self.note = self.client.chat.completions.create(
+            model=self.lent.model, max_tokens=16, messages=[{"role": "user", "content": f"Summarise: {self.text}"}]
+        ).choices[0].message.content
+
+    def answer(self, question):
+        r = self.client.chat.completions.create(model=self.lent.model, max_tokens=16, messages=[
+            {"role": "user", "content": f"{self.note}\n{self.text}\nQ: {question.question}"}])
+        return Prediction(r.choices[0].message.content or "", Usage())
+
+
+def test_a_system_that_borrows_the_backend_passes_through_the_lent_backend(tmp_path):
+    results = by_name(check("memory", Borrower, checks=["contract", "eval", "resume", "concurrency", "protocol_pure",
+                                                       "usage"], out=tmp_path, limit=6))
+    assert all(r.status == PASS for r in results.values()), results
+    assert results["contract"].reason.endswith("borrows_backend: ingest/answer run by the eval check")
+    assert "construction 1 calls" in results["usage"].reason  # its calls over HTTP counted as its own
 
 
 # ---- a metric and a dataset --------------------------------------------------------------------------

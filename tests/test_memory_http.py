@@ -29,7 +29,6 @@ from ctxbench.bench.scripted_llm import ScriptedChatModel
 from ctxbench.config.compose import option_config
 from ctxbench.core import registry
 from ctxbench.core.errors import ConfigError
-from ctxbench.core.lent import LentBackend
 from ctxbench.core.types import History, Question, Session
 from ctxbench.evaluation.evaluator import HistorySystems, run_system
 from ctxbench.llm.shared import SharedLLM
@@ -88,16 +87,15 @@ def logging_handler(fault: str | None = None, path: str = "/add_session", nth: i
     return Handler
 
 
-def run_http(url: str, out: Path, concurrency: int = 1, lent: LentBackend | None = None, **settings: Any):
+def run_http(url: str, out: Path, concurrency: int = 1, inner: Any = None, **settings: Any):
+    """``memory=http`` at ``url`` through the evaluator's run loop, which lends the run's backend (over
+    ``inner``, the scripted model by default) to the system as eval does."""
     cfg = option_config("memory", {"name": "http", "url": url, "progress": False, "retries": 0, "timeout_s": 0.5,
                                    **settings})
-    llm = SharedLLM(ScriptedChatModel())
+    llm = SharedLLM(inner or ScriptedChatModel())
 
     def make(hid: str):
-        system = registry.build("memory", cfg, llm=llm, workdir=out / "stores" / hid)
-        if lent is not None:
-            system.use_backend(lent)
-        return system
+        return registry.build("memory", cfg, llm=llm, workdir=out / "stores" / hid)
 
     return run_system(HistorySystems(make), sample(), out, llm=llm, progress=False, concurrency=concurrency)
 
@@ -285,69 +283,59 @@ def test_rebuild_resets_the_remote_and_feeds_every_session(tmp_path):
 
 # ---- answer mode: the remote calls the backend it is lent -----------------------------------------------
 
-class StandIn:
-    """A stand-in for the lent backend: an OpenAI-compatible /v1/chat/completions keeping what it was sent."""
+class FailingChat(ScriptedChatModel):
+    """The scripted model whose every call fails (a server that is down), as a backend reports it."""
 
-    def __init__(self, status: int = 200) -> None:
-        self.requests: list[tuple[str, dict]] = []
-        outer = self
+    def chat(self, messages, **kw):
+        from ctxbench.llm.base import ChatResult
 
-        class H(BaseHTTPRequestHandler):
-            def log_message(self, *a: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append((self.headers.get("Authorization", ""), body))
-                data = json.dumps({"choices": [{"message": {"content": "Paris"}}],
-                                   "usage": {"prompt_tokens": 40, "completion_tokens": 1}}).encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        return ChatResult(text="", prompt_tokens=0, completion_tokens=0, failed=True, error="HTTP 503: down")
 
 
 def test_answer_mode_calls_the_lent_backend_with_the_token_every_request_carries(tmp_path):
-    lent_llm = StandIn()
     handler = logging_handler()
     server, url = serve(handler)
-    lent = LentBackend(lent_llm.url, "tok-lent-0123456789", "scripted", None)
     try:
-        recs = run_http(url, tmp_path / "run", lent=lent, mode="answer")
+        recs = run_http(url, tmp_path / "run", mode="answer")
     finally:
         stop(server)
-        lent_llm.close()
-    assert not any(r.get("failed") for r in recs) and {r["raw_prediction"] for r in recs} == {"Paris"}
-    assert len(lent_llm.requests) == 16
-    assert all(auth == "Bearer tok-lent-0123456789" for auth, _ in lent_llm.requests)
-    assert all(b["backend"]["api_key"] == lent.api_key for p, b in handler.log if p in ("/add_session", "/answer"))
-    asked = lent_llm.requests[0][1]
-    assert asked["model"] == "scripted" and "When is Ava's half marathon?" in asked["messages"][-1]["content"]
-    assert recs[0]["usage"]["extra"]["remote_usage"] == {"prompt_tokens": 40, "completion_tokens": 1}
+    assert not any(r.get("failed") for r in recs) and all(r["raw_prediction"] for r in recs)
+    sent = [b["backend"] for p, b in handler.log if p in ("/add_session", "/answer")]
+    assert sent and all(b["api_key"].startswith("sk-lent-") and b["base_url"].startswith("http://127.0.0.1:")
+                        for b in sent)
+    assert len({b["api_key"] for b in sent}) == 2  # one token per history's instance
+    # the remote's calls reached ctxbench's own backend over the lent endpoint and were counted as answers
+    assert sum(r["usage"]["answer_calls"] for r in recs) >= len(recs)
+    assert all(r["usage"]["answer_prompt_tokens"] > 0 for r in recs)
+    assert recs[0]["usage"]["extra"]["remote_usage"]["prompt_tokens"] > 0
     assert recs[0]["usage"]["held_text"] > 0 and recs[0]["meta"]["retrieved"]
-    assert lent.api_key not in (tmp_path / "run" / "predictions.jsonl").read_text()
+    text = (tmp_path / "run" / "predictions.jsonl").read_text()
+    assert not any(b["api_key"] in text for b in sent)
 
 
 def test_answer_mode_failing_lent_backend_fails_the_history_without_the_token(tmp_path):
-    lent_llm = StandIn(status=503)
-    server, url = serve()
+    handler = logging_handler()
+    server, url = serve(handler)
     try:
-        recs = run_http(url, tmp_path / "run", lent=LentBackend(lent_llm.url, "tok-lent-0123456789", "m"),
-                        mode="answer")
+        recs = run_http(url, tmp_path / "run", inner=FailingChat(), mode="answer")
     finally:
         stop(server)
-        lent_llm.close()
-    assert all(r["failed"] for r in recs)
-    assert recs[0]["error"].startswith(f"memory=http: {url} POST /answer: HTTP 502: backend_failed: ")
-    assert "tok-lent" not in (tmp_path / "run" / "predictions.jsonl").read_text()
+    assert all(r.get("failed") for r in recs)
+    assert f"memory=http: {url} POST /answer: HTTP 502" in recs[0]["error"]
+    tokens = {b["backend"]["api_key"] for p, b in handler.log if p == "/answer"}
+    assert tokens and not any(t in (tmp_path / "run" / "predictions.jsonl").read_text() for t in tokens)
+
+
+def test_answer_mode_without_a_lent_backend_is_refused_in_one_line(tmp_path):
+    server, url = serve()
+    try:
+        cfg = option_config("memory", {"name": "http", "url": url, "progress": False, "mode": "answer"})
+        system = registry.build("memory", cfg, llm=SharedLLM(ScriptedChatModel()), workdir=tmp_path / "s")
+        with pytest.raises(ConfigError) as e:
+            system.connect()
+    finally:
+        stop(server)
+    assert "memory.mode=answer: no backend was lent to this run" in str(e.value) and "\n" not in str(e.value)
 
 
 # ---- what the remote must say, checked in one line ---------------------------------------------------
@@ -367,7 +355,6 @@ def capabilities_handler(**caps: Any) -> Any:
     ({"protocol_version": 2}, {}, "the remote speaks protocol_version 2; this ctxbench speaks 1"),
     ({"capabilities": ["retrieve"]}, {"mode": "answer"}, "memory.mode=answer: the remote at URL (turns-reference) "
                                                          "offers ['retrieve'], not 'answer'"),
-    ({}, {"mode": "answer"}, "memory.mode=answer: no backend was lent to this run"),
 ])
 def test_what_the_remote_offers_is_checked_in_one_line(caps, settings, message, tmp_path):
     server, url = serve(capabilities_handler(**caps))

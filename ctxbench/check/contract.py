@@ -43,9 +43,10 @@ def system(ctx: Any) -> str:
         instance = t.build(llm=llm, embedder=embedder, workdir=ctx.out / "contract")
     except Exception as e:  # noqa: BLE001 - whatever the class raises is the finding
         raise Fail(f"building it as eval does, {how}, raised {type(e).__name__}: {_line(e)}") from None
-    if getattr(t.obj, "borrows_backend", False):  # its calls go to the lent backend, which check does not serve
+    if getattr(t.obj, "borrows_backend", False):  # its calls go to the lent backend, which only a run serves
         instance.close()
-        return f"derives from System, builds as {how}; ingest/answer not run (borrows_backend)"
+        return f"derives from System, builds as {how}; borrows_backend: ingest/answer run by the eval check"
+
     sample = ctx.samples[0]
     direct: list[tuple[Usage, tuple[int, ...]]] = []
     try:

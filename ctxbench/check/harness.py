@@ -113,7 +113,7 @@ def run(target: Target, samples: list[Any], out: Path, *, concurrency: int = 1, 
             built.append(system)
             return _watched(system, answers, inner, seen)
 
-        systems = HistorySystems(make)
+        systems = HistorySystems(make, embedder=embedder)  # the lent backend serves it to a system that borrows
     else:
         inner, llm = None, None
         system = target.build()

@@ -28,8 +28,6 @@ SYSTEM_CHECKS: dict[str, Callable[[Any], str]] = {
 DATASET_CHECKS: dict[str, Callable[[Any], str]] = {"contract": contract.dataset, "eval": end_to_end.dataset}
 METRIC_CHECKS: dict[str, Callable[[Any], str]] = {"contract": contract.metric, "eval": end_to_end.metric}
 ALL = tuple(SYSTEM_CHECKS)
-BORROWS = ("borrows_backend: it calls the run's backend over HTTP (the lent backend), which check does not serve "
-           "yet; run it with eval")
 
 
 def checks_for(kind: str) -> dict[str, Callable[[Any], str]]:
@@ -86,13 +84,10 @@ def run_checks(ctx: Context, names: list[str] | tuple[str, ...] | None = None,
     wanted = [n for n in table if names is None or n in names]
     results: list[CheckResult] = []
     broken = False
-    borrows = bool(getattr(ctx.target.obj, "borrows_backend", False))
     for name in wanted:
         t0 = time.perf_counter()
         if broken and name != "contract":
             result = CheckResult(name, SKIP, "the contract check failed")
-        elif borrows and name != "contract":
-            result = CheckResult(name, SKIP, BORROWS)
         else:
             try:
                 result = CheckResult(name, PASS, table[name](ctx))

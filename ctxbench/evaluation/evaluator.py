@@ -95,8 +95,10 @@ def main(cfg: Any) -> dict[str, Any]:
     extra = {"system": name, "dataset": str(cfg.dataset.name), "qa_prompt": qa_prompt_record(system),
              "concurrency": {"workers": workers, "from": workers_from,
                              "answers": "in dataset order" if system.answer_writes_state or workers == 1
-                             else "in parallel"},
+                             or getattr(system, "borrows_backend", False) else "in parallel"},
              "llm": llm_record(cfg, llm), "session_dates": dates, **baseline_record(system)}
+    if systems.lent_record is not None:  # a system borrowed the backend (evaluation/lend.py)
+        extra["lent_backend"] = systems.lent_record
     if llm is not None:  # a memory system: work shared across histories (evaluation/reuse.py)
         extra["reuse"] = reuse_record(cfg, samples, llm, getattr(system, "embedder", None), resumed)
     if protocol is not None:

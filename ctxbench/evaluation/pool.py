@@ -41,13 +41,19 @@ class Gate:
         self.changed = threading.Condition(threading.Lock())  # ``active`` or the batcher changed
         self.active = 0
         self._mine = threading.local()
+        self._waited: dict[int, float] = {}  # thread id -> seconds it waited to get the lock back
 
     def holding(self) -> bool:
         return bool(getattr(self._mine, "held", False))
 
     def waited_s(self) -> float:
         """Seconds this thread has waited to get the lock back after its LLM calls (so far)."""
-        return float(getattr(self._mine, "waited", 0.0))
+        return self._waited.get(threading.get_ident(), 0.0)
+
+    def hold(self) -> "Hold | None":
+        """This worker's hold on the lock, for another thread to release while the worker waits on it
+        (None off the workers)."""
+        return Hold(self, threading.get_ident()) if self.holding() else None
 
     @contextmanager
     def task(self) -> Iterator[None]:
@@ -73,14 +79,72 @@ class Gate:
             self.add(1)  # running again as soon as it has the lock: a batch should wait for it
             t0 = time.perf_counter()
             self.lock.acquire()
-            self._mine.waited = self.waited_s() + time.perf_counter() - t0
+            self.add_wait(threading.get_ident(), time.perf_counter() - t0)
             self._mine.held = True
+
+    def add_wait(self, thread: int, seconds: float) -> None:
+        """``thread`` waited ``seconds`` more for the lock (its own :meth:`waited_s`)."""
+        with self.changed:
+            self._waited[thread] = self._waited.get(thread, 0.0) + seconds
 
     def add(self, n: int) -> None:
         """``n`` more (or fewer) workers running: started, gone idle, woken, in or out of a call, finished."""
         with self.changed:
             self.active += n
             self.changed.notify_all()
+
+
+class Hold:
+    """A worker's hold on the gate's lock, released and taken back *by another thread* on its behalf.
+
+    A system that borrows the backend (:mod:`ctxbench.evaluation.lend`) calls it over HTTP: its worker
+    blocks in the request, holding the lock, and the lent server's thread makes the LLM call. That thread
+    releases the worker's hold for the call's length, as :meth:`Gate.released` does for a worker's own
+    call (so other workers run, and the call batcher does not wait for a worker that cannot add a call),
+    and takes it back before the reply goes out, so the worker goes on holding the lock. Calls the
+    borrower makes side by side release it once, the last one to end takes it back. (A ``threading.Lock``
+    may be released by any thread.)
+    """
+
+    def __init__(self, gate: Gate, thread: int):
+        self.gate, self.thread = gate, thread
+        self._calls = 0
+        self._settled = False  # the worker's task ended: its hold is its own again, never released for it
+        self._back = threading.Condition(threading.Lock())  # _calls changed
+
+    @contextmanager
+    def released(self) -> Iterator[None]:
+        with self._back:
+            if self._settled:  # a call that came as the task ended: served without touching the lock
+                mine = False
+            else:
+                mine = True
+                self._calls += 1
+                if self._calls == 1:
+                    self.gate.add(-1)
+                    self.gate.lock.release()
+        if not mine:
+            yield
+            return
+        try:
+            yield
+        finally:
+            with self._back:
+                self._calls -= 1
+                if self._calls == 0:
+                    self.gate.add(1)
+                    t0 = time.perf_counter()
+                    self.gate.lock.acquire()
+                    self.gate.add_wait(self.thread, time.perf_counter() - t0)
+                    self._back.notify_all()
+
+    def settle(self) -> None:
+        """Called by the worker as its task ends: wait until no call holds its hold released (a request the
+        borrower gave up on, its client timed out, is still being served), so the worker goes on holding the lock."""
+        with self._back:
+            while self._calls:
+                self._back.wait()
+            self._settled = True
 
 
 @dataclass

@@ -14,6 +14,11 @@
 Under N workers the seconds recorded (``answer_seconds``, ``construction.seconds``) leave out a
 task's waits for the workers' lock (recorded apart as ``lock_wait_seconds``); waits for the backend's
 own slots or a batch stay in, as a user of that backend would see them.
+
+A system whose class borrows the backend (``borrows_backend``) is lent it for the run
+(:mod:`ctxbench.evaluation.lend`: the server starts with the first such instance built and stops with the
+run): each task binds the instance's calls over HTTP to itself (:meth:`Recorder.task`), so they are
+counted as its calls through ``self.llm`` would be; such an instance answers one question at a time.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from ctxbench.core.secrets import scrub_text
 from ctxbench.core.system import System
 from ctxbench.core.types import Question, Sample, Usage
 from ctxbench.data.errors import DataError
+from ctxbench.evaluation.lend import Lender, borrows
 from ctxbench.evaluation.cost import account_answer, account_construction, failed_answer, history_tokens, scope_phase
 from ctxbench.evaluation.pool import Gate, HistoryWork, run_tasks
 from ctxbench.evaluation.resume import answered, needs_answer, predictions_path
@@ -113,8 +119,6 @@ def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path,
     ``protocol_pure``: each system answers the question without its gold fields
     (:func:`ctxbench.qa.forms.without_gold`); the record keeps them for scoring.
     """
-    from ctxbench.llm.shared import SharedLLM
-
     systems = system if isinstance(system, HistorySystems) else HistorySystems.one(system)
     out_dir = Path(out_dir)
     done = answered(out_dir)
@@ -122,27 +126,46 @@ def run_system(system: System | Any, samples: list[Sample], out_dir: str | Path,
     order = [q.id for _, qs in work for q in qs]
     pending = [(s, [q for q in qs if needs_answer(done, q.id)]) for s, qs in work]
     pending = [(s, qs) for s, qs in pending if qs]
+    with Lender(llm, systems.embedder) as lender:  # served only once a system that borrows it is built
+        systems.lender = lender
+        try:
+            _answer(systems, work, pending, done, out_dir, lender, llm=llm, progress=progress, shard=shard,
+                    concurrency=concurrency, log_samples=log_samples, protocol_pure=protocol_pure)
+        finally:
+            systems.lender = None
+            systems.lent_record = lender.record()
+    return [done[qid] for qid in order]
+
+
+def _answer(systems: HistorySystems, work: list[tuple[Sample, list[Question]]],
+            pending: list[tuple[Sample, list[Question]]], done: dict[str, dict[str, Any]], out_dir: Path,
+            lender: Lender, *, llm: Any, progress: bool, shard: int | None, concurrency: int, log_samples: bool,
+            protocol_pure: bool) -> None:
+    from ctxbench.llm.shared import SharedLLM
+
+    order_n = sum(len(qs) for _, qs in work)
     if work:  # the first history to answer (else the first: it describes the run) has its system now
         systems.build_first((pending or work)[0][0].history.id)
     workers = max(1, int(concurrency))
-    gate = Gate() if workers > 1 else None
+    gate = lender.gate = Gate() if workers > 1 else None
     shared = llm if isinstance(llm, SharedLLM) else None
     if shared is not None:
         shared.serve(gate, batch=gate is not None and shared.batch_size() > 1)
-    bar = tqdm(total=len(order), initial=len(order) - sum(len(qs) for _, qs in pending), desc="eval", unit="q",
+    bar = tqdm(total=order_n, initial=order_n - sum(len(qs) for _, qs in pending), desc="eval", unit="q",
                disable=not progress, dynamic_ncols=True)
     try:
         with JsonlAppender(predictions_path(out_dir, shard)) as out, \
                 SampleLog(out_dir if log_samples else None, shard) as log:
-            recorder = Recorder(llm=llm, out=out, done=done, bar=bar, log=log, gate=gate, protocol_pure=protocol_pure)
+            recorder = Recorder(llm=llm, out=out, done=done, bar=bar, log=log, gate=gate, protocol_pure=protocol_pure,
+                                lender=lender)
             histories = [HistoryTasks(s, qs, systems, recorder).work() for s, qs in pending]
             run_tasks(histories, workers, gate, open_limit=workers if systems.per_history else 1)
     finally:
         if shared is not None:
             shared.serve(None, batch=False)
+        lender.gate = None
         systems.close_unused()
     bar.close()
-    return [done[qid] for qid in order]
 
 
 @dataclass
@@ -156,6 +179,13 @@ class Recorder:
     log: SampleLog
     gate: Gate | None
     protocol_pure: bool = False  # systems see questions without_gold
+    lender: Lender | None = None  # the run's lent backend: a borrowing system's calls bound to its task
+
+    def task(self, system: System | None, phase: str) -> Any:
+        """The block in which ``system``'s calls to the lent backend are this task's, under ``phase``."""
+        import contextlib
+
+        return self.lender.task(system, phase) if self.lender is not None else contextlib.nullcontext()
 
     def waited(self) -> float:
         """Seconds this thread has waited for the workers' lock (0 off the workers)."""
@@ -202,15 +232,18 @@ class HistoryTasks:
         self.stopped: dict[str, int] | None = None  # its construction stopped at a failed call
 
     def work(self) -> HistoryWork:
+        first = self.systems.first  # a borrower's calls are told apart by instance: its answers one at a time
         return HistoryWork(ingest=self.ingest, answers=[partial(self.answer, q) for q in self.pending],
-                           in_order=bool(self.systems.first.answer_writes_state), finish=self.finish)
+                           in_order=bool(first.answer_writes_state or borrows(first)), finish=self.finish)
 
     def ingest(self) -> None:
         system = self.system = self.systems.get(self.hid)
-        system.reset()
+        with self.recorder.task(system, "construction"):
+            system.reset()
         self.recorder.bar.set_postfix_str(f"ingest {self.hid}")
         t0, w0 = time.perf_counter(), self.recorder.waited()
-        with call_scope(sink=self.recorder.log.construction_sink(self.hid)) as scope:
+        with call_scope(sink=self.recorder.log.construction_sink(self.hid)) as scope, \
+                self.recorder.task(system, "construction"):
             system.ingest(self.sample.history)
         self.ingest_s = time.perf_counter() - t0 - (self.recorder.waited() - w0)
         self.construction_meter = scope_phase(scope, self.recorder.llm, "construction")
@@ -239,7 +272,8 @@ class HistoryTasks:
         system, llm = self.system, self.recorder.llm
         t1, w1 = time.perf_counter(), self.recorder.waited()
         asked = without_gold(q) if self.recorder.protocol_pure else q  # what the system is told
-        with call_scope(keep_calls=self.recorder.log.enabled) as scope, noting_retrieval() as searches:
+        with call_scope(keep_calls=self.recorder.log.enabled) as scope, noting_retrieval() as searches, \
+                self.recorder.task(system, "answer"):
             pred = system.answer(asked)
         lock_wait = self.recorder.waited() - w1
         answer_s = time.perf_counter() - t1 - lock_wait

@@ -29,16 +29,22 @@ class HistorySystems:
     system built first (:meth:`build_first`, before any question), which then answers its own
     history; with one system for all it is that system. A per-history instance is closed once its
     history's last question is answered, so a system is built once per history, never more.
+
+    ``embedder``: the run's embedder (the lent backend serves it). While a run lends its backend
+    (``lender``: :class:`ctxbench.evaluation.lend.Lender`, set by the run loop), every system is handed
+    its address as it is built (a system whose class borrows it: :mod:`ctxbench.evaluation.lend`).
     """
 
-    def __init__(self, make: Any, per_history: bool = True):
-        self.make, self.per_history = make, per_history
+    def __init__(self, make: Any, per_history: bool = True, embedder: Any = None):
+        self.make, self.per_history, self.embedder = make, per_history, embedder
         self.first: System | None = None
+        self.lender: Any = None
+        self.lent_record: dict[str, Any] | None = None  # results.json lent_backend of the last run (if lent)
         self._built: dict[str, System] = {}  # built ahead of their history's ingest (the first)
 
     @classmethod
     def one(cls, system: System) -> "HistorySystems":
-        systems = cls(None, per_history=False)
+        systems = cls(None, per_history=False, embedder=getattr(system, "embedder", None))
         systems.first = _checked(system)
         return systems
 
@@ -46,23 +52,37 @@ class HistorySystems:
         """The first history's system, built now (a bad config fails before any question)."""
         if self.first is None:
             self.first = self._built[history_id] = _checked(self.make(history_id))
-        return self.first
+        return self._lent(self.first)
 
     def get(self, history_id: str) -> System:
         if not self.per_history:
-            return self.first
+            return self._lent(self.first)
         built = self._built.pop(history_id, None)
-        return built if built is not None else self.make(history_id)
+        return self._lent(built if built is not None else self.make(history_id))
 
     def release(self, system: System) -> None:
         if self.per_history:
-            system.close()
+            with self._task(system):
+                system.close()
+            if self.lender is not None:
+                self.lender.release(system)
 
     def close_unused(self) -> None:
         """Close what was built and never ingested (the first, on a rerun with its history all answered)."""
         for system in self._built.values():
-            system.close()
+            with self._task(system):
+                system.close()
         self._built.clear()
+
+    def _lent(self, system: Any) -> Any:
+        if self.lender is not None:
+            self.lender.lend(system)
+        return system
+
+    def _task(self, system: Any) -> Any:
+        import contextlib
+
+        return self.lender.task(system, "construction") if self.lender is not None else contextlib.nullcontext()
 
 
 def _checked(system: Any) -> System:
@@ -93,7 +113,7 @@ def build_history_systems(cfg: Any, out_dir: Path) -> tuple[HistorySystems, Any,
     maker, llm, name = system_maker(cfg)
     if not maker.per_history:
         return HistorySystems.one(maker.build(out_dir)), llm, name
-    return HistorySystems(partial(maker.for_history, out_dir)), llm, name
+    return HistorySystems(partial(maker.for_history, out_dir), embedder=maker.embedder), llm, name
 
 
 def history_dir(out_dir: Path, history_id: str) -> Path:
@@ -120,6 +140,7 @@ class SystemMaker:
     per_history: bool
     protocol: Any = None  # task=compression's Protocol: every system set to its ratio before any ingest
     name: str = ""
+    embedder: Any = None  # the run's embedder (memory=), which a lent backend serves
 
     def build(self, workdir: Path) -> System:
         from ctxbench.evaluation.protocol import prepare
@@ -144,8 +165,8 @@ def system_maker(cfg: Any) -> tuple[SystemMaker, Any, str]:
     protocol = protocol_of(cfg)
     if protocol is not None:
         check_chosen(cfg)
-    build_one, llm, name, per_history = _build_system(cfg)
-    return SystemMaker(build_one, prompt, per_history, protocol, name), llm, name
+    build_one, llm, name, per_history, embedder = _build_system(cfg)
+    return SystemMaker(build_one, prompt, per_history, protocol, name, embedder), llm, name
 
 
 def qa_prompt_record(system: System) -> dict[str, Any]:
@@ -161,8 +182,8 @@ def chosen(cfg: Any, group: str) -> Any:
     return cfg[group] if group in cfg else None
 
 
-def _build_system(cfg: Any) -> tuple[Any, Any, str, bool]:
-    """(build(workdir) → the bare system of ``method=`` or ``memory=``, llm, name, one per history?)."""
+def _build_system(cfg: Any) -> tuple[Any, Any, str, bool, Any]:
+    """(build(workdir) → the bare system of ``method=`` or ``memory=``, llm, name, one per history?, embedder)."""
     method, memory = chosen(cfg, "method"), chosen(cfg, "memory")
     if cfg.checkpoint and not method:  # never evaluate memory=... with a checkpoint ignored
         from ctxbench.training.checkpoint import CheckpointError, resolve_checkpoint, saved_configs
@@ -170,11 +191,11 @@ def _build_system(cfg: Any) -> tuple[Any, Any, str, bool]:
         name = saved_configs(resolve_checkpoint(cfg.checkpoint))["method"]["name"]
         raise CheckpointError(f"checkpoint={cfg.checkpoint} is a trained method: pass method={name} to evaluate it")
     if method:
-        return partial(_the, _load_method(cfg)), None, f"method={method.name}", False
+        return partial(_the, _load_method(cfg)), None, f"method={method.name}", False, None
     if not memory:
         raise DataError("eval", "choose a system: memory=NAME or method=NAME", field="memory")
-    build_memory, llm = _memory_builder(cfg, memory)
-    return build_memory, llm, f"memory={memory.name}", True
+    build_memory, llm, embedder = _memory_builder(cfg, memory)
+    return build_memory, llm, f"memory={memory.name}", True, embedder
 
 
 def _the(system: System, workdir: Path) -> System:
@@ -205,8 +226,8 @@ def _load_method(cfg: Any) -> System:
     return system
 
 
-def _memory_builder(cfg: Any, mem: Any) -> tuple[Any, Any]:
-    """(build(workdir) → a ``memory=`` system, the llm): every one on the one shared LLM
+def _memory_builder(cfg: Any, mem: Any) -> tuple[Any, Any, Any]:
+    """(build(workdir) → a ``memory=`` system, the llm, the embedder or None): every one on the one shared LLM
     (:class:`ctxbench.llm.shared.SharedLLM`) and embedder.
 
     The cheap checks run first: an OpenAI-compatible server is asked whether it is there, knows
@@ -229,7 +250,7 @@ def _memory_builder(cfg: Any, mem: Any) -> tuple[Any, Any]:
         embedder = build("embedder", embedder_cfg)
     if "progress" in mem and not cfg.progress:  # progress=false silences every bar
         mem = OmegaConf.merge(mem, {"progress": False})
-    return partial(build, "memory", mem, llm=llm, embedder=embedder), llm
+    return partial(build, "memory", mem, llm=llm, embedder=embedder), llm, embedder
 
 
 def resolve_concurrency(value: Any, llm: Any) -> tuple[int, str]:
