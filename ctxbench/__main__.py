@@ -24,10 +24,12 @@ COMMANDS = {
     "export": ("ctxbench.export", "main"),
     "reproduce": ("ctxbench.reproduce", "main"),
     "view": ("ctxbench.report.view", "main"),
+    "check": ("ctxbench.check", "main"),
+    "new": ("ctxbench.scaffold", "main"),
 }
 #: commands that load no model: the CLI does not import torch for them (quiet_cpu_warnings is skipped).
 #: No command imports torch before Hydra hands it the composed config (``--help`` and ``--cfg job`` never do).
-TORCH_FREE = {"view", "ls", "report", "score", "data"}
+TORCH_FREE = {"view", "ls", "report", "score", "data", "new"}
 CONF_DIR = conf_dir()
 USAGE = ("usage: python -m ctxbench {" + ",".join(COMMANDS) + "} [-m] [key=value ...]\n"
          "       python -m ctxbench <command> --help | --cfg job")
@@ -243,11 +245,11 @@ def main(argv: list[str] | None = None) -> None:
         from ctxbench.core.registry import suggest
 
         _fail(f"unknown command {command!r}.{suggest(command, list(COMMANDS))}")
-    if command == "data":  # `data download locomo` → `action=download name=locomo` (Hydra takes key=value only)
+    if command in ("data", "new"):  # `data download locomo` → `action=download name=locomo`, `new memory X` → `kind=memory name=X`
         pos: list[str] = []
         while rest and len(pos) < 2 and "=" not in rest[0] and not rest[0].startswith("-"):
             pos.append(rest.pop(0))
-        rest = [f"{k}={v}" for k, v in zip(("action", "name"), pos)] + rest
+        rest = [f"{k}={v}" for k, v in zip(("action" if command == "data" else "kind", "name"), pos)] + rest
     if command == "report":  # `report sweep=DIR`: conf/sweep/ is a config group, so the folder travels as sweep_dir
         rest = ["sweep_dir=" + a.partition("=")[2] if a.startswith("sweep=") else a for a in rest]
         rest = [quote_list_value(a) for a in rest]  # `report compare=A,B`: one value, not a sweep

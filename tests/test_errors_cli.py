@@ -22,6 +22,10 @@ INTERNAL = {
     "ctxbench.evaluation.estimate.ModelCalled": "a bug in a system's estimate plan (a model asked during "
                                                 "estimate=true): a traceback is what its author needs",
     "ctxbench.bench.common.Skip": "a suite that cannot run here; the reason is recorded in bench.json",
+    "ctxbench.check.result.Fail": "a check's finding: the runner turns it into a 'fail' row of check's table",
+    "ctxbench.check.result.Skip": "a check that does not apply: the runner turns it into a 'skip' row with the reason",
+    "ctxbench.check.doubles.Interrupted": "check stops its own run midway (a BaseException, as KeyboardInterrupt); "
+                                          "the resume check catches it",
     "ctxbench.data.safe_pickle.RefusedGlobal": "safe_loads turns it into a DataError naming the file",
     "ctxbench.data.safe_pickle.TooLarge": "safe_loads turns it into a DataError naming the file and the budget",
     "ctxbench.data.records.NonJsonConstant": "the JSON readers turn it into a DataError naming file, line, column",

@@ -16,7 +16,7 @@ import importlib
 from typing import Any
 
 GROUPS = ("model", "method", "dataset", "launcher", "logger", "memory", "task", "llm", "embedder")
-COMMANDS = ("train", "eval", "bench", "score", "report", "data", "export", "ls", "reproduce", "view")
+COMMANDS = ("train", "eval", "bench", "score", "report", "data", "export", "ls", "reproduce", "view", "check", "new")
 _registered = False
 # plug-ins' settings (ctxbench.config.plugin_options): group -> option name -> its schema, beside the built-ins'
 _PLUGIN_SCHEMAS: dict[str, dict[str, Any]] = {}

@@ -548,6 +548,30 @@ class ReproduceConfig:
     first: list = setting(['amem', 'memgpt', 'mem0g', 'mem0', 'icae', 'ccm_concat', 'ccm_merge', 'lococo'], 'cells started first, in this order (the longest on the CPU slice), so parallel lanes end together')
 
 
+@dataclass
+class CheckConfig:
+    """python -m ctxbench check memory=NAME | method=NAME | dataset=NAME | metric=NAME [checks=[...]] The conformance checks every built-in passes, on the scripted chat model and a shipped sample (ctxbench/check/, docs/plugins.md); exit 2 when one fails."""
+
+    metric: str | None = setting(None, 'a metric to check (its registered name); memory= / method= / dataset= are config groups')
+    checks: list | None = setting(None, 'the checks to run, in this order: contract, eval, resume, kill, concurrency, protocol_pure, usage, estimate (a dataset or metric: contract, eval); null = all')
+    limit: int | None = setting(None, 'answer at most N questions of dataset= per run (null or 0 = all)', ge(0, note='0 or null = all'))
+    concurrency: int = setting(4, 'the workers whose records must equal one worker\'s (the concurrency check)', gt(1))
+    kill: bool = setting(True, 'the kill check: a real process killed with kill -9 midway (about 3 s of process start)')
+    qa_prompt: str = setting('brief', "the answer prompt the system answers with (eval's default)", choices=('locomo', 'mem0', 'mem0g', 'amem', 'brief', 'ruler', 'longmemeval'))
+    estimate_tolerance: float = setting(0.1, "estimate check: input tokens (and calls estimated by a rule) within this share of the run's; a class's own estimate_tolerance wins", SHARE)
+    timeout_s: int = setting(300, 'the kill check: seconds the process may run before it is killed', POSITIVE)
+
+
+@dataclass
+class NewConfig:
+    """python -m ctxbench new memory|method|dataset|metric NAME [out=DIR] A ready plug-in package: pyproject.toml with its entry point, the class and its Settings, its prompts (memory), a README and a test calling the conformance checks (ctxbench/scaffold/, docs/plugins.md)."""
+
+    kind: str | None = setting(None, 'required: memory | method | dataset | metric (`new memory NAME` arrives here)', choices=('memory', 'method', 'dataset', 'metric'))
+    name: str | None = setting(None, 'required: the plug-in name (a Python identifier: what memory=NAME selects; `new memory NAME` arrives here)')
+    out: str | None = setting(None, 'the folder the package is written to; null = ./ctxbench-NAME')
+    force: bool = setting(False, 'true = write into a folder that is not empty (files of the same name are replaced)')
+
+
 SCHEMAS = {
     'train': TrainConfig,
     'eval': EvalConfig,
@@ -559,4 +583,6 @@ SCHEMAS = {
     'ls': LsConfig,
     'reproduce': ReproduceConfig,
     'view': ViewConfig,
+    'check': CheckConfig,
+    'new': NewConfig,
 }
