@@ -17,8 +17,9 @@ def test_import_layers_hold():
 
 
 def test_top_level_names_the_wings():
-    """Besides its subpackages, the package root holds only its entry points (and the config and sample folders)."""
+    """Besides its subpackages, the package root holds only its entry points — the CLI and the public API a plug-in
+    imports (docs/plugins.md) — and the config and sample folders."""
     loose = sorted(p.name for p in PACKAGE.iterdir() if p.suffix == ".py")
-    assert loose == ["__init__.py", "__main__.py"], loose
+    assert loose == ["__init__.py", "__main__.py", "api.py"], loose
     wings = {"core", "config", "training", "evaluation", "runs"}
     assert wings <= {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
