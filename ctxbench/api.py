@@ -10,7 +10,8 @@ A plug-in may declare the versions it supports with ``ctxbench_api = ">=1.0,<2"`
 
 These are the very classes the built-ins use (tests/test_api.py checks each name is the object the
 built-ins derive from), so every built-in exercises the API. Importing this module imports no torch:
-the bases that need it (:class:`TrainableMethod`, :class:`TrainingFreeMethod`, :class:`Press`) and the
+the bases that need it (:class:`TrainableMethod`, :class:`TrainingFreeMethod`, :class:`Press` and the
+fixed-cache method a press runs in, :class:`FixedKVMethod`) and the
 ones that need the stores (:class:`MemorySystem`: records, vector index, structured caller and
 resumable ingestion) load on first use.
 """
@@ -33,7 +34,13 @@ _LAZY = {
     "MemorySettings": "ctxbench.config.schemas.memory",
     "TrainableMethod": "ctxbench.methods.base",
     "TrainingFreeMethod": "ctxbench.methods.base",
+    "MethodSettings": "ctxbench.config.schemas.method",
+    "FixedCacheSettings": "ctxbench.config.schemas.method",
     "Press": "ctxbench.methods.press",
+    "LayerKV": "ctxbench.methods.press",
+    "SegmentInfo": "ctxbench.methods.press",
+    "gather_slots": "ctxbench.methods.press",
+    "FixedKVMethod": "ctxbench.methods.kv_cache",
     "Samples": "ctxbench.data.samples",
     "DataError": "ctxbench.data.errors",
     "Metric": "ctxbench.metrics.base",

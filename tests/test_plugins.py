@@ -274,3 +274,32 @@ def test_wandb_summary_names_the_plugins():
         {"kind": "memory", "name": "x", "distribution": "x-pkg", "version": "0.3"},
         {"kind": "metric", "name": "m", "file": "/a/m.py", "sha256": "ab" * 32}]}})
     assert s["plugins/memory/x"] == "x-pkg 0.3" and s["plugins/metric/m"] == "/a/m.py sha256:" + "ab" * 32
+
+
+def test_a_press_plugin_runs_in_the_fixed_cache(tmp_path):
+    """docs/examples/keep_norms.py: a Press and the FixedKVMethod it runs in, from ctxbench.api alone."""
+    example = Path(__file__).parents[1] / "docs" / "examples" / "keep_norms.py"
+    p = run_cli("eval", f"plugins={example}", "method=keep_norms", "method.mem_size=24", "method.window=4",
+                "method.max_new_tokens=3", "model=tiny", "dataset=locomo_sample", "limit=3", "progress=false",
+                f"hydra.run.dir={tmp_path / 'run'}", timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = [json.loads(x) for x in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and all(0 < r["usage"]["held_kv_slots"] <= 24 for r in rows)
+    res = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert res["system"] == "method=keep_norms" and res["config"]["method"]["window"] == 4
+    assert [x["name"] for x in res["provenance"]["plugins"]] == ["keep_norms"]
+
+
+def test_the_press_keeps_low_key_norms_and_the_window():
+    import torch
+
+    from ctxbench.core.plugins import Plugin, _load_file
+    from ctxbench.methods.press import LayerKV, SegmentInfo
+
+    example = Path(__file__).parents[1] / "docs" / "examples" / "keep_norms.py"
+    mod = _load_file(Plugin("method", "keep_norms", str(example), file=str(example), sha256="x"))
+    k = torch.ones(1, 1, 10, 2)
+    k[0, 0, 2] = 0.1  # the smallest norm among the older slots
+    kv = LayerKV(k, torch.zeros_like(k), torch.arange(10).view(1, 1, 10), torch.zeros(1, 1, 10))
+    kept = mod.KeepNormsPress(window=2).compress(kv, SegmentInfo(0, 1, 10, None, "ingest"), budget=3)
+    assert kept.pos.flatten().tolist() == [2, 8, 9]
