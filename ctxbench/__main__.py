@@ -68,9 +68,21 @@ def check_group_choices(argv: list[str]) -> None:
         if "." in key or value in ("", "null") or "(" in value or not is_group(key, search):
             continue  # glob(...), choice(...): Hydra's sweep functions, expanded by check_overrides
         options = group_options(key, search)
+        if key in PLUGIN_GROUPS:  # what installed plug-ins offer, for the "did you mean" too
+            options = sorted(set(options) | set(plugin_options_of(key)))
         for v in value.split(","):  # multirun lists: method=a,b
             if v not in options:
                 _fail(f"unknown {key} {v!r}.{suggest(v, options)}")
+
+
+PLUGIN_GROUPS = ("memory", "method", "dataset")
+
+
+def plugin_options_of(group: str) -> list[str]:
+    """The usable plug-in names a group can select (metadata only, nothing imported)."""
+    from ctxbench.core.registry import plugin_names
+
+    return [n for n, p in plugin_names(group).items() if p.problem is None]
 
 
 def searchpath_overrides(argv: list[str]) -> list[str]:
@@ -93,8 +105,8 @@ def use_plugins(argv: list[str]) -> list[str]:
     rest = [a for a in argv if not a.startswith("plugins=")]
     specs = plugins.requested(",".join(given))
     plugins.use(specs)
-    if specs:
-        os.environ[plugins.ENV] = ",".join(specs)  # jobs a launcher starts in other processes find them too
+    if given and any(a in ("-m", "--multirun") for a in argv):  # sweep jobs a launcher starts in other processes
+        os.environ[plugins.ENV] = ",".join(plugins.resolved(specs))
     for arg in rest:
         key, _, value = arg.partition("=")
         kind = key.lstrip("+~")

@@ -30,6 +30,8 @@ INTERNAL = {
     "ctxbench.data.safe_pickle.TooLarge": "safe_loads turns it into a DataError naming the file and the budget",
     "ctxbench.data.records.NonJsonConstant": "the JSON readers turn it into a DataError naming file, line, column",
     "ctxbench.llm.openai_compat._Retryable": "the retry loop retries it, then records a failed call",
+    "ctxbench.llm.lend.wire.ApiError": "the lent server answers it as an OpenAI error reply to the borrower (HTTP "
+                                       "status + error object); it never reaches the user's command line",
     "ctxbench.llm.openai_compat._Unreachable": "a _Retryable: retried, or LLMUnavailable before any reply",
     "ctxbench.llm.openai_compat._Fatal": "the call is recorded failed without retries",
     "ctxbench.llm.openai_compat._TooSlow": "a trickled reply body: retried like a timeout, then a failed call",

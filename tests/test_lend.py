@@ -52,7 +52,7 @@ def run(name: str, tmp, *, lent: bool, concurrency: int = 1, llm: Any = None, n_
     cls = registry.get("memory", name)
     cls = borrowing(cls, received) if lent else cls
     llm = llm or SharedLLM(ScriptedChatModel())
-    embedder = BowEmbedder() if cfg.get("needs_embedder") else None
+    embedder = BowEmbedder() if registry.get("memory", name).needs_embedder else None
     folder = folder or tmp / f"{name}-{'lent' if lent else 'own'}-{concurrency}"
     systems = HistorySystems(lambda hid: cls(cfg, llm=llm, embedder=embedder, workdir=folder / "stores" / hid),
                              embedder=embedder)

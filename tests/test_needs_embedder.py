@@ -44,7 +44,7 @@ def test_only_a_class_that_needs_one_gets_an_embedder(monkeypatch, name, embedde
     monkeypatch.setattr("ctxbench.llm.shared.SharedLLM", lambda inner: type("Shared", (), {"inner": inner})())
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
         cfg = compose(config_name="eval", overrides=[f"memory={name}", "embedder=minilm"])
-    make, _ = systems._memory_builder(cfg, cfg.memory)
+    make, _, _ = systems._memory_builder(cfg, cfg.memory)
     assert make.keywords["embedder"] == ("a embedder" if embedded else None)
     assert ("embedder" in built) == embedded
 

@@ -38,6 +38,7 @@ KIND_GROUPS = {"memory": "ctxbench.memory", "method": "ctxbench.method", "datase
                "metric": "ctxbench.metric", "judge": "ctxbench.judge", "qa_prompt": "ctxbench.qa_prompt"}
 GROUPS = tuple(KIND_GROUPS.values())
 ENV = "CTXBENCH_PLUGINS"
+FILE_MODULE_PREFIX = "ctxbench_plugin_"  # the module name a plugins= file is imported under
 
 
 class PluginError(CtxbenchError, ImportError):
@@ -127,6 +128,11 @@ def use(specs: list[str]) -> None:
         _file_specs.append(spec)
 
 
+def resolved(specs: list[str]) -> list[str]:
+    """``specs`` with each file made absolute (a process started elsewhere finds it too)."""
+    return [str(_spec_file(s)) if s.endswith(".py") or os.sep in s or "/" in s else s for s in specs]
+
+
 def _spec_file(spec: str) -> Path:
     if spec.endswith(".py") or os.sep in spec or "/" in spec:
         path = Path(spec).expanduser().resolve()
@@ -190,7 +196,7 @@ def _load_file(p: Plugin) -> Any:
         return _loaded_files[key]
     try:
         if p.target.endswith(".py") or os.sep in p.target or "/" in p.target:
-            mod_name = "ctxbench_plugin_" + hashlib.sha1(key.encode()).hexdigest()[:10]
+            mod_name = FILE_MODULE_PREFIX + hashlib.sha1(key.encode()).hexdigest()[:10]
             spec = importlib.util.spec_from_file_location(mod_name, key)
             module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
             sys.modules[mod_name] = module

@@ -113,7 +113,8 @@ def builtin_names(kind: str) -> list[str]:
 def forget_plugins() -> None:
     """Drop every plug-in's registration and the plug-ins known by name (tests; a process that installs one)."""
     for kind in KINDS:
-        for name in list(_PLUGIN[kind]):
+        loaded_files = [n for n, origin in _ORIGIN[kind].items() if origin.startswith(plugins.FILE_MODULE_PREFIX)]
+        for name in [*_PLUGIN[kind], *loaded_files]:
             _REGISTRY[kind].pop(name, None)
             _ORIGIN[kind].pop(name, None)
         _PLUGIN[kind].clear()

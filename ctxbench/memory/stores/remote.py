@@ -21,7 +21,6 @@ import logging
 import time
 from typing import Any, Callable
 
-import httpx
 
 from ctxbench.core.errors import CtxbenchError
 from ctxbench.core.secrets import scrub_text
@@ -58,6 +57,8 @@ class RemoteMemory:
         self.secrets = secrets or (lambda: [])
         logging.getLogger("httpx").setLevel(logging.WARNING)  # not one INFO line per request
         # trust_env=False: the remote is addressed as given, never through a proxy of the environment
+        import httpx  # here, not at import: the GPU check's Python (registry.discover) has no httpx
+
         self.http = httpx.Client(base_url=self.url, timeout=httpx.Timeout(self.timeout_s), trust_env=False)
 
     def close(self) -> None:
@@ -84,6 +85,8 @@ class RemoteMemory:
     def _once(self, method: str, path: str, data: bytes | None, headers: dict[str, str],
               need: tuple[str, ...]) -> tuple[bool, Any]:
         """(retry?, the reply's JSON object or why it failed)."""
+        import httpx
+
         try:
             with self.wait():
                 reply = self.http.request(method, path, content=data, headers=headers)
@@ -109,7 +112,7 @@ class RemoteMemory:
         return False, obj
 
     @staticmethod
-    def _error_text(reply: httpx.Response) -> str:
+    def _error_text(reply: Any) -> str:
         """The error body's ``error.message`` (the protocol's error shape), else the body's start."""
         try:
             err = reply.json().get("error")
