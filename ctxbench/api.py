@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ctxbench.config.setting import setting
+from ctxbench.config.setting import Range, between, ge, gt, setting
 from ctxbench.core.errors import ConfigError, CtxbenchError
 from ctxbench.core.lent import LentBackend
 from ctxbench.core.plugins import API_VERSION
@@ -49,7 +49,8 @@ _LAZY = {
 }
 
 __all__ = ["API_VERSION", "System", "History", "Session", "Turn", "Question", "Sample", "Prediction", "Usage",
-           "LentBackend", "register", "setting", "CtxbenchError", "ConfigError", *_LAZY]
+           "LentBackend", "register", "setting", "Range", "ge", "gt", "between", "CtxbenchError", "ConfigError",
+           *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

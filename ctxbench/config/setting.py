@@ -79,6 +79,9 @@ def setting(default: Any, meaning: str, bound: Range | None = None, *, choices: 
     ``plugins`` (a registry kind: ``qa_prompt``) adds the names plug-ins of that kind declare;
     ``items``/``length``/``nonempty``: for a list; ``values``: the range of a free mapping's values;
     ``url``: an http(s) URL; ``open``: why a key whose meaning lists values takes others too."""
+    if bound is not None and not isinstance(bound, Range):
+        raise TypeError(f"setting({default!r}, ...): bound must be ge(x), gt(x) or between(a, b) (ctxbench.api), "
+                        f"not {type(bound).__name__} {bound!r}")
     meta = {"meaning": meaning, "range": bound, "choices": choices, "items": items, "length": length,
             "nonempty": nonempty, "url": url, "open": open, "values": values, "plugins": plugins}
     if isinstance(default, (list, dict)):

@@ -22,4 +22,5 @@ class RecentTurns(System):
     def answer(self, question):
         r = self.llm.chat(self.answer_prompt.messages(question, self.context), max_new_tokens=self.answer_max_tokens())
         return Prediction(text=r.text, usage=Usage(answer_prompt_tokens=r.prompt_tokens,
-                                                   answer_completion_tokens=r.completion_tokens, answer_calls=1))
+                                                   answer_completion_tokens=r.completion_tokens, answer_calls=1,
+                                                   held_text=self.llm.count_tokens(context)))

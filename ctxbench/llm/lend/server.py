@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -43,6 +44,9 @@ def embedder_name(embedder: Any) -> str | None:
     if embedder is None:
         return None
     return str(getattr(embedder, "name", None) or type(embedder).__name__)
+
+
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "aiohttp.access")
 
 
 class LendServer:
@@ -69,6 +73,8 @@ class LendServer:
 
     def start(self) -> str:
         """Serve on a free port of 127.0.0.1; returns (and sets) ``base_url``."""
+        for name in QUIET_LOGGERS:  # a borrower's HTTP client logs every request at INFO: not in the run's log
+            logging.getLogger(name).setLevel(logging.WARNING)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind((HOST, 0))
         self.base_url = f"http://{HOST}:{sock.getsockname()[1]}/v1"

@@ -23,4 +23,5 @@ class LastTurns(System):
         context = "\n".join(f"{t.speaker}: {t.text}" for t in self.turns)
         r = self.llm.chat(self.answer_prompt.messages(question, context), max_new_tokens=self.answer_max_tokens())
         return Prediction(text=r.text, usage=Usage(answer_prompt_tokens=r.prompt_tokens,
-                                                   answer_completion_tokens=r.completion_tokens, answer_calls=1))
+                                                   answer_completion_tokens=r.completion_tokens, answer_calls=1,
+                                                   held_text=self.llm.count_tokens(context)))
