@@ -84,14 +84,37 @@ def test_runs_on_different_questions_are_refused_in_one_line(tmp_path):
     assert not (tmp_path / "c.json").exists()
 
 
-def test_compare_pairs_only_the_questions_both_answered(tmp_path):
+def test_compare_pairs_every_question_with_failed_as_wrong(tmp_path):
     a = run(tmp_path, "a", BASE, failed={1, 3})
     b = run(tmp_path, "b", BETTER, failed={3, 5})
     res = compare_runs(load_scores(a), load_scores(b))
-    assert res["paired"] == N - 3 and res["failed"] == {"a": 2, "b": 2, "either": 3}
-    keep = [i for i in range(N) if i not in {1, 3, 5}]
-    want = paired_bootstrap([float(i in BASE) for i in keep], [float(i in BETTER) for i in keep])
+    assert res["paired"] == N and res["failed"] == {"a": 2, "b": 2, "either": 3}
+    want = paired_bootstrap([float(i in BASE and i not in {1, 3}) for i in range(N)],
+                            [float(i in BETTER and i not in {3, 5}) for i in range(N)])
     assert res["metrics"]["llm_judge"]["overall"] == want
+    # the answered-only view beside it, over the questions both answered
+    keep = [i for i in range(N) if i not in {1, 3, 5}]
+    only = res["answered_only"]
+    assert only["paired"] == N - 3
+    assert only["metrics"]["llm_judge"]["overall"] == paired_bootstrap([float(i in BASE) for i in keep],
+                                                                     [float(i in BETTER) for i in keep])
+
+
+def test_compare_delta_is_the_headline_delta_even_when_failures_reverse_it(tmp_path):
+    """The review's case: A answers all 10 (7 right); B answers the 5 easy ones right and fails the other 5.
+    Headline B − A = 0.5 − 0.7 = −0.20; pairing only the answered questions said +0.20."""
+    a = run(tmp_path, "a", {0, 1, 2, 3, 5, 6, 7}, n=10)
+    b = run(tmp_path, "b", {0, 1, 2, 3, 4}, n=10, failed={5, 6, 7, 8, 9})
+    res = compare_runs(load_scores(a), load_scores(b))
+    head_a = json.loads((a / "results.json").read_text())["overall"]["llm_judge"]
+    head_b = json.loads((b / "results.json").read_text())["overall"]["llm_judge"]
+    j = res["metrics"]["llm_judge"]["overall"]
+    assert (head_a, head_b) == (0.7, 0.5) and j["delta"] == pytest.approx(head_b - head_a) == -0.2
+    assert res["answered_only"]["metrics"]["llm_judge"]["overall"]["delta"] == pytest.approx(0.2)
+    md = tmp_path / "c.md"
+    assert run_cli("report", f"compare={a},{b}", f"out={md}").returncode == 0
+    text = md.read_text()
+    assert "# Answered only: the 5 questions both runs answered" in text and "-0.2000" in text
 
 
 def test_compare_under_the_corrected_gold(tmp_path):

@@ -2,9 +2,11 @@
 
 Each run folder's predictions.jsonl gives the per-question scores. The two runs must have been asked the
 same questions (the board's question hash, :func:`ctxbench.report.board.question_hash`, over every id
-in predictions.jsonl, failed ones included); otherwise the command refuses in one line. The pairs are the
-questions both runs answered (a failed answer in either run leaves the question out; the counts are
-in compare.json ``failed``). For every metric both runs scored — results.json ``metrics``, every
+in predictions.jsonl, failed ones included); otherwise the command refuses in one line. The pairs are
+every question asked, a failed answer scoring 0 in every metric as in the headline numbers
+(:func:`ctxbench.metrics.aggregate.failed_as_wrong`), so compare's Δ is the difference of the two
+headlines; compare.json ``answered_only`` holds the same comparison over the questions both runs
+answered (the failed counts in ``failed``), labelled as such in compare.md. For every metric both runs scored — results.json ``metrics``, every
 per-question ``llm_judge*`` field (each judge of a panel), and, when both runs were scored under
 corrected gold, ``<metric>@corrected`` — overall and per category:
 Δ = mean(B) − mean(A), its 95% paired-bootstrap interval and two-sided p
@@ -46,6 +48,10 @@ class RunScores:
     @property
     def answered(self) -> dict[str, dict[str, Any]]:
         return {str(r["id"]): r for r in self.records if not r.get("failed")}
+
+    @property
+    def by_id(self) -> dict[str, dict[str, Any]]:
+        return {str(r["id"]): r for r in self.records}
 
 
 def run_paths(value: Any, what: str) -> list[Path]:
@@ -91,6 +97,11 @@ def value(rec: dict[str, Any], metric: str) -> float | None:
     return float(v) if _number(v) else None
 
 
+def headline_value(rec: dict[str, Any], metric: str) -> float | None:
+    """:func:`value`, a failed answer scoring 0 in every metric (the headline's rule)."""
+    return 0.0 if rec.get("failed") else value(rec, metric)
+
+
 def check_same_questions(a: RunScores, b: RunScores) -> str:
     """The shared question hash, or a one-line ReportError naming both runs and how they differ."""
     ha, hb = question_hash(a.ids), question_hash(b.ids)
@@ -106,34 +117,47 @@ def category_of(rec: dict[str, Any]) -> str:
     return str(rec.get("category_name") or rec.get("category") or "uncategorised")
 
 
+def _compare_over(ids: list[str], recs_a: dict[str, dict[str, Any]], recs_b: dict[str, dict[str, Any]],
+                  metrics: list[str], resamples: int, seed: int) -> dict[str, Any]:
+    """``{metric: {"overall" | category: paired_bootstrap}}`` over ``ids`` (categories in results.json order)."""
+    cats: dict[str, list[str]] = {}
+    for i in ids:
+        cats.setdefault(category_of(recs_a[i]), []).append(i)
+    cats = {c: cats[c] for c in sorted(cats, key=lambda c: _cat_key(recs_a[cats[c][0]].get("category")))}
+    out: dict[str, Any] = {}
+    for m in metrics:
+        node = {}
+        for g, group in {"overall": ids, **cats}.items():
+            pairs = [(headline_value(recs_a[i], m), headline_value(recs_b[i], m)) for i in group]
+            pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
+            node[g] = paired_bootstrap([x for x, _ in pairs], [y for _, y in pairs], resamples, seed)
+        out[m] = node
+    return out
+
+
 def compare_runs(a: RunScores, b: RunScores, resamples: int = COMPARE_RESAMPLES,
                  seed: int = COMPARE_SEED) -> dict[str, Any]:
-    """compare.json: per metric, overall and per category, the paired bootstrap of B − A."""
+    """compare.json: per metric, overall and per category, the paired bootstrap of B − A over every
+    question (failed = 0), and ``answered_only`` over the questions both runs answered."""
     qhash = check_same_questions(a, b)
     ans_a, ans_b = a.answered, b.answered
-    both = [i for i in a.ids if i in ans_a and i in ans_b]  # A's order (dataset order)
+    every = a.ids  # A's order (dataset order)
+    both = [i for i in every if i in ans_a and i in ans_b]
     metrics = [m for m in a.metrics if m in b.metrics]
-    cats: dict[str, list[str]] = {}
-    for i in both:
-        cats.setdefault(category_of(ans_a[i]), []).append(i)
-    cats = {c: cats[c] for c in sorted(cats, key=lambda c: _cat_key(ans_a[cats[c][0]].get("category")))}
+    recs_a, recs_b = a.by_id, b.by_id
     out: dict[str, Any] = {"a": str(a.path), "b": str(b.path), "questions": qhash, "n_questions": len(a.ids),
-                           "paired": len(both),
+                           "paired": len(every), "failed_as": 0.0,
                            "failed": {"a": len(a.ids) - len(ans_a), "b": len(b.ids) - len(ans_b),
                                       "either": len(a.ids) - len(both)},
                            "only_in_one": sorted(set(a.metrics) ^ set(b.metrics)),
                            "method": {"test": "paired bootstrap", "resamples": resamples, "seed": seed,
                                       "delta": "mean(B) - mean(A)", "ci": "percentile 95%",
+                                      "pairs": "every question; a failed answer scores 0 (as the headline)",
                                       "p": "two-sided: min(1, 2*min(P*(d<=0), P*(d>=0))), P* = (count+1)/(B+1)"},
-                           "metrics": {}}
-    for m in metrics:
-        groups = {"overall": both, **cats}
-        node = {}
-        for g, ids in groups.items():
-            pairs = [(value(ans_a[i], m), value(ans_b[i], m)) for i in ids]
-            pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
-            node[g] = paired_bootstrap([x for x, _ in pairs], [y for _, y in pairs], resamples, seed)
-        out["metrics"][m] = node
+                           "metrics": _compare_over(every, recs_a, recs_b, metrics, resamples, seed),
+                           "answered_only": {"paired": len(both),
+                                             "metrics": _compare_over(both, recs_a, recs_b, metrics, resamples,
+                                                                      seed)}}
     return out
 
 
@@ -143,15 +167,11 @@ def _fmt(v: Any, signed: bool = False) -> str:
     return f"{v:+.4f}" if signed else f"{v:.4f}"
 
 
-def compare_markdown(res: dict[str, Any]) -> str:
+def _metric_tables(metrics: dict[str, Any], title: str = "") -> list[str]:
     from ctxbench.core.markdown_table import md_table
 
-    lines = ["# Compare: B − A", "", f"- A: `{res['a']}`", f"- B: `{res['b']}`", "",
-             f"Questions: {res['n_questions']} (hash {res['questions']}), paired over the {res['paired']} both "
-             f"answered (failed answers left out: {res['failed']['a']} in A, {res['failed']['b']} in B). "
-             f"Δ = mean(B) − mean(A) with its 95% paired-bootstrap interval ({res['method']['resamples']} "
-             f"resamples, seed {res['method']['seed']}) and two-sided p; * = p < {SIGNIFICANT}.", ""]
-    for m, node in res["metrics"].items():
+    lines = []
+    for m, node in metrics.items():
         rows = []
         for g, r in node.items():
             ci = r.get("ci95")
@@ -159,7 +179,24 @@ def compare_markdown(res: dict[str, Any]) -> str:
             rows.append([f"**{g}**" if g == "overall" else g, r["n"], _fmt(r["a"]), _fmt(r["b"]),
                          _fmt(r["delta"], True) + star, "–" if not ci else f"[{ci[0]:+.4f}, {ci[1]:+.4f}]",
                          _fmt(r["p"])])
-        lines += [f"## {m}", "", md_table(["group", "n", "A", "B", "Δ", "95% CI", "p"], rows, formatter=str), ""]
+        lines += [f"## {m}{title}", "", md_table(["group", "n", "A", "B", "Δ", "95% CI", "p"], rows, formatter=str), ""]
+    return lines
+
+
+def compare_markdown(res: dict[str, Any]) -> str:
+    failed = res["failed"]
+    lines = ["# Compare: B − A", "", f"- A: `{res['a']}`", f"- B: `{res['b']}`", "",
+             f"Questions: {res['n_questions']} (hash {res['questions']}), paired over every question, a failed "
+             f"answer scoring 0 as in the headline numbers (failed: {failed['a']} in A, {failed['b']} in B). "
+             f"Δ = mean(B) − mean(A) with its 95% paired-bootstrap interval ({res['method']['resamples']} "
+             f"resamples, seed {res['method']['seed']}) and two-sided p; * = p < {SIGNIFICANT}.", ""]
+    lines += _metric_tables(res["metrics"])
+    if failed["either"]:
+        only = res["answered_only"]
+        lines += [f"# Answered only: the {only['paired']} questions both runs answered", "",
+                  f"The same comparison with the {failed['either']} questions a run failed left out (not the "
+                  "headline's numbers).", ""]
+        lines += _metric_tables(only["metrics"], " (answered only)")
     if res["only_in_one"]:
         lines += [f"Metrics only one run has (not compared): {', '.join(res['only_in_one'])}.", ""]
     return "\n".join(lines)

@@ -472,7 +472,7 @@ class ReportConfig:
     table: str | None = setting(None, 'a paper table: amem_locomo_table1, mem0_locomo_table1, icae_..., ccm_..., lococo_...')
     runs: str | list | None = setting(None, 'table: run folders (or parents) to search, DIR or [DIR1,DIR2]; null = outputs/ and multirun/')
     out: str | None = setting(None, 'table / compare / reruns / decay: markdown output path (null = outputs/report/<name>.md, with a .json beside it)')
-    compare: str | list | None = setting(None, 'RUN_A,RUN_B: paired bootstrap of B - A per metric, judge and category over the questions both answered (ctxbench/report/compare.py)')
+    compare: str | list | None = setting(None, 'RUN_A,RUN_B: paired bootstrap of B - A per metric, judge and category over every question, a failed answer scoring 0 (answered-only beside it; ctxbench/report/compare.py)')
     reruns: str | list | None = setting(None, 'RUN1,RUN2,...: reruns of one config, the variance of the system beside the judge reruns (ctxbench/report/reruns.py)')
     decay: str | list | None = setting(None, 'RUN1,RUN2,... (run folders or folders holding runs): accuracy by evidence age (results.json by_evidence_age) side by side (ctxbench/report/decay.py)')
     judges: bool = setting(False, '`report judges`: judge the calibration set under every judge.panel judge (llm= or judge_llm=) → judges.json / judges.md in hydra.run.dir')
