@@ -71,7 +71,7 @@ def main(cfg: Any) -> dict[str, Any]:
         return run_task(cfg, str(cfg.task.name), out, samples)
     protocol = protocol_of(cfg)  # task=compression: the QA path, every system at task.ratio (evaluation/protocol.py)
     if protocol is not None and protocol.query_aware:
-        samples = query_aware_samples(samples)
+        samples = query_aware_samples(samples, protocol.ask_again)
     if not any(s.questions for s in samples):
         raise DataError(f"dataset={cfg.dataset.name}", "has no questions to answer (eval needs a QA dataset)")
     if cfg.get("estimate"):  # the cost before any run: nothing built but tokenizers (evaluation/estimate.py)

@@ -74,9 +74,13 @@ def question_record(q: Question, history_id: str, last_session: int | None = Non
     ``session_<s>`` of its dia ids); an abstention question carries ``abstention: true``. A history without
     LoCoMo's session numbering (LongMemEval) gives its questions' age directly (``evidence_age``: sessions
     after the latest evidence session in ``session_order``, the history's sessions in time order)."""
-    rec: dict[str, Any] = {"id": q.id, "history_id": history_id, "question": q.question,
+    asked_in_context = (q.meta or {}).get("question_in_context")  # task.query_aware: asked empty (protocol.py)
+    rec: dict[str, Any] = {"id": q.id, "history_id": history_id,
+                           "question": q.question if asked_in_context is None else asked_in_context,
                            "answer": answer_text(q.answer), "category": q.category,
                            "category_name": q.category_name}
+    if asked_in_context is not None:
+        rec["question_in_context"] = True  # the question was compressed with the context and asked empty
     if q.adversarial_answer is not None:
         rec["adversarial_answer"] = q.adversarial_answer
     if q.evidence:

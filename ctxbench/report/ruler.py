@@ -6,7 +6,11 @@ runs; the report itself reads whatever RULER runs it finds below ``runs=`` (resu
 methods. Each run is one (method, compression ratio, query-aware?) point; the newest run of a point
 wins (by results.json ``created``). The method is results.json ``system``, ``kvpress:<press>`` for
 ``method=kvpress`` (the press from the run's config ``method.press``), with ``(query-aware)`` added when
-the question was in the window as the method compressed. The ratio and the mode come from results.json
+the question was in the window as the method compressed and then asked empty (kvpress's
+``compress_questions``: results.json ``protocol.asked`` = ``empty``), and ``(query-aware, asked again)``
+when the question was asked again after it (``task.ask_again=true``, or a query-aware run written before
+issue 54, which has no ``asked``): not kvpress's mode, so its CSV ``query_aware`` is ``asked_again``, not
+True. The ratio and the mode come from results.json
 ``protocol`` (``eval task=compression`` writes it); a RULER run without that block counts as ratio 0
 when its system keeps the whole context (``full_cache`` / ``full_context``: nothing to compress), and
 is refused in one line naming its folder otherwise (its ratio is unknown).
@@ -57,12 +61,18 @@ def is_ruler(run: Run) -> bool:
     return str(res.get("dataset") or (run.config.get("dataset") or {}).get("name")) == "ruler"
 
 
-def protocol_of(run: Run) -> tuple[float, bool]:
-    """(compression ratio, query-aware) from results.json ``protocol``; a whole-context run without
-    one is ratio 0, any other is refused (one line naming the folder)."""
+ASKED_AGAIN = "asked_again"  # the query-aware mode that is not kvpress's (the question asked again)
+
+
+def protocol_of(run: Run) -> tuple[float, bool | str]:
+    """(compression ratio, query-aware: False, True (kvpress's compress_questions) or ``asked_again``) from
+    results.json ``protocol``; a whole-context run without one is ratio 0, any other is refused (one line
+    naming the folder)."""
     proto = (run.results or {}).get("protocol")
     if isinstance(proto, dict) and isinstance(proto.get("ratio"), (int, float)):
-        return float(proto["ratio"]), bool(proto.get("query_aware", False))
+        if not proto.get("query_aware"):
+            return float(proto["ratio"]), False
+        return float(proto["ratio"]), True if proto.get("asked") == "empty" else ASKED_AGAIN
     if (run.results or {}).get("system") in WHOLE_CONTEXT:
         return 0.0, False
     raise ReportError(f"{run.path}: a RULER run without results.json protocol (eval task=compression task.ratio=R "
@@ -137,7 +147,8 @@ def run_record(run: Run) -> dict[str, Any]:
     ses = [t["stderr"] for t in tasks.values()]
     held = ((res.get("cost") or {}).get("held_per_question")) or {}
     length = (run.config.get("dataset") or {}).get("length")
-    return {"method": label + (" (query-aware)" if aware else ""), "system": res.get("system"), "press_name": press,
+    mode = {False: "", True: " (query-aware)", ASKED_AGAIN: " (query-aware, asked again)"}[aware]
+    return {"method": label + mode, "system": res.get("system"), "press_name": press,
             "source": source, "ratio": ratio, "query_aware": aware, "model": model_of(run), "length": length,
             "run": str(run.path), "created": res.get("created"), "n": (res.get("overall") or {}).get("n"),
             "tasks": tasks, "average": round(sum(scores) / len(scores), 2),
@@ -217,7 +228,8 @@ def render(table: dict[str, Any], records: list[dict[str, Any]], png: str | None
               "mean over the tasks (kvpress's leaderboard), ± sqrt(Σ SE²) / tasks. ratio = the share of the context "
               "the method removes (the reader may hold (1 − ratio) × the context's tokens, per example); "
               "query-aware "
-              "= the question was in the window while the method compressed. held / q = what the reader held per "
+              "= the question was in the window while the method compressed and then asked empty (kvpress's "
+              "compress_questions); asked again = it was also asked after the compression (not kvpress's). held / q = what the reader held per "
               "question (text tokens + KV slots + soft slots, results.json cost.held_per_question); budget / q = the "
               "budget the method was given (its answers' usage.extra.budget). A run without a protocol block counts "
               f"as ratio 0 only for {' / '.join(WHOLE_CONTEXT)}."]

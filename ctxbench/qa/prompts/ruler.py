@@ -20,7 +20,10 @@ from ctxbench.qa.prompt import AnswerPrompt
 
 
 def user(question: Question, context: str, speakers: list[str]) -> str:
-    """"<context>\\n<question>" (the question alone when there is no context)."""
+    """"<context>\\n<question>" (the question alone when there is no context; the context alone when the
+    question is empty: ``task.query_aware=true`` put it at the context's end, as kvpress's compress_questions)."""
+    if not question.question:
+        return context
     return f"{context}\n{question.question}" if context else question.question
 
 
