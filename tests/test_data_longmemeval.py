@@ -73,7 +73,9 @@ def test_sample_question_fields(lme):
     assert q.answer == "5" and q.category == q.category_name == "multi-session"
     assert q.evidence == ["answer_novels_1_1", "answer_novels_2_1"]
     assert q.meta == {"question_date": "2023/05/07 (Sun) 21:00", "evidence_sessions": ["answer_novels_1", "answer_novels_2"],
-                      "abstention": False, "release": "sample"}
+                      "abstention": False, "release": "sample",
+                      "retrieval_gold": {"turns": ["answer_novels_1_1", "answer_novels_2_1"],
+                                         "sessions": ["answer_novels_1", "answer_novels_2"], "has_target": True}}
     assert s.history.speakers == ["user", "assistant"]
     assert [t.id for t in s.history.sessions[0].turns] == ["answer_novels_1_1", "answer_novels_1_2"]
     assert s.history.sessions[0].turns[0].meta == {"has_answer": True} and s.history.sessions[0].turns[1].meta == {}

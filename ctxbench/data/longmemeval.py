@@ -9,7 +9,8 @@ haystack_session_ids, haystack_dates, haystack_sessions, answer_session_ids}``; 
 ``<session id>_<k>`` (k from 1, as LongMemEval's retrieval code numbers them), ``Turn.meta["has_answer"]``
 on evidence turns; and one question (category = question_type; abstention questions, ids ending
 ``_abs``, keep their type and carry ``meta["abstention"]``), ``evidence`` = the has_answer turn ids,
-``meta`` = ``question_date``, ``evidence_sessions`` (answer_session_ids), ``abstention``, ``release``.
+``meta`` = ``question_date``, ``evidence_sessions`` (answer_session_ids), ``abstention``, ``release``,
+``retrieval_gold`` (LongMemEval's retrieval gold, user-side evidence only: :func:`retrieval_gold`).
 
 Invariants, each a one-line :class:`DataError` naming the file, the question id and the field: the
 three haystack lists have equal length; turns have role user|assistant and string content; every
@@ -127,6 +128,22 @@ def _turns(raw: Any, path: Path, rec: str, j: int, sid: str, quirks: Counter) ->
     return turns
 
 
+RETRIEVAL_GOLD = "retrieval_gold"  # Question.meta / the prediction record: LongMemEval's retrieval gold
+
+
+def retrieval_gold(slots: list[tuple[Any, ...]], answer_ids: list[str]) -> dict[str, Any]:
+    """LongMemEval's retrieval gold (``src/retrieval/run_retrieval.py``), which indexes user turns only: the
+    user turns with ``has_answer`` in an answer session (``turns``), the answer sessions holding one
+    (``sessions``; an answer session without user-side evidence is relabelled ``noans`` there, not gold),
+    and ``has_target``: whether any user turn of the whole haystack (sessions dropped after the question
+    included) has ``has_answer`` — its averages skip the questions without one."""
+    answer = set(answer_ids)
+    user = [(s[2], t) for s in slots for t in s[4] if t.speaker == "user" and t.meta.get("has_answer")]
+    turns = list(dict.fromkeys(t.id for sid, t in user if sid in answer))
+    sessions = [a for a in dict.fromkeys(answer_ids) if any(sid == a for sid, _ in user)]
+    return {"turns": turns, "sessions": sessions, "has_target": bool(user)}
+
+
 def _entry(raw: Any, path: Path, i: int, release: str, quirks: Counter, pool: _Pool) -> Sample:
     qid = field(raw, "question_id", str, path, f"index {i}")
     nonblank(qid, path, f"index {i}", "question_id")
@@ -203,7 +220,8 @@ def _entry(raw: Any, path: Path, i: int, release: str, quirks: Counter, pool: _P
         quirks["questions_without_evidence_turns"] += 1
     q = Question(id=qid, question=question, answer=answer, category=qtype, category_name=qtype, evidence=evidence,
                  meta={"question_date": qdate, "evidence_sessions": list(answer_ids),
-                       "abstention": qid.endswith(ABSTENTION_SUFFIX), "release": release})
+                       "abstention": qid.endswith(ABSTENTION_SUFFIX), "release": release,
+                       RETRIEVAL_GOLD: retrieval_gold(slots, answer_ids)})
     return Sample(History(id=qid, sessions=sessions, speakers=list(ROLES)), [q])
 
 

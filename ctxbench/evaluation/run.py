@@ -94,6 +94,9 @@ def question_record(q: Question, history_id: str, last_session: int | None = Non
             age = session_evidence_age(session_order, rec["evidence_sessions"])
             if age is not None:
                 rec[AGE] = age
+    gold = (q.meta or {}).get("retrieval_gold")
+    if isinstance(gold, dict):  # LongMemEval's retrieval gold (user-side evidence): ctxbench/metrics/evidence_recall.py
+        rec["retrieval_gold"] = gold
     if is_abstention(q):  # LongMemEval: judged with the abstention template, left out of evidence recall
         rec["abstention"] = True
     return rec
