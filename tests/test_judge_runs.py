@@ -222,3 +222,25 @@ def test_the_mem0_paper_setting_judges_ten_runs():
         paper = compose(config_name="eval", overrides=["experiment=mem0_locomo_table1_mem0", "scale/mem0=paper"])
         cpu = compose(config_name="eval", overrides=["experiment=mem0_locomo_table1_mem0"])
     assert (paper.judge.runs, paper.judge.temperature) == (10, 0.0) and cpu.judge.runs == 1
+
+
+def test_std_over_runs_follows_the_judges_source(tmp_path):
+    """EverMemOS reports np.std (ddof 0) of the per-run accuracies; a source without a std over runs gets
+    the sample std (ddof 1). results.json says which convention each judge's std follows."""
+    import numpy as np
+
+    from ctxbench.metrics.judge import LLMJudge
+
+    want = expected_run_means(list(range(6)), [5, 6, 7])
+    for judge_name, ddof in (("evermemos", 0), ("mem0", 1)):
+        llm = CachedLLM(SeedJudge(), tmp_path / f"{judge_name}.sqlite", backend="seedjudge")
+        m = LLMJudge(llm, runs=3, temperature=0.7, seed=5, judge=judge_name)
+        out = tmp_path / judge_name
+        finalize(out, records(), [m], {"seed": 0}, "score", with_cost=False, progress=False)
+        res = json.loads((out / "results.json").read_text())
+        assert res["metric_runs"]["llm_judge"]["overall"] == pytest.approx(want, abs=1e-4)
+        assert res["overall"]["llm_judge_std"] == pytest.approx(float(np.std(want, ddof=ddof)), abs=1e-4)
+        assert res["metric_runs"]["llm_judge"]["std"]["ddof"] == ddof
+        assert f"ddof {ddof}" in (out / "results.md").read_text()
+        assert ("np.std" in res["metric_runs"]["llm_judge"]["std"]["convention"]) == (judge_name == "evermemos")
+    assert float(np.std(want, ddof=1)) / float(np.std(want, ddof=0)) == pytest.approx(1.2247, abs=1e-4)  # ×√(3/2)

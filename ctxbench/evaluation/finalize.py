@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxbench.evaluation.resume import PREDICTIONS
-from ctxbench.metrics.aggregate import aggregate, count_failed, failed_as_wrong, metric_versions, score_records
+from ctxbench.metrics.aggregate import (aggregate, count_failed, failed_as_wrong, metric_versions, score_records,
+                                        std_conventions)
 from ctxbench.metrics.base import Metric
 from ctxbench.metrics.corrected import CORRECTED, corrected_block
 from ctxbench.metrics.cost import COST_VERSION, aggregate_cost, judging_per_question
@@ -56,9 +57,10 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     answered = [r for r in records if not r.get("failed")]
     scored = score_records(answered, metrics, progress=progress)
     failed = failed_as_wrong([r for r in records if r.get("failed")], metrics)
-    results = aggregate(scored + failed, names)
+    stds = std_conventions(metrics)  # each judge's std over runs as its source takes it
+    results = aggregate(scored + failed, names, stds=stds)
     count_failed(results, failed)
-    only = aggregate(scored, names)
+    only = aggregate(scored, names, stds=stds)
     results["answered_only"] = {"overall": only["overall"], "by_category": only["by_category"]}
     results["statistics"] = statistics_block(scored + failed, names)
     ages = by_evidence_age(scored + failed, names)

@@ -85,6 +85,15 @@ class LLMJudge:
         self.seed = int(seed)
         self.memo = {} if memo is None else memo  # shared by two metrics of one judge: one call per answer
 
+    @property
+    def std_ddof(self) -> int:
+        """The ddof of the std over judge runs in the judge's source (:attr:`JudgePrompt.std_ddof`)."""
+        return self.prompt.std_ddof
+
+    @property
+    def std_source(self) -> str:
+        return self.prompt.std_source
+
     def seeds(self) -> list[int | None]:
         """The sampling seed of each run: none for a single run (today's call), ``seed + i`` for run i."""
         return [None] if self.runs == 1 else [self.seed + i for i in range(self.runs)]

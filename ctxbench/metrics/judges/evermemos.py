@@ -68,4 +68,5 @@ JUDGE = register("judge", "evermemos")(JudgePrompt(
     max_new_tokens=128, json_mode=False, schema=None,
     decoding="gpt-4o-mini, temperature 0, no response format, 3 runs per answer (mean and std of per-run accuracy)",
     notes="128 new tokens (the source: no cap)",
+    std_ddof=0, std_source="EverMemOS evaluation/src/evaluators/llm_judge.py: np.std of the per-run accuracies (ddof 0)",
 ))
