@@ -186,3 +186,29 @@ def test_default_metrics_gain_the_datasets_own(tok_dir):
     assert metric_names(c) == ["f1"]
     c.metrics, c.dataset.name = default_metrics(), "locomo_sample"
     assert metric_names(c) == default_metrics()
+
+
+def test_noise_and_needle_haystacks_use_ruler_uniform_slots_and_never_end_with_the_needle(tok_dir):
+    """niah.py / variable_tracking.py: noise and needle haystacks put each item before a line drawn with
+    random.sample(range(lines), k) — never after the last line. Only essay haystacks use the 40-point
+    depth grid (whose 100% point put the needle last in ~1 of 40 niah_single_1 examples before issue 54)."""
+    from ctxbench.data.ruler.haystack import DEPTHS, uniform_slots
+
+    assert all(sorted(uniform_slots(10, 3, s)) == uniform_slots(10, 3, s) for s in range(50))
+    seen = {x for s in range(400) for x in uniform_slots(10, 1, s)}
+    assert seen == set(range(10))  # uniform over the lines, the last line included, never past it
+    samples = ruler_samples(cfg(tok_dir, tasks=["niah_single_1", "niah_multikey_2", "vt", "niah_single_2"],
+                                length=2048, n_per_task=20))
+    last_is_item = 0
+    off_grid = 0
+    for s in samples:
+        m = s.questions[0].meta
+        lines = s.history.text.rstrip().split("\n")
+        if m["haystack"] == "essay":
+            assert all(d in DEPTHS for d in m["depths"])  # essay: RULER's grid
+            continue
+        off_grid += any(d not in DEPTHS for d in m["depths"])
+        tail = lines[-1]
+        last_is_item += any(o in tail for o in m["outputs"]) or ("VAR" in tail and m["task"] == "vt")
+        assert all(0 <= d < 1 for d in m["depths"])
+    assert last_is_item == 0 and off_grid > 0
