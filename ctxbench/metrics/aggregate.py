@@ -64,6 +64,10 @@ def score_records(records: list[dict[str, Any]], metrics: list[Metric],
                     scored[m.name + RUNS_SUFFIX] = [None if x is None else round(float(x), 6) for x in runs]
                     v = None if any(x is None for x in runs) else sum(runs) / len(runs)
                 scored[m.name] = None if v is None else round(float(v), 6)
+                if str(q.id) in (getattr(m, "failed_ids", None) or ()):  # a judge call failed: counted wrong
+                    scored[m.name + JUDGE_FAILED] = True
+                else:
+                    scored.pop(m.name + JUDGE_FAILED, None)
         judged = judge_usage(scope)
         if judged is None:
             scored.pop(JUDGE_USAGE, None)  # not judged this time: no count left from an earlier scoring
@@ -74,6 +78,22 @@ def score_records(records: list[dict[str, Any]], metrics: list[Metric],
 
 
 RUNS_SUFFIX, STD_SUFFIX = "_runs", "_std"
+JUDGE_FAILED = "_judge_failed"  # a record's <metric>_judge_failed: a judge call failed, the answer scored WRONG
+
+
+def judge_failures(scored: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
+    """results.json ``judge_failures``: per judge metric with a failed call, how many answers it failed to
+    label (each counted WRONG in the headline J) and J over the answers it labelled alone."""
+    out: dict[str, Any] = {}
+    for name in names:
+        judged = [r for r in scored if r.get(name) is not None and not r.get("failed")]
+        bad = [r for r in judged if r.get(name + JUDGE_FAILED)]
+        if not bad:
+            continue
+        good = [float(r[name]) for r in judged if not r.get(name + JUDGE_FAILED)]
+        out[name] = {"failed": len(bad), "judged": len(judged), "counted": "wrong (0) in the headline",
+                     "labelled_only": {"n": len(good), name: round(sum(good) / len(good), 4) if good else None}}
+    return out
 FAILED_N = "failed_n"  # results.json: failed answers in a group, each scored 0 in the headline numbers
 
 
