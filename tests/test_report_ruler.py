@@ -91,6 +91,7 @@ def test_table_csv_and_png_from_run_folders(runs, tmp_path):
     assert snap["held"]["kv_slots"] == 512 and snap["budget"] == 512 and snap["held"]["kv_bytes"] == 51200
     md = out.read_text()
     assert md == result["markdown"]
+    assert "`ruler_match` = RULER's string_match_all (its postprocess_pred" in md  # says which reading it is
     avg = md.split("## Average over tasks", 1)[1].split("## Per task", 1)[0]
     assert "| method | ratio 0 | ratio 0.5 | ratio 0.875 |" in avg
     assert "| snapkv | — | 62.5 ± " in avg and "| full_cache | 100.0 ± 0.0 | — | — |" in avg

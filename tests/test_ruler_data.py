@@ -110,9 +110,24 @@ def test_ruler_match_is_string_match_all():
     assert m.score("The numbers are 1234567 and 7654321.", q) == 1.0
     assert m.score("1234567", q) == 0.5
     assert m.score("none", q) == 0.0
-    assert string_match_all("ABC-def\x00", ["abc-DEF"]) == 1.0  # case-insensitive, control chars dropped
+    assert string_match_all("ABC-def\x00", ["abc-DEF"]) == 1.0  # case-insensitive, trailing control chars stripped
     bare = Question(id="y", question="?", answer="alpha, beta")  # a predictions file: no meta
     assert m.score("beta", bare) == 0.5
+
+
+def test_ruler_and_kvpress_read_control_characters_each_their_own_way():
+    """RULER's postprocess_pred replaces [\\x00-\\x1f] with a newline; kvpress's calculate_metrics removes them.
+    ruler_match is RULER's (its name's source), ruler_match_kvpress kvpress's."""
+    from ctxbench.core import registry
+    from ctxbench.metrics.ruler import postprocess
+
+    q = Question(id="x", question="?", answer="1234567", meta={"outputs": ["1234567"]})
+    split = "The number is 1234\x00567."
+    assert postprocess(split, "ruler") == "The number is 1234\n567." and postprocess(split) == postprocess(split, "ruler")
+    assert postprocess(split, "kvpress") == "The number is 1234567."
+    assert RulerMatch().score(split, q) == 0.0  # RULER: the control character still splits the number
+    assert registry.get("metric", "ruler_match_kvpress")().score(split, q) == 1.0  # kvpress: it is gone
+    assert "RULER" in RulerMatch.reference and "kvpress" in registry.get("metric", "ruler_match_kvpress").reference
 
 
 def test_malformed_config_is_one_line(tok_dir):
