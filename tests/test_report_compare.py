@@ -151,3 +151,45 @@ def test_list_values_reach_the_report_as_one_string():
     assert quote_list_value("compare=a/b,c/d") == "compare='a/b,c/d'"
     assert quote_list_value("reruns=[x,y]") == "reruns=[x,y]" and quote_list_value("out=a,b") == "out=a,b"
     assert quote_list_value("compare=it's,b") == "compare='it\\'s,b'"
+
+
+class ModelJudge(ExactJudge):
+    """ExactJudge that says which model judged (as LLMJudge.model() does)."""
+
+    def __init__(self, model: str):
+        super().__init__()
+        self._model = model
+
+    def model(self) -> str:
+        return self._model
+
+    def settings(self) -> dict:
+        return {"runs": 1, "model": self._model}
+
+
+def judged_run(tmp: Path, name: str, right: set[int], model: str) -> Path:
+    recs = [dict(q, prediction=q["answer"] if i in right else "no idea") for i, q in enumerate(questions())]
+    out = tmp / name
+    finalize(out, recs, build_metrics(["f1"]) + [ModelJudge(model)], {"seed": 0}, "score", with_cost=False,
+             progress=False)
+    return out
+
+
+def test_runs_judged_by_different_models_are_refused_or_marked(tmp_path):
+    """The judge model defaults to the evaluated system's llm=: two runs with other llm= are judged by other
+    models, and a J difference would mix the systems with the judges."""
+    a = judged_run(tmp_path, "a", BASE, "gpt-4o-mini")
+    b = judged_run(tmp_path, "b", BETTER, "smollm2-135m")
+    first = json.loads((a / "predictions.jsonl").read_text().splitlines()[0])
+    assert first["judged_by"] == {"llm_judge": "gpt-4o-mini"}  # every row says who judged it
+    p = run_cli("report", f"compare={a},{b}", f"out={tmp_path / 'c.md'}")
+    err = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(err) == 1 and "judged by different models" in err[0]
+    assert "gpt-4o-mini vs smollm2-135m" in err[0]
+    p = run_cli("report", f"compare={a},{b}", "judge_mismatch=mark", f"out={tmp_path / 'c.md'}")
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads((tmp_path / "c.json").read_text())
+    assert res["judge_models"]["differ"] == {"llm_judge": {"a": "gpt-4o-mini", "b": "smollm2-135m"}}
+    assert "**Judged by different models**" in (tmp_path / "c.md").read_text()
+    same = judged_run(tmp_path, "c", BETTER, "gpt-4o-mini")
+    assert compare_runs(load_scores(a), load_scores(same))["judge_models"]["differ"] == {}

@@ -55,6 +55,7 @@ def score_records(records: list[dict[str, Any]], metrics: list[Metric],
         scored = dict(rec)
         scored["category_name"] = category_name(q)
         with call_scope() as scope:  # what judging this answer cost (phase "judge", any judge's backend)
+            scored.pop(JUDGED_BY, None)  # re-scored: the judges of this scoring only
             for m in metrics:
                 scored.pop(m.name + RUNS_SUFFIX, None)  # a re-scored record (a finished run's) keeps no old runs
                 runs = _run_scores(m, pred, q)
@@ -64,6 +65,9 @@ def score_records(records: list[dict[str, Any]], metrics: list[Metric],
                     scored[m.name + RUNS_SUFFIX] = [None if x is None else round(float(x), 6) for x in runs]
                     v = None if any(x is None for x in runs) else sum(runs) / len(runs)
                 scored[m.name] = None if v is None else round(float(v), 6)
+                model = m.model() if callable(getattr(m, "model", None)) else None
+                if model is not None and scored.get(m.name) is not None:  # who judged this row (report compare, board)
+                    scored[JUDGED_BY] = {**(scored.get(JUDGED_BY) or {}), m.name: model}
                 if str(q.id) in (getattr(m, "failed_ids", None) or ()):  # a judge call failed: counted wrong
                     scored[m.name + JUDGE_FAILED] = True
                 else:
@@ -78,6 +82,7 @@ def score_records(records: list[dict[str, Any]], metrics: list[Metric],
 
 
 RUNS_SUFFIX, STD_SUFFIX = "_runs", "_std"
+JUDGED_BY = "judged_by"  # a record's {judge metric: the judge model's name}
 JUDGE_FAILED = "_judge_failed"  # a record's <metric>_judge_failed: a judge call failed, the answer scored WRONG
 
 

@@ -107,6 +107,7 @@ def row_record(spec: dict[str, Any], run: Run | None) -> dict[str, Any]:
     rec["session_recall"] = recall_headline(res.get("evidence_recall"), RECALL_K)  # systems that retrieve
     rec["questions"] = question_hash(question_ids(run))
     rec["llm_judge_lenient"] = "llm_judge" in lenient_metrics(res)  # its judge flagged on the calibration set
+    rec["judge_model"] = judge_model(res)  # who judged J: rows judged by another model are marked (mark_judges)
     return rec
 
 
@@ -128,6 +129,23 @@ def mark_questions(records: list[dict[str, Any]]) -> str | None:
     for r in records:
         r["same_questions"] = r.get("questions") == common if r.get("questions") else None
     return common
+
+
+def judge_model(res: dict[str, Any]) -> str | None:
+    """The model that judged a run's J (results.json ``metrics.llm_judge.model``), None when not judged."""
+    node = (res.get("metrics") or {}).get("llm_judge")
+    return str(node["model"]) if isinstance(node, dict) and node.get("model") else None
+
+
+def mark_judges(records: list[dict[str, Any]]) -> None:
+    """Add to ``guards`` the mark of each row whose J was judged by another model than most rows' J."""
+    known = {r["row"]: r["judge_model"] for r in records if r.get("judge_model")}
+    if len(set(known.values())) < 2:
+        return
+    common = Counter(known.values()).most_common(1)[0][0]
+    for r in records:
+        if r["row"] in known and known[r["row"]] != common:
+            r.setdefault("guards", []).append(f"judged by {known[r['row']]} (other rows: {common})")
 
 
 def mark_prompts(records: list[dict[str, Any]]) -> None:
@@ -260,6 +278,7 @@ def board_report(board: dict[str, Any], runs: dict[str, Run], out: Path, plot: b
     records = [row_record(spec, runs.get(spec["experiment"])) for spec in board["rows"]]
     mark_questions(records)
     mark_prompts(records)
+    mark_judges(records)  # J judged by another model than the other rows': marked, never silently compared
     live = [r for r in records if r.get("f1") is not None and r.get("held") is not None
             and r.get("same_questions") is not False]
     for i in pareto([(r["held"], r["f1"]) for r in live]):

@@ -11,7 +11,9 @@ per-question ``llm_judge*`` field (each judge of a panel), and, when both runs w
 corrected gold, ``<metric>@corrected`` — overall and per category:
 Δ = mean(B) − mean(A), its 95% paired-bootstrap interval and two-sided p
 (:func:`ctxbench.metrics.stats.paired_bootstrap`: 10,000 resamples, seed 1234; the same command gives
-the same numbers). Writes ``compare.json`` and ``compare.md`` (``out=`` names the markdown file; by
+the same numbers). Two runs whose judge metrics were judged by different models (results.json
+``metrics.<judge>.model``, each row's ``judged_by``) are refused in one line; ``judge_mismatch=mark``
+compares them and marks it. Writes ``compare.json`` and ``compare.md`` (``out=`` names the markdown file; by
 default ``outputs/report/compare_<A>_vs_<B>.md``).
 """
 from __future__ import annotations
@@ -102,6 +104,33 @@ def headline_value(rec: dict[str, Any], metric: str) -> float | None:
     return 0.0 if rec.get("failed") else value(rec, metric)
 
 
+def judge_models(run: RunScores) -> dict[str, str]:
+    """Judge metric → the model that judged it: results.json ``metrics.<m>.model``, else the rows' ``judged_by``."""
+    out = {m: str(v["model"]) for m, v in (run.results.get("metrics") or {}).items()
+           if isinstance(v, dict) and v.get("model")}
+    for rec in run.records:
+        for m, model in (rec.get("judged_by") or {}).items():
+            out.setdefault(m, str(model))
+    return out
+
+
+JUDGE_MISMATCH = ("refuse", "mark")
+
+
+def check_same_judges(a: RunScores, b: RunScores, mismatch: str = "refuse") -> dict[str, Any]:
+    """``{metric: {"a": model, "b": model}}`` for the judge metrics both runs have whose judge models differ;
+    with ``mismatch=refuse`` (the default) a one-line ReportError instead."""
+    ma, mb = judge_models(a), judge_models(b)
+    differ = {m: {"a": ma[m], "b": mb[m]} for m in sorted(set(ma) & set(mb) & set(a.metrics) & set(b.metrics))
+              if ma[m] != mb[m]}
+    if differ and mismatch == "refuse":
+        m, pair = next(iter(differ.items()))
+        raise ReportError(f"{a.path} and {b.path} were judged by different models ({m}: {pair['a']} vs {pair['b']}); "
+                          "a J difference would mix the systems with the judges: re-judge one run "
+                          "(score predictions=... judge_llm=...) or pass judge_mismatch=mark to compare them anyway")
+    return differ
+
+
 def check_same_questions(a: RunScores, b: RunScores) -> str:
     """The shared question hash, or a one-line ReportError naming both runs and how they differ."""
     ha, hb = question_hash(a.ids), question_hash(b.ids)
@@ -136,10 +165,12 @@ def _compare_over(ids: list[str], recs_a: dict[str, dict[str, Any]], recs_b: dic
 
 
 def compare_runs(a: RunScores, b: RunScores, resamples: int = COMPARE_RESAMPLES,
-                 seed: int = COMPARE_SEED) -> dict[str, Any]:
+                 seed: int = COMPARE_SEED, judge_mismatch: str = "refuse") -> dict[str, Any]:
     """compare.json: per metric, overall and per category, the paired bootstrap of B − A over every
-    question (failed = 0), and ``answered_only`` over the questions both runs answered."""
+    question (failed = 0), and ``answered_only`` over the questions both runs answered. Runs whose
+    judges are different models are refused (``judge_mismatch=mark``: compared, and marked)."""
     qhash = check_same_questions(a, b)
+    differ = check_same_judges(a, b, judge_mismatch)
     ans_a, ans_b = a.answered, b.answered
     every = a.ids  # A's order (dataset order)
     both = [i for i in every if i in ans_a and i in ans_b]
@@ -150,6 +181,7 @@ def compare_runs(a: RunScores, b: RunScores, resamples: int = COMPARE_RESAMPLES,
                            "failed": {"a": len(a.ids) - len(ans_a), "b": len(b.ids) - len(ans_b),
                                       "either": len(a.ids) - len(both)},
                            "only_in_one": sorted(set(a.metrics) ^ set(b.metrics)),
+                           "judge_models": {"a": judge_models(a), "b": judge_models(b), "differ": differ},
                            "method": {"test": "paired bootstrap", "resamples": resamples, "seed": seed,
                                       "delta": "mean(B) - mean(A)", "ci": "percentile 95%",
                                       "pairs": "every question; a failed answer scores 0 (as the headline)",
@@ -190,6 +222,11 @@ def compare_markdown(res: dict[str, Any]) -> str:
              f"answer scoring 0 as in the headline numbers (failed: {failed['a']} in A, {failed['b']} in B). "
              f"Δ = mean(B) − mean(A) with its 95% paired-bootstrap interval ({res['method']['resamples']} "
              f"resamples, seed {res['method']['seed']}) and two-sided p; * = p < {SIGNIFICANT}.", ""]
+    differ = (res.get("judge_models") or {}).get("differ") or {}
+    if differ:
+        lines += ["**Judged by different models** (judge_mismatch=mark): "
+                  + "; ".join(f"{m}: A {v['a']}, B {v['b']}" for m, v in differ.items())
+                  + ". A difference in these metrics mixes the systems with the judges.", ""]
     lines += _metric_tables(res["metrics"])
     if failed["either"]:
         only = res["answered_only"]
@@ -202,13 +239,13 @@ def compare_markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def compare_report(value_: Any, out: str | None = None) -> dict[str, Any]:
+def compare_report(value_: Any, out: str | None = None, judge_mismatch: str = "refuse") -> dict[str, Any]:
     """``report compare=A,B``: compare.json and compare.md; returns the comparison plus ``path``."""
     paths = run_paths(value_, "compare")
     if len(paths) != 2:
         raise ReportError(f"compare= takes two run folders, A,B; got {len(paths)}")
     a, b = (load_scores(p) for p in paths)
-    res = compare_runs(a, b)
+    res = compare_runs(a, b, judge_mismatch=judge_mismatch)
     md = Path(out) if out else Path("outputs/report") / f"compare_{a.path.name}_vs_{b.path.name}.md"
     write_json(md.with_suffix(".json"), res)
     atomic_write_text(md, compare_markdown(res))

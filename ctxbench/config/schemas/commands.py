@@ -473,6 +473,7 @@ class ReportConfig:
     runs: str | list | None = setting(None, 'table: run folders (or parents) to search, DIR or [DIR1,DIR2]; null = outputs/ and multirun/')
     out: str | None = setting(None, 'table / compare / reruns / decay: markdown output path (null = outputs/report/<name>.md, with a .json beside it)')
     compare: str | list | None = setting(None, 'RUN_A,RUN_B: paired bootstrap of B - A per metric, judge and category over every question, a failed answer scoring 0 (answered-only beside it; ctxbench/report/compare.py)')
+    judge_mismatch: str = setting('refuse', "compare: two runs whose J was judged by different models: refuse (one line) | mark (compare them, marked in compare.md)", choices=('refuse', 'mark'))
     reruns: str | list | None = setting(None, 'RUN1,RUN2,...: reruns of one config, the variance of the system beside the judge reruns (ctxbench/report/reruns.py)')
     decay: str | list | None = setting(None, 'RUN1,RUN2,... (run folders or folders holding runs): accuracy by evidence age (results.json by_evidence_age) side by side (ctxbench/report/decay.py)')
     judges: bool = setting(False, '`report judges`: judge the calibration set under every judge.panel judge (llm= or judge_llm=) → judges.json / judges.md in hydra.run.dir')
