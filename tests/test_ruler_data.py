@@ -227,3 +227,27 @@ def test_noise_and_needle_haystacks_use_ruler_uniform_slots_and_never_end_with_t
         last_is_item += any(o in tail for o in m["outputs"]) or ("VAR" in tail and m["task"] == "vt")
         assert all(0 <= d < 1 for d in m["depths"])
     assert last_is_item == 0 and off_grid > 0
+
+
+def test_ruler_length_is_counted_in_the_evaluated_models_tokenizer(capsys):
+    """RULER counts dataset.length in the evaluated model's tokenizer: eval binds dataset.tokenizer=null to it
+    (before issue 54 it stayed SmolLM2's, so a Llama run's 4k was 4k SmolLM2 tokens)."""
+    from ctxbench.evaluation.evaluator import bind_ruler_tokenizer
+
+    def bound(**cfg):
+        c = OmegaConf.create({"dataset": {"name": "ruler", "tokenizer": None}, **cfg})
+        bind_ruler_tokenizer(c)
+        return c.dataset.tokenizer
+
+    hub = "meta-llama/Meta-Llama-3.1-8B-Instruct"
+    assert bound(method={"name": "snapkv"}, model={"name": "hf", "path": hub}) == hub
+    assert bound(method={"name": "snapkv"}, model={"name": "smollm2_135m"}) == "smollm2_135m"
+    assert bound(memory={"name": "rag"}, llm={"name": "hf", "model": hub}) == hub
+    assert bound(memory={"name": "rag"}, llm={"name": "openai", "model": "m", "tokenizer": "/tok"}) == "/tok"
+    assert capsys.readouterr().err == ""
+    assert bound(memory={"name": "rag"}, llm={"name": "openai", "model": "gpt-4o-mini", "tokenizer": None}) == "smollm2_135m"
+    assert "names no tokenizer" in capsys.readouterr().err  # said, not silent
+    c = OmegaConf.create({"dataset": {"name": "ruler", "tokenizer": "/mine"}, "method": {"name": "snapkv"},
+                          "model": {"name": "hf", "path": hub}})
+    bind_ruler_tokenizer(c)
+    assert c.dataset.tokenizer == "/mine"  # an explicit tokenizer stands

@@ -57,6 +57,21 @@ class EvalFailed(CtxbenchError, RuntimeError):
     """Too many LLM calls, structured outputs or answers failed for the numbers to mean anything."""
 
 
+def bind_ruler_tokenizer(cfg: Any) -> None:
+    """``dataset=ruler`` with ``dataset.tokenizer`` null: the evaluated model's tokenizer
+    (:func:`ctxbench.data.ruler.loader.model_tokenizer`), as RULER counts its length; the packaged
+    SmolLM2's, with one warning, when the config does not name one."""
+    if str(cfg.dataset.get("name")) != "ruler" or cfg.dataset.get("tokenizer"):
+        return
+    from ctxbench.data.ruler.loader import PACKAGED, model_tokenizer
+
+    tok, where = model_tokenizer(cfg)
+    if tok is None:
+        print(f"warning: dataset=ruler: {where} names no tokenizer; dataset.length counts SmolLM2's tokens "
+              "(set dataset.tokenizer= to the evaluated model's tokenizer)", file=sys.stderr)
+    cfg.dataset.tokenizer = tok or PACKAGED
+
+
 def main(cfg: Any) -> dict[str, Any]:
     """``python -m ctxbench eval memory=NAME|method=NAME dataset=NAME [limit=N] [hydra.run.dir=DIR]``."""
     from ctxbench.core.registry import build
@@ -66,6 +81,7 @@ def main(cfg: Any) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     claim_run_dir(out, cfg)  # this process only, and this config only (ctxbench/runs/guard.py)
     check_logger(cfg)  # logger=wandb without the package: one line now, not after the answers
+    bind_ruler_tokenizer(cfg)  # dataset=ruler counts its length in the evaluated model's tokenizer
     samples = build("dataset", cfg.dataset)
     if cfg.task.name not in ("qa", "compression"):  # the papers' own measures (evaluation/tasks/): same results files
         return run_task(cfg, str(cfg.task.name), out, samples)

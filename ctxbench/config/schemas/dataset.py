@@ -214,7 +214,7 @@ class RulerDataset:
     length: int = setting(4096, "tokens of RULER's input (context + question + answer prefix) in dataset.tokenizer; the haystack grows or shrinks to fit", between(64, 131072))
     n_per_task: int = setting(10, 'examples per task', POSITIVE)
     seed: int = setting(0, 'examples are drawn from random.Random("ruler:<seed>:<task>:<length>:<i>")', SEED)
-    tokenizer: str | None = setting(None, "the tokenizer folder lengths are counted in (the evaluated model's); null = the packaged SmolLM2's")
+    tokenizer: str | None = setting(None, "the tokenizer lengths are counted in: a folder, a hub id, or smollm2_135m (the packaged SmolLM2's); null = the evaluated model's (eval binds model.path / llm.model / llm.tokenizer; SmolLM2's, with a warning, when the config names none)")
     limit: int | None = setting(None, 'the first N examples (tasks in the order given)', ge(0, note='0 or null = all'))
 
 
