@@ -58,10 +58,11 @@ def test_compare_detects_a_planted_difference(tmp_path):
     assert list(res["metrics"]["f1"]) == ["overall", "multi-hop", "temporal", "open-domain", "single-hop"]
     # B gained on every question with i % 4 == 1, the temporal ones (category 2); the others are unchanged
     assert res["metrics"]["llm_judge"]["temporal"]["delta"] == 1.0
-    for cat in ("multi-hop", "open-domain", "single-hop"):
-        assert res["metrics"]["llm_judge"][cat]["delta"] == 0.0 and res["metrics"]["llm_judge"][cat]["p"] == 1.0
+    assert res["metrics"]["llm_judge"]["temporal"]["p"] is None  # +1 on every one: no variance, no star
+    for cat in ("multi-hop", "open-domain", "single-hop"):  # unchanged: no variance, so Δ only (no p, no star)
+        assert res["metrics"]["llm_judge"][cat]["delta"] == 0.0 and res["metrics"]["llm_judge"][cat]["p"] is None
     text = md.read_text()
-    assert "## llm_judge" in text and "+0.2500 *" in text
+    assert "## llm_judge" in text and "+0.2500 *" in text and "+1.0000 *" not in text and "no variance" in text
     # the same command, the same numbers (seeded)
     assert run_cli("report", f"compare={a},{b}", f"out={md}").returncode == 0
     assert json.loads(md.with_suffix(".json").read_text()) == res
@@ -72,7 +73,7 @@ def test_identical_runs_differ_by_nothing(tmp_path):
     res = compare_runs(load_scores(a), load_scores(b))
     for node in res["metrics"].values():
         for r in node.values():
-            assert r["delta"] == 0.0 and r["p"] == 1.0 and r["ci95"] == [0.0, 0.0]
+            assert r["delta"] == 0.0 and r["p"] is None and r["ci95"] is None and r["note"]
 
 
 def test_runs_on_different_questions_are_refused_in_one_line(tmp_path):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxbench.metrics.aggregate import RUNS_SUFFIX, STD_SUFFIX, _cat_key
-from ctxbench.metrics.stats import COMPARE_RESAMPLES, COMPARE_SEED, paired_bootstrap
+from ctxbench.metrics.stats import COMPARE_MIN_N, COMPARE_RESAMPLES, COMPARE_SEED, paired_bootstrap
 from ctxbench.report.board import question_hash
 from ctxbench.report.runs import RESULTS_JSON, ReportError, read_json_object
 from ctxbench.runs.results import atomic_write_text, read_jsonl_tolerant, write_json
@@ -185,7 +185,9 @@ def compare_runs(a: RunScores, b: RunScores, resamples: int = COMPARE_RESAMPLES,
                            "method": {"test": "paired bootstrap", "resamples": resamples, "seed": seed,
                                       "delta": "mean(B) - mean(A)", "ci": "percentile 95%",
                                       "pairs": "every question; a failed answer scores 0 (as the headline)",
-                                      "p": "two-sided: min(1, 2*min(P*(d<=0), P*(d>=0))), P* = (count+1)/(B+1)"},
+                                      "p": "two-sided: min(1, 2*min(P*(d<=0), P*(d>=0))), P* = (count+1)/(B+1)",
+                                      "min_n": COMPARE_MIN_N,
+                                      "no_p": "below min_n pairs, or every resample the same: delta only"},
                            "metrics": _compare_over(every, recs_a, recs_b, metrics, resamples, seed),
                            "answered_only": {"paired": len(both),
                                              "metrics": _compare_over(both, recs_a, recs_b, metrics, resamples,
@@ -210,7 +212,7 @@ def _metric_tables(metrics: dict[str, Any], title: str = "") -> list[str]:
             star = " *" if r.get("p") is not None and r["p"] < SIGNIFICANT else ""
             rows.append([f"**{g}**" if g == "overall" else g, r["n"], _fmt(r["a"]), _fmt(r["b"]),
                          _fmt(r["delta"], True) + star, "–" if not ci else f"[{ci[0]:+.4f}, {ci[1]:+.4f}]",
-                         _fmt(r["p"])])
+                         r["note"] if r.get("note") else _fmt(r["p"])])
         lines += [f"## {m}{title}", "", md_table(["group", "n", "A", "B", "Δ", "95% CI", "p"], rows, formatter=str), ""]
     return lines
 
@@ -221,7 +223,9 @@ def compare_markdown(res: dict[str, Any]) -> str:
              f"Questions: {res['n_questions']} (hash {res['questions']}), paired over every question, a failed "
              f"answer scoring 0 as in the headline numbers (failed: {failed['a']} in A, {failed['b']} in B). "
              f"Δ = mean(B) − mean(A) with its 95% paired-bootstrap interval ({res['method']['resamples']} "
-             f"resamples, seed {res['method']['seed']}) and two-sided p; * = p < {SIGNIFICANT}.", ""]
+             f"resamples, seed {res['method']['seed']}) and two-sided p; * = p < {SIGNIFICANT}. Below "
+             f"{COMPARE_MIN_N} questions, or when every resample gives the same Δ, no interval or p (\"n too small\", "
+             "\"no variance\"): only Δ.", ""]
     differ = (res.get("judge_models") or {}).get("differ") or {}
     if differ:
         lines += ["**Judged by different models** (judge_mismatch=mark): "
