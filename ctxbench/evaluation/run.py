@@ -196,7 +196,7 @@ class HistoryTasks:
         self.prompt = systems.first.answer_prompt
         self.system: System | None = None
         self.ingest_s = 0.0
-        self.construction_meter: tuple[int, ...] = (0, 0, 0, 0, 0)
+        self.construction_meter: tuple[int, ...] = (0, 0, 0, 0, 0, 0)
         self.construction: dict[str, Any] | None = None  # the history's cost, from its first completed answer
         self.history_tokens: int | None = None  # the whole history's tokens (the held-context guard's denominator)
         self.stopped: dict[str, int] | None = None  # its construction stopped at a failed call

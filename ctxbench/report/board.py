@@ -100,6 +100,7 @@ def row_record(spec: dict[str, Any], run: Run | None) -> dict[str, Any]:
                memory_items=_num(cost, "memory_per_history", "items"),
                memory_tokens=_num(cost, "memory_per_history", "tokens"),
                answer_p50_s=_num(cost, "latency_s", "answer", "p50"),
+               answer_cached_share=_num(cost, "latency_s", "answer", "cached_share"),
                ingest_s=_num(cost, "latency_s", "ingest", "total"),
                health=(res.get("health") or {}).get("status"),
                checkpoint=(res.get("config") or {}).get("checkpoint"),
@@ -146,6 +147,12 @@ def mark_judges(records: list[dict[str, Any]]) -> None:
     for r in records:
         if r["row"] in known and known[r["row"]] != common:
             r.setdefault("guards", []).append(f"judged by {known[r['row']]} (other rows: {common})")
+
+
+def _cached(share: float | None) -> str:
+    """`` (40% cached)`` beside an answer latency when some answers were served by the call cache (left out
+    of the latency, which is over real calls only)."""
+    return f" ({share:.0%} cached)" if share else ""
 
 
 def mark_prompts(records: list[dict[str, Any]]) -> None:
@@ -213,7 +220,8 @@ def render_board(board: dict[str, Any], records: list[dict[str, Any]], png: str 
                     ([MISSING if r.get("session_recall") is None else f"{r['session_recall']:.3f}"] if recall else []) +
                     [_held(r), _tok(r.get("read_tokens")), _tok(r.get("written_tokens")),
                      _tok(r.get("construction_tokens")), _tok(r.get("judging_tokens")), _memory(r),
-                     _sec(r.get("answer_p50_s")), _sec(r.get("ingest_s")), "★" if r["row"] in front else "",
+                     _sec(r.get("answer_p50_s")) + _cached(r.get("answer_cached_share")), _sec(r.get("ingest_s")),
+                     "★" if r["row"] in front else "",
                      "; ".join(r.get("guards") or [])])
     lines = [f"# {board.get('title', board['name'])}", ""]
     if board.get("description"):
@@ -230,7 +238,8 @@ def render_board(board: dict[str, Any], records: list[dict[str, Any]], png: str 
               "written / q = the answering model's prompt and completion tokens per question (text tokens fed; "
               "KV and soft slots are held, not fed); construction / q = the LLM tokens spent building the memory, divided by the "
               "questions asked of it; judging / q = the judge's prompt + completion tokens per question "
-              "(— = not counted: a run before ctxbench-cost-5); memory per history = the KV bytes a compression method holds between "
+              "(— = not counted: a run before ctxbench-cost-5); answer p50 s = over the answers that called a model "
+              "(answers served wholly by the call cache left out; their share beside it, \"cached\"); memory per history = the KV bytes a compression method holds between "
               "ingest and answer, or a memory system's items and their tokens. ★ = on the Pareto front of F1 "
               f"against held context per question. "
               + (f"session R@{RECALL_K} = evidence recall: the share of questions whose evidence session is among "
