@@ -251,3 +251,17 @@ def test_ruler_length_is_counted_in_the_evaluated_models_tokenizer(capsys):
                           "model": {"name": "hf", "path": hub}})
     bind_ruler_tokenizer(c)
     assert c.dataset.tokenizer == "/mine"  # an explicit tokenizer stands
+
+
+def test_fwe_gold_is_the_three_most_frequent_coded_words(tok_dir):
+    """freq_words_extraction.py: counts int(n · k^-2 / ζ(2)) for the k-th vocabulary word, '...' first (noise the
+    question says to ignore), gold = vocab[1:4]: the three most frequent words after it, most frequent first."""
+    from collections import Counter
+
+    for s in ruler_samples(cfg(tok_dir, tasks=["fwe"], n_per_task=3)):
+        out = s.questions[0].meta["outputs"]
+        words = s.history.text.split(". ", 1)[1].split() if ". " in s.history.text else s.history.text.split()
+        counts = Counter(w for w in words if w.isalpha() and len(w) == 6 and w.islower())
+        ranked = [w for w, _ in counts.most_common()]
+        assert counts["..."] == 0 and s.history.text.count(" ... ") > counts[out[0]]  # '...' is the most frequent
+        assert ranked[:3] == out and counts[out[0]] > counts[out[1]] > counts[out[2]] > counts[ranked[3]]
