@@ -250,3 +250,21 @@ def test_the_protocol_in_results_json_and_each_answer(tmp_path):
 
     p = run_cli(*eval_args(data, tmp_path / "agnostic", "task.ratio=0.5"))  # another ratio in the same folder
     assert p.returncode != 0 and "config" in p.stderr.lower()
+
+
+def test_kvpress_budget_rounding_restores_kvpress_int():
+    """kvpress's presses keep int(q_len * (1 - compression_ratio)) (floats, truncated); ctxbench's default is
+    ceil in exact decimals. task.budget=kvpress restores kvpress's (99 of 1000 at r = 0.9, 250 of 1001 at 0.75)."""
+    from ctxbench.core.task_protocol import set_budget_rounding
+    from ctxbench.evaluation.protocol import protocol_record
+
+    assert (ratio_budget(0.9, 1000), ratio_budget(0.75, 1001)) == (100, 251)  # ctxbench: ceil, exact
+    try:
+        set_budget_rounding("kvpress")
+        assert (ratio_budget(0.9, 1000), ratio_budget(0.75, 1001)) == (99, 250)
+        assert ratio_budget(0.9, 1000) == int(1000 * (1 - 0.9))
+    finally:
+        set_budget_rounding("ceil")
+    assert "int(" in protocol_record(Protocol(0.5, budget="kvpress"))["budget"]
+    with pytest.raises(ValueError):
+        set_budget_rounding("round")

@@ -24,12 +24,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ctxbench.core.errors import ConfigError
-from ctxbench.core.task_protocol import check_ratio
+from ctxbench.core.task_protocol import BUDGET_ROUNDINGS, check_ratio, set_budget_rounding
 from ctxbench.core.types import History, Sample
 from ctxbench.data.errors import DataError
 
 TASK = "compression"
 BUDGET_RULE = "(1 - ratio) x context tokens, per example"
+KVPRESS_BUDGET_RULE = "int(context tokens x (1 - ratio)), per example (kvpress's rounding)"
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Protocol:
     query_aware: bool = False
     prefill: str = "whole"  # the fixed-cache presses: one prefill then one compression, or streamed segments
     ask_again: bool = False  # query-aware: the question asked again after the compression (not kvpress's)
+    budget: str = "ceil"  # ratio_budget's rounding: ceil (ctxbench) | kvpress (int of the float product)
 
 
 def protocol_of(cfg: Any) -> Protocol | None:
@@ -48,7 +50,11 @@ def protocol_of(cfg: Any) -> Protocol | None:
     prefill = str(task.get("prefill", "whole"))
     if prefill not in ("whole", "segments"):
         raise ConfigError(f"task.prefill={prefill!r}: use whole or segments")
-    return Protocol(check_ratio(task.get("ratio")), bool(task.get("query_aware", False)), prefill, bool(task.ask_again))
+    budget = str(task.budget)
+    if budget not in BUDGET_ROUNDINGS:
+        raise ConfigError(f"task.budget={budget!r}: use one of {', '.join(BUDGET_ROUNDINGS)}")
+    return Protocol(check_ratio(task.get("ratio")), bool(task.get("query_aware", False)), prefill,
+                    bool(task.ask_again), budget)
 
 
 def ratio_systems() -> list[str]:
@@ -85,6 +91,7 @@ def prepare(system: Any, protocol: Protocol | None, name: str) -> Any:
     setter = getattr(system, "set_compression_ratio", None)
     if not callable(setter):
         refuse(name)
+    set_budget_rounding(protocol.budget)
     setter(protocol.ratio)
     prefill = getattr(system, "set_compression_prefill", None)
     if callable(prefill):
@@ -125,7 +132,7 @@ def query_aware_samples(samples: list[Sample], ask_again: bool = False) -> list[
 def protocol_record(protocol: Protocol) -> dict[str, Any]:
     """results.json ``protocol``."""
     out = {"name": "kvpress", "ratio": protocol.ratio, "query_aware": protocol.query_aware,
-           "budget": BUDGET_RULE, "prefill": protocol.prefill}
+           "budget": BUDGET_RULE if protocol.budget == "ceil" else KVPRESS_BUDGET_RULE, "prefill": protocol.prefill}
     if protocol.query_aware:  # how the question was asked after the compression (report table=ruler reads it)
         out["asked"] = ASKED_AGAIN if protocol.ask_again else ASKED_EMPTY
     return out
