@@ -108,3 +108,29 @@ def test_an_unknown_judge_is_one_line_naming_the_key():
         get_judge("zepp")
     with pytest.raises(ConfigError, match="judge.panel"):
         LLMJudge(llm=object(), judge="nope")
+
+
+def test_mem0_source_parse_is_case_sensitive_as_mem0s_evaluate_llm_judge():
+    """mem0's evaluate_llm_judge: json.loads(extract_json(reply))["label"] == "CORRECT" (case-sensitive; a reply
+    without that JSON raises). judge.parse=source reads replies that way; ctxbench's parse is more forgiving."""
+    from ctxbench.metrics.judge import LLMJudge
+
+    j = registry.get("judge", "mem0")
+    for reply, ours, theirs in (('{"label": "CORRECT"}', 1, 1), ('{"label": "correct"}', 1, 0),
+                                ('```json\n{"label": "CORRECT"}\n```', 1, 1), ("CORRECT", 1, None),
+                                ('{"label": "WRONG"}', 0, 0)):
+        assert (j.parse(reply), j.source_parse(reply)) == (ours, theirs), reply
+
+    class Reply:
+        model_name = "scripted"
+
+        def chat(self, messages, **kw):
+            from ctxbench.llm.base import ChatResult
+            return ChatResult('{"label": "correct"}', 10, 3)
+
+    from ctxbench.core.types import Question
+
+    q = Question(id="q", question="Q?", answer="G", category=1)
+    assert LLMJudge(Reply()).score("A", q) == 1.0
+    strict = LLMJudge(Reply(), parse="source")
+    assert strict.score("A", q) == 0.0 and strict.settings()["parse"] == "source"

@@ -42,6 +42,7 @@ from ctxbench.metrics.judges.prompt import JudgePrompt
 from ctxbench.metrics.judges.prompt import label_word_or_json as parse_label  # noqa: F401
 
 DEFAULT_JUDGE = "mem0"
+PARSES = ("ctxbench", "source")  # judge.parse
 
 
 def get_judge(name: str) -> JudgePrompt:
@@ -72,12 +73,17 @@ class LLMJudge:
 
     def __init__(self, llm: Any, max_new_tokens: int | None = None, runs: int = 1, temperature: float = 0.0,
                  seed: int = 0, judge: str = DEFAULT_JUDGE, name: str | None = None,
-                 memo: dict[Any, float | None] | None = None):
+                 memo: dict[Any, float | None] | None = None, parse: str = "ctxbench"):
         if int(runs) < 1:
             raise ConfigError(f"judge.runs={runs}: need >= 1 (the number of judge runs per answer)")
         if float(temperature) < 0:
             raise ConfigError(f"judge.temperature={temperature}: need >= 0")
+        if parse not in PARSES:
+            raise ConfigError(f"judge.parse={parse!r}: use one of {', '.join(PARSES)}")
         self.prompt = get_judge(judge)
+        self.parse = parse  # ctxbench: the prompt's parse; source: the source's own where it differs (mem0)
+        self._parse = (self.prompt.source_parse if parse == "source" and self.prompt.source_parse is not None
+                       else self.prompt.parse)
         self.judge = self.prompt.name
         self.name = name or "llm_judge"
         self.version = self.prompt.version
@@ -111,7 +117,7 @@ class LLMJudge:
     def settings(self) -> dict[str, Any]:
         """What results.json records about how J was judged."""
         return {"runs": self.runs, "temperature": self.temperature, "seeds": self.seeds(), "judge": self.judge,
-                "model": self.model(), "max_new_tokens": self.max_new_tokens}
+                "model": self.model(), "max_new_tokens": self.max_new_tokens, "parse": self.parse}
 
     def score_runs(self, prediction: str, question: Question) -> list[float | None]:
         """One label per run (1.0 CORRECT, 0.0 WRONG or a failed / unlabelled call; None: adversarial, not
@@ -147,5 +153,5 @@ class LLMJudge:
                           json_mode=self.prompt.json_mode, **structured, **seeded)
         if r.failed:
             return None
-        label = self.prompt.parse(r.text)
+        label = self._parse(r.text)
         return None if label is None else float(label)

@@ -59,6 +59,7 @@ class EvalConfigJudge:
     panel: list | None = setting(None, "the judges every answer is judged under (ctxbench/metrics/judges/: mem0, zep, evermemos, longmemeval, strict); llm_judge = the first; two or more also give llm_judge_<name> each and add llm_judge to metrics; null = the dataset's own judge (dataset=longmemeval: longmemeval), else [mem0]", nonempty='name at least one judge, e.g. judge.panel=[mem0,zep,strict]')
     calibration: str | None = setting(None, "a judges.json written by `report judges`: each panel judge's false-accept / false-reject rates and lenient flag go into results.json judges (when judge, prompt version and model match)")
     lenient_above: float = setting(0.2, 'a judge that accepts more than this share of the calibration set\'s wrong answers is flagged lenient', SHARE)
+    parse: str = setting('ctxbench', "how a judge's reply is read: ctxbench = the judge prompt's parse (mem0's: JSON or the one label word named, any case); source = the source's own where it differs (mem0's evaluate_llm_judge: the JSON label exactly CORRECT, case-sensitive)", choices=('ctxbench', 'source'))
 
 
 @dataclass

@@ -14,6 +14,8 @@ A :class:`JudgePrompt` is a frozen value (no state), registered under its name w
 - ``label_format``: the label format in words, and ``examples``: replies with the label the
   source's parse gives them (tests check every judge's parse against its examples);
 - ``notes``: where ctxbench's copy departs from the source, if anywhere;
+- ``source_parse``: the source's own label parse where ``parse`` is more forgiving (``judge.parse=source``
+  uses it; mem0's: the JSON ``label`` exactly ``CORRECT``, case-sensitive);
 - ``std_ddof`` / ``std_source``: how the source reports the std over judge runs (``judge.runs > 1``):
   EverMemOS takes ``np.std`` of the per-run accuracies (ddof 0); a source that reports no such std gets
   the sample std (ddof 1). results.json says which (``metric_runs.<judge>.std``).
@@ -44,6 +46,7 @@ class JudgePrompt:
     schema: dict[str, Any] | None = None
     decoding: str = ""  # the source's model and decoding, in words
     notes: str = field(default="", compare=False)
+    source_parse: Callable[[str], int | None] | None = None  # the source's own parse where ``parse`` departs
     std_ddof: int = 1  # the std over judge runs as the source reports it (EverMemOS: np.std, ddof 0)
     std_source: str = "no std over runs in the source: the sample std (ddof 1)"
 
