@@ -197,6 +197,10 @@ def test_a_filler_session_after_the_question_is_dropped_and_counted(tmp_path):
     got = load_longmemeval_file(write(tmp_path, [e]))
     assert [x.id for x in got[0].history.sessions] == ["answer_novels_1", "answer_novels_2"]
     assert got.quirks["sessions_after_question"] == 1
+    # dataset.after_question=keep: LongMemEval's own reading, every haystack session (in time order)
+    kept = load_longmemeval_file(write(tmp_path, [e]), keep_after=True)
+    assert len(kept[0].history.sessions) == 3 and kept[0].history.sessions[-1].id == e["haystack_session_ids"][1]
+    assert kept.quirks["sessions_after_question"] == 0 and kept.quirks["sessions_after_question_kept"] == 1
 
 
 def test_same_day_evidence_after_the_question_time_is_kept_and_counted(tmp_path):

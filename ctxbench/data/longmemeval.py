@@ -20,7 +20,9 @@ evidence session is not dated on a later day than its question.
 
 Odd-but-valid records, handled and counted in ``Samples.quirks``:
 
-- ``sessions_after_question``: a non-evidence session dated after its question is dropped, so no
+- ``sessions_after_question``: a non-evidence session dated after its question is dropped (unless
+  ``dataset.after_question=keep``, LongMemEval's own: every haystack session is read; then counted in
+  ``sessions_after_question_kept``), so no
   history holds a session from the question's future (LongMemEval_S has 77 questions asked earlier
   on the day of their last session, xiaowu0162/LongMemEval#8);
 - ``evidence_after_question_same_day``: an evidence session later on the question's own day is kept
@@ -68,7 +70,7 @@ RELEASE_FILES = {
     "m": ("longmemeval_m_cleaned.json", "longmemeval_m.json"),
     "oracle": ("longmemeval_oracle.json",),
 }
-QUIRKS = ("sessions_after_question", "evidence_after_question_same_day", "sessions_reordered", "duplicate_sessions",
+QUIRKS = ("sessions_after_question", "sessions_after_question_kept", "evidence_after_question_same_day", "sessions_reordered", "duplicate_sessions",
           "session_id_with_other_content", "non_string_answers", "empty_sessions", "empty_turns",
           "evidence_turns_outside_answer_sessions", "questions_without_evidence_turns")
 DATE_EXAMPLE = "2023/05/20 (Sat) 02:21"
@@ -144,7 +146,7 @@ def retrieval_gold(slots: list[tuple[Any, ...]], answer_ids: list[str]) -> dict[
     return {"turns": turns, "sessions": sessions, "has_target": bool(user)}
 
 
-def _entry(raw: Any, path: Path, i: int, release: str, quirks: Counter, pool: _Pool) -> Sample:
+def _entry(raw: Any, path: Path, i: int, release: str, quirks: Counter, pool: _Pool, keep_after: bool = False) -> Sample:
     qid = field(raw, "question_id", str, path, f"index {i}")
     nonblank(qid, path, f"index {i}", "question_id")
     rec = short_text(qid, 60)
@@ -197,10 +199,12 @@ def _entry(raw: Any, path: Path, i: int, release: str, quirks: Counter, pool: _P
     sessions: list[Session] = []
     seen: dict[str, list[Turn]] = {}
     for when, j, sid, date, turns in ordered:
-        if when > qtime:
-            if sid not in evidence_sessions:
+        if when > qtime and sid not in evidence_sessions:
+            if not keep_after:
                 quirks["sessions_after_question"] += 1
                 continue
+            quirks["sessions_after_question_kept"] += 1  # LongMemEval reads the whole haystack
+        elif when > qtime:
             if when.date() > qtime.date():
                 raise DataError(path, f"evidence session {short_repr(sid)} is dated {date!r}, after question_date "
                                       f"{qdate!r}", record=rec, field=f"haystack_dates[{j}]")
@@ -225,9 +229,10 @@ def _entry(raw: Any, path: Path, i: int, release: str, quirks: Counter, pool: _P
     return Sample(History(id=qid, sessions=sessions, speakers=list(ROLES)), [q])
 
 
-def load_longmemeval_file(path: Path, release: str | None = None) -> Samples:
+def load_longmemeval_file(path: Path, release: str | None = None, keep_after: bool = False) -> Samples:
     """Every entry of a LongMemEval-format file as one sample, with quirk counts. ``release`` (s, m, oracle,
-    sample) labels the questions; None = from the file name (:func:`release_of`)."""
+    sample) labels the questions; None = from the file name (:func:`release_of`). ``keep_after``: keep the
+    sessions dated after their question (LongMemEval's reading; ctxbench drops them by default)."""
     path = Path(path)
     release = release or release_of(path)
     quirks: Counter = Counter({k: 0 for k in QUIRKS})
@@ -235,7 +240,7 @@ def load_longmemeval_file(path: Path, release: str | None = None) -> Samples:
     samples: list[Sample] = []
     seen: set[str] = set()
     for i, raw in iter_json_array(path):
-        s = _entry(raw, path, i, release, quirks, pool)
+        s = _entry(raw, path, i, release, quirks, pool, keep_after)
         if s.history.id in seen:
             raise DataError(path, "duplicate question_id", record=short_text(s.history.id, 60), field="question_id")
         seen.add(s.history.id)
@@ -292,7 +297,7 @@ def select(samples: Samples, question_types: Iterable[str] | None = None, questi
 def load_longmemeval(cfg: Any) -> Samples:
     release = str(cfg.get("release") or "s")
     samples = load_longmemeval_file(release_path(cfg.get("path"), release),
-                                    release=release)
+                                    release=release, keep_after=str(cfg.after_question) == "keep")
     samples.log_quirks("longmemeval")
     return select(samples, cfg.get("question_types"), cfg.get("questions"), cfg.get("limit"))
 

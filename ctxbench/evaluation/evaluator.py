@@ -113,6 +113,9 @@ def main(cfg: Any) -> dict[str, Any]:
                              "answers": "in dataset order" if system.answer_writes_state or workers == 1
                              else "in parallel"},
              "llm": llm_record(cfg, llm), "session_dates": dates, **baseline_record(system)}
+    quirks = {k: int(v) for k, v in (getattr(samples, "quirks", None) or {}).items() if v}
+    if quirks:  # odd records the loader handled, in the file read (report table=longmemeval reads the drops)
+        extra["dataset_quirks"] = quirks
     if llm is not None:  # a memory system: work shared across histories (evaluation/reuse.py)
         extra["reuse"] = reuse_record(cfg, samples, llm, getattr(system, "embedder", None), resumed)
     if protocol is not None:

@@ -140,6 +140,7 @@ class LongmemevalDataset:
     questions: list | None = setting(None, 'keep these question ids, e.g. [e47becba, gpt4_2655b836]')
     question_types: list | None = setting(None, 'keep these question types, e.g. [temporal-reasoning, knowledge-update]; abstention = the _abs questions')
     limit: int | None = setting(None, 'the first N questions (after the other filters)', ge(0, note='0 or null = all'))
+    after_question: str = setting('drop', "sessions dated after their question (not evidence): drop = ctxbench's (no history reaches past its question) | keep = LongMemEval's own (every haystack session read); report table=longmemeval counts drops as a departure", choices=('drop', 'keep'))
 
 
 @dataclass
@@ -152,6 +153,7 @@ class LongmemevalSampleDataset:
     questions: list | None = setting(None, 'keep these question ids')
     question_types: list | None = setting(None, 'keep these question types; abstention = the _abs questions')
     limit: int | None = setting(None, 'the first N questions', ge(0, note='0 or null = all'))
+    after_question: str = setting('drop', "sessions dated after their question (not evidence): drop = ctxbench's (no history reaches past its question) | keep = LongMemEval's own (every haystack session read); report table=longmemeval counts drops as a departure", choices=('drop', 'keep'))
 
 
 @dataclass
