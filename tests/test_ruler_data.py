@@ -31,7 +31,7 @@ def tok_dir(tmp_path_factory):
 
 def cfg(tok_dir, **kw):
     base = {"name": "ruler", "tasks": list(TASKS), "length": 2048, "n_per_task": 2, "seed": 0,
-            "tokenizer": tok_dir, "limit": None}
+            "tokenizer": tok_dir, "limit": None, "answer_tokens": "ctxbench"}
     return OmegaConf.create({**base, **kw})
 
 
@@ -265,3 +265,35 @@ def test_fwe_gold_is_the_three_most_frequent_coded_words(tok_dir):
         ranked = [w for w, _ in counts.most_common()]
         assert counts["..."] == 0 and s.history.text.count(" ... ") > counts[out[0]]  # '...' is the most frequent
         assert ranked[:3] == out and counts[out[0]] > counts[out[1]] > counts[out[2]] > counts[ranked[3]]
+
+
+def test_ruler_answer_tokens_restores_rulers_caps_and_reservation(tok_dir):
+    """dataset.answer_tokens=ruler: RULER's tokens_to_generate per task (niah 128, vt 30, cwe 120, fwe 50) is the
+    answer cap and is reserved inside the length (input + cap <= length); ctxbench's default keeps one cap (the
+    prompt's 64) and the whole length for the input."""
+    from ctxbench.core.system import System
+
+    def count(text):  # the byte-level tokenizer: one token a byte
+        return len(text.encode())
+
+    ours = {s.questions[0].meta["task"]: s for s in ruler_samples(cfg(tok_dir, n_per_task=1, tasks=["niah_single_1", "vt", "cwe", "fwe"]))}
+    theirs = {s.questions[0].meta["task"]: s for s in ruler_samples(cfg(tok_dir, n_per_task=1, answer_tokens="ruler",
+                                                                        tasks=["niah_single_1", "vt", "cwe", "fwe"]))}
+    for task, cap in (("niah_single_1", 128), ("vt", 30), ("cwe", 120), ("fwe", 50)):
+        q = theirs[task].questions[0]
+        assert q.meta["max_new_tokens"] == cap and "max_new_tokens" not in ours[task].questions[0].meta
+        whole = f"{theirs[task].history.text}\n{q.question}{q.meta['answer_prefix']}"
+        assert count(whole) + cap <= 2048 < count(whole) + cap + 60  # reserved, and still fitted closely
+        assert len(theirs[task].history.text) < len(ours[task].history.text)
+
+    class Bare(System):
+        def ingest(self, history):
+            pass
+
+        def answer(self, question):
+            pass
+
+    s = Bare()
+    s.use_prompt(get_prompt("ruler"))
+    assert s.answer_max_tokens(theirs["vt"].questions[0]) == 30 and s.answer_max_tokens(ours["vt"].questions[0]) == 64
+    assert s.answer_max_tokens() == 64

@@ -218,6 +218,7 @@ class RulerDataset:
     seed: int = setting(0, 'examples are drawn from random.Random("ruler:<seed>:<task>:<length>:<i>")', SEED)
     tokenizer: str | None = setting(None, "the tokenizer lengths are counted in: a folder, a hub id, or smollm2_135m (the packaged SmolLM2's); null = the evaluated model's (eval binds model.path / llm.model / llm.tokenizer; SmolLM2's, with a warning, when the config names none)")
     limit: int | None = setting(None, 'the first N examples (tasks in the order given)', ge(0, note='0 or null = all'))
+    answer_tokens: str = setting('ctxbench', "ctxbench = one answer cap for every task (qa_prompt=ruler's 64) and dataset.length all input; ruler = RULER's per-task cap (niah 128, vt 30, cwe 120, fwe 50) and the length reserving it (the input is length - that cap)", choices=('ctxbench', 'ruler'))
 
 
 @dataclass

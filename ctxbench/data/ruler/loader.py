@@ -27,7 +27,7 @@ from ctxbench.core.types import History, Question, Sample
 from ctxbench.data.errors import DataError
 from ctxbench.data.ruler.haystack import fit
 from ctxbench.data.ruler.tasks import Example, renderer
-from ctxbench.data.ruler.templates import TASKS
+from ctxbench.data.ruler.templates import TASKS, TOKENS_TO_GENERATE
 
 
 def check_tasks(tasks: Any) -> list[str]:
@@ -102,13 +102,17 @@ def load_tokenizer(path: str | None) -> Any:
         raise DataError(folder, f"dataset.tokenizer: not a tokenizer folder ({str(e).splitlines()[0]})") from e
 
 
-def generate(task: str, length: int, index: int, seed: int, tokenizer: Any) -> Sample:
-    """Example ``index`` of ``task`` at ``length`` tokens (see the module docstring)."""
+def generate(task: str, length: int, index: int, seed: int, tokenizer: Any, answer_tokens: str = "ctxbench") -> Sample:
+    """Example ``index`` of ``task`` at ``length`` tokens (see the module docstring). ``answer_tokens=ruler``:
+    RULER's per-task answer cap (``TOKENS_TO_GENERATE``) goes into ``meta["max_new_tokens"]`` and is reserved
+    inside the length (the input fits ``length`` − cap, as RULER's generators fit input + tokens_to_generate)."""
     def count(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    cap = TOKENS_TO_GENERATE[TASKS[task].family] if answer_tokens == "ruler" else None
+    budget = length - (cap or 0)
     render, most = renderer(task, random.Random(f"ruler:{seed}:{task}:{length}:{index}"), length)
-    n = fit(lambda k: count(render(k).input_text()), length, most=most)
+    n = fit(lambda k: count(render(k).input_text()), budget, most=most)
     if n < 0:
         empty = count(render(0).input_text())
         raise ConfigError(f"dataset.length={length} is shorter than task {task}'s text without a haystack "
@@ -122,6 +126,8 @@ def generate(task: str, length: int, index: int, seed: int, tokenizer: Any) -> S
     spec = TASKS[task]
     meta = {"outputs": list(ex.outputs), "answer_prefix": ex.answer_prefix, "task": task, "length": int(length),
             "haystack": spec.haystack, "context_tokens": count(ex.context), "depths": list(ex.depths)}
+    if cap is not None:
+        meta["max_new_tokens"] = cap  # RULER's tokens_to_generate: the answer cap (core/system.py answer_max_tokens)
     q = Question(id=sid, question=ex.question, answer=", ".join(ex.outputs), category=task, category_name=task,
                  meta=meta)
     return Sample(History(id=sid, text=ex.context, sessions=[], speakers=[]), [q])
@@ -137,7 +143,7 @@ def ruler_samples(cfg: Any) -> list[Sample]:
         for i in range(per_task):
             if limit is not None and len(out) >= limit:
                 return out
-            out.append(generate(task, length, i, seed, tokenizer))
+            out.append(generate(task, length, i, seed, tokenizer, str(cfg.answer_tokens)))
     return out
 
 

@@ -10,7 +10,9 @@ single at 1k and 2k tokens 10/10 with the prefix in its turn and 0/10 without it
 
 The reply is kept whole (answers are lists: no first-line cut). Cap: 64 new tokens for every task — the
 prompt has one cap, and the longest answers (cwe's ten numbered words, niah_multivalue's four 7-digit
-numbers) fit in 64 SmolLM2 tokens; RULER allows 128 (niah) / 30 (vt) / 120 (cwe) / 50 (fwe).
+numbers) fit in 64 SmolLM2 tokens; RULER allows 128 (niah) / 30 (vt) / 120 (cwe) / 50 (fwe), which
+``dataset.answer_tokens=ruler`` restores per question (``meta["max_new_tokens"]``, honoured by
+:meth:`ctxbench.core.system.System.answer_max_tokens`).
 The prefix loses its leading space (RULER's text follows the question on one line; here it opens a turn).
 """
 from __future__ import annotations
