@@ -268,6 +268,7 @@ def test_temporal_questions_see_the_question_date_in_the_rendered_prompt(lme):
     told = without_gold(q)
     assert told.meta["question_date"] == q.meta["question_date"]
     assert "evidence_sessions" not in told.meta and "abstention" not in told.meta and told.evidence == []
+    assert "retrieval_gold" in q.meta and "retrieval_gold" not in told.meta  # its evidence turns are gold too
 
 
 # ---- data stats / download -------------------------------------------------------------------------------
