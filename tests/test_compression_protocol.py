@@ -171,11 +171,39 @@ def test_the_question_never_reaches_the_cache_in_the_agnostic_mode(tiny):
     assert system._state.n_seen == n_context  # answering reads a copy: the question never enters it
 
     aware = query_aware_samples(ruler_like())[0]
-    assert aware.history.text == CONTEXT + "\n" + QUESTION and aware.questions == sample.questions
+    assert aware.history.text == CONTEXT + "\n" + QUESTION
     system.ingest(aware.history)
     assert system._state.n_seen == n_aware
     kept = torch.cat([layer.pos.flatten() for layer in system._state.layers])
     assert int(kept.max()) == n_aware - 1  # SnapKV's window (the question's end) is in the cache
+
+
+def test_query_aware_asks_the_question_empty_as_kvpress_compress_questions():
+    """kvpress evaluate.py, compress_questions: context = context + question; question = "". The model reads
+    the question only from what the press kept; the answer prefix still opens its reply."""
+    from ctxbench.methods.kv_prompt import qa_frame
+    from ctxbench.qa.registry import get_prompt
+
+    q = Question("doc-0", QUESTION, "4711", "niah", "niah", meta={"answer_prefix": " The number is"})
+    aware = query_aware_samples([Sample(History("doc-0", [], CONTEXT, []), [q])])[0]
+    asked = aware.questions[0]
+    assert asked.question == "" and asked.id == q.id and asked.answer == "4711"
+    assert asked.meta["question_in_context"] == QUESTION and asked.meta["answer_prefix"] == " The number is"
+    ruler = get_prompt("ruler")
+    # the user turn is the plain one's text (context, newline, question) ...
+    plain = ruler.messages(q, CONTEXT)
+    assert ruler.messages(asked, aware.history.text) == plain
+    # ... and what follows the compressed part holds no question: only the turn's end and the answer prefix
+    _, after = qa_frame(_PlainTok(), ruler, asked, [])
+    assert QUESTION not in after and "The number is" in after
+    _, after_plain = qa_frame(_PlainTok(), ruler, q, [])
+    assert QUESTION in after_plain
+    again = query_aware_samples([Sample(History("doc-0", [], CONTEXT, []), [q])], ask_again=True)[0]
+    assert again.questions == [q]  # task.ask_again=true: ctxbench's earlier mode, the question asked again
+
+
+class _PlainTok:
+    chat_template = None
 
 
 def test_query_aware_needs_one_question_on_a_document():
@@ -215,8 +243,28 @@ def test_the_protocol_in_results_json_and_each_answer(tmp_path):
     p = run_cli(*eval_args(data, tmp_path / "aware", "task.ratio=0.75", "task.query_aware=true"))
     assert p.returncode == 0, p.stderr[-2000:]
     assert json.loads((tmp_path / "aware" / "results.json").read_text())["protocol"]["query_aware"] is True
-    aware = json.loads((tmp_path / "aware" / "predictions.jsonl").read_text().splitlines()[0])["usage"]
+    line = json.loads((tmp_path / "aware" / "predictions.jsonl").read_text().splitlines()[0])
+    aware = line["usage"]
     assert aware["extra"]["history_tokens"] > n  # the question was ingested with the context
+    assert line["question"] == QUESTION and line["question_in_context"] is True  # recorded as the question asked
 
     p = run_cli(*eval_args(data, tmp_path / "agnostic", "task.ratio=0.5"))  # another ratio in the same folder
     assert p.returncode != 0 and "config" in p.stderr.lower()
+
+
+def test_kvpress_budget_rounding_restores_kvpress_int():
+    """kvpress's presses keep int(q_len * (1 - compression_ratio)) (floats, truncated); ctxbench's default is
+    ceil in exact decimals. task.budget=kvpress restores kvpress's (99 of 1000 at r = 0.9, 250 of 1001 at 0.75)."""
+    from ctxbench.core.task_protocol import set_budget_rounding
+    from ctxbench.evaluation.protocol import protocol_record
+
+    assert (ratio_budget(0.9, 1000), ratio_budget(0.75, 1001)) == (100, 251)  # ctxbench: ceil, exact
+    try:
+        set_budget_rounding("kvpress")
+        assert (ratio_budget(0.9, 1000), ratio_budget(0.75, 1001)) == (99, 250)
+        assert ratio_budget(0.9, 1000) == int(1000 * (1 - 0.9))
+    finally:
+        set_budget_rounding("ceil")
+    assert "int(" in protocol_record(Protocol(0.5, budget="kvpress"))["budget"]
+    with pytest.raises(ValueError):
+        set_budget_rounding("round")

@@ -73,7 +73,9 @@ def test_sample_question_fields(lme):
     assert q.answer == "5" and q.category == q.category_name == "multi-session"
     assert q.evidence == ["answer_novels_1_1", "answer_novels_2_1"]
     assert q.meta == {"question_date": "2023/05/07 (Sun) 21:00", "evidence_sessions": ["answer_novels_1", "answer_novels_2"],
-                      "abstention": False, "release": "sample"}
+                      "abstention": False, "release": "sample",
+                      "retrieval_gold": {"turns": ["answer_novels_1_1", "answer_novels_2_1"],
+                                         "sessions": ["answer_novels_1", "answer_novels_2"], "has_target": True}}
     assert s.history.speakers == ["user", "assistant"]
     assert [t.id for t in s.history.sessions[0].turns] == ["answer_novels_1_1", "answer_novels_1_2"]
     assert s.history.sessions[0].turns[0].meta == {"has_answer": True} and s.history.sessions[0].turns[1].meta == {}
@@ -195,6 +197,10 @@ def test_a_filler_session_after_the_question_is_dropped_and_counted(tmp_path):
     got = load_longmemeval_file(write(tmp_path, [e]))
     assert [x.id for x in got[0].history.sessions] == ["answer_novels_1", "answer_novels_2"]
     assert got.quirks["sessions_after_question"] == 1
+    # dataset.after_question=keep: LongMemEval's own reading, every haystack session (in time order)
+    kept = load_longmemeval_file(write(tmp_path, [e]), keep_after=True)
+    assert len(kept[0].history.sessions) == 3 and kept[0].history.sessions[-1].id == e["haystack_session_ids"][1]
+    assert kept.quirks["sessions_after_question"] == 0 and kept.quirks["sessions_after_question_kept"] == 1
 
 
 def test_same_day_evidence_after_the_question_time_is_kept_and_counted(tmp_path):
@@ -262,6 +268,7 @@ def test_temporal_questions_see_the_question_date_in_the_rendered_prompt(lme):
     told = without_gold(q)
     assert told.meta["question_date"] == q.meta["question_date"]
     assert "evidence_sessions" not in told.meta and "abstention" not in told.meta and told.evidence == []
+    assert "retrieval_gold" in q.meta and "retrieval_gold" not in told.meta  # its evidence turns are gold too
 
 
 # ---- data stats / download -------------------------------------------------------------------------------

@@ -198,3 +198,51 @@ def test_full_context_with_smollm2_answers_from_the_one_evidence_session(tmp_pat
     fc.use_prompt(get_prompt("brief"))
     fc.ingest(history)
     assert "luna" in fc.answer(q).text.lower()
+
+
+# ---- LongMemEval's question set and gold (src/retrieval/run_retrieval.py) ------------------------------
+
+def _lme_records(retrieve_all: bool = True) -> list[dict]:
+    from pathlib import Path
+
+    from ctxbench.data.longmemeval import load_longmemeval_file
+
+    samples = load_longmemeval_file(Path(__file__).resolve().parents[1] / "ctxbench" / "samples" / "longmemeval_sample.json")
+    out = []
+    for s in samples:
+        rec = question_record(s.questions[0], s.history.id)
+        rec["meta"] = {"retrieved": [{"session": se.id, "turns": [t.id for t in se.turns]} for se in s.history.sessions]}
+        out.append(rec)
+    return out
+
+
+def test_longmemeval_question_set_is_run_retrievals_on_the_shipped_sample():
+    """run_retrieval.py skips questions with no user-side has_answer turn (the sample's two
+    single-session-assistant questions): 9 questions, not ctxbench's earlier 11."""
+    block = evidence_recall(_lme_records())
+    assert block["n"] == 9 and block["no_user_evidence_excluded"] == 2 and block["abstention_excluded"] == 2
+    assert "single-session-assistant" not in block["by_category"]
+    wide = block["all_evidence"]  # ctxbench's wider view, named, beside it
+    assert wide["n"] == 11 and wide["by_category"]["single-session-assistant"]["n"] == 2
+    assert "All evidence (`all_evidence`" in markdown(block) and "2 without user-side evidence" in markdown(block)
+
+
+def test_longmemeval_gold_is_user_side_evidence_only():
+    """An answer session whose has_answer turn is the assistant's is not gold (run_retrieval.py relabels it
+    noans); its assistant turn is not a gold turn either."""
+    from ctxbench.data.longmemeval import retrieval_gold
+
+    user_ev = Turn("user", "I ran 5k", "answer_a_1", meta={"has_answer": True})
+    asst_ev = Turn("assistant", "Try 10k", "answer_b_2", meta={"has_answer": True})
+    slots = [(0, 0, "answer_a", "d", [user_ev, Turn("assistant", "ok", "answer_a_2")]),
+             (0, 1, "answer_b", "d", [Turn("user", "hi", "answer_b_1"), asst_ev])]
+    gold = retrieval_gold(slots, ["answer_a", "answer_b"])
+    assert gold == {"turns": ["answer_a_1"], "sessions": ["answer_a"], "has_target": True}
+    rec = {"id": "q", "evidence": ["answer_a_1", "answer_b_2"], "evidence_sessions": ["answer_a", "answer_b"],
+           "retrieval_gold": gold, "meta": {"retrieved": [{"session": "answer_b", "turns": ["answer_b_2"]},
+                                                          {"session": "answer_a", "turns": ["answer_a_1"]}]}}
+    got = record_recall(rec)
+    assert got["session"]["recall_any@1"] == 0.0 and got["session"]["recall_all@3"] == 1.0  # answer_b is not gold
+    assert record_recall(rec, wide=True)["session"]["recall_any@1"] == 1.0  # ctxbench's wide view counts it
+    none = dict(rec, retrieval_gold={"turns": [], "sessions": [], "has_target": False})
+    assert record_recall(none) == {}  # left out, as run_retrieval.py's averages skip it

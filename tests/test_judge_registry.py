@@ -21,7 +21,7 @@ JUDGES = ["evermemos", "longmemeval", "mem0", "strict", "zep"]
 PINNED = {
     "mem0": ("mem0-judge-2", "03b44e290797fdafc5b12b8237776d8c7bfa14af2e216c6303fbace947d345e4"),
     "zep": ("zep-judge-1", "d147fbda392ba7bdb77dcfaa2ca476e8028092ee4884512d49edc45c9bc9a8fb"),
-    "evermemos": ("evermemos-judge-1", "60e65c2bdbbb6072371d8b7854b04597dcad932716fc49cacd4dc7b5e7bad834"),
+    "evermemos": ("evermemos-judge-2", "6c5f6779f3d2b374be4388daadac5b8c88ccca5ae6a2130c96647c09f9543f32"),
     "longmemeval": ("longmemeval-judge-1", "4c28ab283b271c93b95778c265381c93a1e2c420e1dc1199a3d8d819d39ad234"),
     "strict": ("strict-judge-1", "d2c3aef4286e830dfb55c4052e2114595681726a682fcb18b1684554fb7d056a"),
 }
@@ -76,11 +76,20 @@ def test_zep_keeps_the_source_text_with_its_typo_and_system_message():
     assert "Generated answer: A" in msgs[1]["content"]
 
 
-def test_evermemos_replaces_rather_than_formats():
-    # str.replace: braces in an answer are kept as they are (str.format would choke or substitute)
-    msgs = registry.get("judge", "evermemos").messages("Q {x}", "G", "A {question}")
-    assert msgs[0]["role"] == "system" and "Question: Q {x}" in msgs[1]["content"]
-    assert "Generated answer: A {question}" in msgs[1]["content"]
+def test_evermemos_renders_as_evermemos_format_prompt():
+    """EverMemOS evaluation/src/utils/prompts.py: get_prompt strips the YAML block, format_prompt fills it with
+    str.format. str.format never re-reads what it substituted: a question holding a later placeholder keeps it
+    (the chained str.replace of locomo-audit's port, ctxbench's before issue 54, put the gold answer there).
+    Braces in the values are kept either way (str.format does not choke on them: only the template is parsed)."""
+    from ctxbench.metrics.judges.evermemos import SYSTEM_PROMPT, USER_PROMPT
+
+    msgs = registry.get("judge", "evermemos").messages("Did {golden_answer} happen?", "G", "A {question} {x}")
+    assert msgs[0] == {"role": "system", "content": SYSTEM_PROMPT.strip()}
+    assert msgs[1]["content"] == USER_PROMPT.strip().format(question="Did {golden_answer} happen?", golden_answer="G",
+                                                            generated_answer="A {question} {x}")
+    assert "Question: Did {golden_answer} happen?" in msgs[1]["content"]  # str.replace gave "Did G happen?"
+    assert "Generated answer: A {question} {x}" in msgs[1]["content"]
+    assert not msgs[1]["content"].endswith("\n")  # the block as get_prompt returns it: stripped
 
 
 @pytest.mark.parametrize("category,template", [("temporal", "temporal-reasoning"), ("multi-hop", "multi-session"),
@@ -99,3 +108,29 @@ def test_an_unknown_judge_is_one_line_naming_the_key():
         get_judge("zepp")
     with pytest.raises(ConfigError, match="judge.panel"):
         LLMJudge(llm=object(), judge="nope")
+
+
+def test_mem0_source_parse_is_case_sensitive_as_mem0s_evaluate_llm_judge():
+    """mem0's evaluate_llm_judge: json.loads(extract_json(reply))["label"] == "CORRECT" (case-sensitive; a reply
+    without that JSON raises). judge.parse=source reads replies that way; ctxbench's parse is more forgiving."""
+    from ctxbench.metrics.judge import LLMJudge
+
+    j = registry.get("judge", "mem0")
+    for reply, ours, theirs in (('{"label": "CORRECT"}', 1, 1), ('{"label": "correct"}', 1, 0),
+                                ('```json\n{"label": "CORRECT"}\n```', 1, 1), ("CORRECT", 1, None),
+                                ('{"label": "WRONG"}', 0, 0)):
+        assert (j.parse(reply), j.source_parse(reply)) == (ours, theirs), reply
+
+    class Reply:
+        model_name = "scripted"
+
+        def chat(self, messages, **kw):
+            from ctxbench.llm.base import ChatResult
+            return ChatResult('{"label": "correct"}', 10, 3)
+
+    from ctxbench.core.types import Question
+
+    q = Question(id="q", question="Q?", answer="G", category=1)
+    assert LLMJudge(Reply()).score("A", q) == 1.0
+    strict = LLMJudge(Reply(), parse="source")
+    assert strict.score("A", q) == 0.0 and strict.settings()["parse"] == "source"

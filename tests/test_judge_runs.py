@@ -120,7 +120,7 @@ def test_one_run_is_todays_call_and_result(tmp_path):
         assert c.execute("SELECT COUNT(*) FROM calls WHERE key=?", (key,)).fetchone()[0] == 1
 
 
-def test_a_run_that_fails_leaves_the_question_unscored_in_every_run(tmp_path):
+def test_a_run_that_fails_counts_the_question_wrong_in_that_run(tmp_path):
     class Flaky(SeedJudge):
         def chat(self, messages, **kw):
             if kw.get("seed") == 1 and "Question: Q2" in messages[-1]["content"]:
@@ -130,11 +130,12 @@ def test_a_run_that_fails_leaves_the_question_unscored_in_every_run(tmp_path):
 
     m, _ = judge(tmp_path, runs=2, inner=Flaky())
     scored = score_records(records(), [m])
-    assert scored[2]["llm_judge"] is None and scored[2]["llm_judge_runs"][1] is None
+    assert scored[2]["llm_judge_runs"][1] == 0.0 and scored[2]["llm_judge_judge_failed"] is True
+    assert scored[2]["llm_judge"] == pytest.approx((float(correct(0, 2)) + 0.0) / 2)
     agg = aggregate(scored, ["llm_judge"])
-    ids = [0, 1, 3, 4, 5]
-    want = expected_run_means(ids, [0, 1])
-    assert agg["overall"]["llm_judge_n"] == 5
+    want = expected_run_means(list(range(6)), [0, 1])
+    want[1] -= float(correct(1, 2)) / 6  # run 1's label of Q2 failed: counted wrong (EverMemOS), not dropped
+    assert "llm_judge_n" not in agg["overall"]  # every question is in J
     assert agg["overall"]["llm_judge"] == pytest.approx(statistics.mean(want), abs=1e-4)
     assert agg["metric_runs"]["llm_judge"]["overall"] == pytest.approx(want, abs=1e-4)
 
@@ -222,3 +223,62 @@ def test_the_mem0_paper_setting_judges_ten_runs():
         paper = compose(config_name="eval", overrides=["experiment=mem0_locomo_table1_mem0", "scale/mem0=paper"])
         cpu = compose(config_name="eval", overrides=["experiment=mem0_locomo_table1_mem0"])
     assert (paper.judge.runs, paper.judge.temperature) == (10, 0.0) and cpu.judge.runs == 1
+
+
+def test_std_over_runs_follows_the_judges_source(tmp_path):
+    """EverMemOS reports np.std (ddof 0) of the per-run accuracies; a source without a std over runs gets
+    the sample std (ddof 1). results.json says which convention each judge's std follows."""
+    import numpy as np
+
+    from ctxbench.metrics.judge import LLMJudge
+
+    want = expected_run_means(list(range(6)), [5, 6, 7])
+    for judge_name, ddof in (("evermemos", 0), ("mem0", 1)):
+        llm = CachedLLM(SeedJudge(), tmp_path / f"{judge_name}.sqlite", backend="seedjudge")
+        m = LLMJudge(llm, runs=3, temperature=0.7, seed=5, judge=judge_name)
+        out = tmp_path / judge_name
+        finalize(out, records(), [m], {"seed": 0}, "score", with_cost=False, progress=False)
+        res = json.loads((out / "results.json").read_text())
+        assert res["metric_runs"]["llm_judge"]["overall"] == pytest.approx(want, abs=1e-4)
+        assert res["overall"]["llm_judge_std"] == pytest.approx(float(np.std(want, ddof=ddof)), abs=1e-4)
+        assert res["metric_runs"]["llm_judge"]["std"]["ddof"] == ddof
+        assert f"ddof {ddof}" in (out / "results.md").read_text()
+        assert ("np.std" in res["metric_runs"]["llm_judge"]["std"]["convention"]) == (judge_name == "evermemos")
+    assert float(np.std(want, ddof=1)) / float(np.std(want, ddof=0)) == pytest.approx(1.2247, abs=1e-4)  # ×√(3/2)
+
+
+class FlakyJudge(SeedJudge):
+    """Labels every answer CORRECT, except that its call for question Q1 fails (and Q2's reply has no label)."""
+
+    def chat(self, messages, *, max_new_tokens=64, temperature=0.0, phase="answer", json_mode=False,
+             schema=None, **kw):
+        q = int(re.search(r"Question: Q(\d+)", messages[-1]["content"]).group(1))
+        if q == 1:
+            r = ChatResult("", 10, 0, failed=True)
+        else:
+            r = ChatResult("no idea" if q == 2 else json.dumps({"label": "CORRECT"}), 10, 3)
+        self.meter.add(phase, r)
+        return r
+
+
+def test_a_failed_judge_call_counts_wrong_in_j_and_in_health(tmp_path):
+    """EverMemOS counts an answer its judge could not label as wrong; ctxbench left it out of J, lifting J
+    from 4/6 (0.6667) to 4/4 (1.0). Now J = 0.6667, J over the labelled alone beside it, health counts it."""
+    llm = CachedLLM(FlakyJudge(), tmp_path / "j.sqlite", backend="flaky")
+    (m,) = build_metrics(["llm_judge"], llm=llm, judge=OmegaConf.create({"runs": 1, "temperature": 0.0, "seed": 0}))
+    recs = [dict(r, usage={"answer_calls": 1}, history_id="h") for r in records()]
+    out = tmp_path / "run"
+    finalize(out, recs, [m], {"seed": 0}, "eval", with_cost=True, progress=False, max_failed_fraction=0.5)
+    res = json.loads((out / "results.json").read_text())
+    assert res["overall"]["llm_judge"] == pytest.approx(4 / 6, abs=1e-4) and res["overall"]["n"] == 6
+    assert res["judge_failures"]["llm_judge"]["failed"] == 2
+    assert res["judge_failures"]["llm_judge"]["labelled_only"] == {"n": 4, "llm_judge": 1.0}
+    assert res["health"]["judge_failed_labels"] == 2 and res["health"]["judged_answers"] == 6
+    assert res["health"]["status"] == "ok"  # 2/6 under max_failed_fraction=0.5
+    preds = {p["id"]: p for p in map(json.loads, (out / "predictions.jsonl").read_text().splitlines())}
+    assert preds["q1"]["llm_judge"] == 0.0 and preds["q1"]["llm_judge_judge_failed"] is True
+    assert "llm_judge_judge_failed" not in preds["q0"]
+    out2 = tmp_path / "strict"
+    finalize(out2, recs, [m], {"seed": 0}, "eval", with_cost=True, progress=False, max_failed_fraction=0.1)
+    h = json.loads((out2 / "results.json").read_text())["health"]
+    assert h["status"] == "failed" and "got no label" in h["reason"]

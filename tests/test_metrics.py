@@ -160,3 +160,19 @@ def test_cost_amortises_construction_per_question():
     assert c["latency_s"]["answer"]["p50"] == 2.5 and c["latency_s"]["ingest"]["total"] == 6.0
     assert c["memory_per_history"]["items"] == 4.0
     assert percentile([1, 2, 3, 4], 95) == pytest.approx(3.85)
+
+
+def test_latency_is_over_real_calls_with_the_cached_share_beside_it():
+    """An answer served wholly by the call cache (0.01 s) beside real ones (80 s): before issue 54 both went into
+    the percentiles (p50 of [0.01, 0.01, 0.01, 80, 80] = 0.01 s); now only real calls (p50 80 s), 60% cached."""
+    def rec(s: float, cached: int, h: str = "h1") -> dict:
+        return {"history_id": h, "answer_seconds": s,
+                "usage": {"answer_calls": 1, "extra": {"cached_calls": cached} if cached else {}},
+                "construction": {"calls": 2, "cached_calls": 2 if h == "h2" else 0, "seconds": 0.02 if h == "h2" else 30.0}}
+    recs = [rec(0.01, 1), rec(0.01, 1), rec(0.01, 1, "h2"), rec(80.0, 0), rec(80.0, 0, "h2")]
+    lat = aggregate_cost(recs)["latency_s"]
+    assert lat["answer"]["p50"] == 80.0 and lat["answer"]["n"] == 2
+    assert lat["answer"]["cached"] == 3 and lat["answer"]["cached_share"] == 0.6
+    assert lat["ingest"]["total"] == 30.0 and lat["ingest"]["cached"] == 1 and lat["ingest"]["n"] == 1
+    own = [{"history_id": "m", "answer_seconds": 2.0, "usage": {"answer_calls": 0}, "construction": {}}]
+    assert aggregate_cost(own)["latency_s"]["answer"]["p50"] == 2.0  # a method's own decoding is always real

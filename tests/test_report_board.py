@@ -99,3 +99,14 @@ def test_report_cli_lists_boards_and_writes_the_board(tmp_path):
     p = run_cli("report", "table=locomo_all", f"runs={tmp_path / 'runs'}", f"out={out}")
     assert p.returncode == 0, p.stderr
     assert out.exists() and out.with_suffix(".png").exists() and "rows filled: rag" in p.stdout and "report: used " in p.stdout
+
+
+
+def test_rows_judged_by_another_model_are_marked():
+    recs = [{"row": "rag", "judge_model": "gpt-4o-mini"}, {"row": "mem0", "judge_model": "gpt-4o-mini"},
+            {"row": "amem", "judge_model": "smollm2-135m"}, {"row": "lm", "judge_model": None}]
+    B.mark_judges(recs)
+    assert recs[2]["guards"] == ["judged by smollm2-135m (other rows: gpt-4o-mini)"]
+    assert all("guards" not in r for r in (recs[0], recs[1], recs[3]))
+    assert B.judge_model({"metrics": {"llm_judge": {"model": "gpt-4o-mini"}}}) == "gpt-4o-mini"
+    assert B.judge_model({"metrics": {"f1": {}}}) is None

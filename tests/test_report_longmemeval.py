@@ -125,3 +125,19 @@ def test_reproduce_lists_the_published_rows_as_having_no_experiment(tmp_path):
     jobs, idle = plan("longmemeval", Options(scale="cpu", out=tmp_path))
     assert jobs == [] and {c["cell"] for c in idle} == {r["row"] for r in read_yaml("longmemeval")["rows"]}
     assert (PAPERS_DIR / "longmemeval.yaml").exists()
+
+
+def test_departures_from_longmemevals_reading_make_a_run_not_comparable():
+    """LongMemEval's reader answers in up to 500 tokens and reads every haystack session; a run that caps the
+    answer lower or dropped sessions dated after the question is not comparable, and the table says why."""
+    from ctxbench.report.longmemeval import departures, why_not
+
+    res = {"qa_prompt": {"answer_max_tokens": 64}, "dataset_quirks": {"sessions_after_question": 3}}
+    got = departures(res)
+    assert got[0].startswith("answer-cap 64 tokens") and got[1].startswith("sessions-after-question 3 dropped")
+    assert departures({"qa_prompt": {"answer_max_tokens": 500}}) == []
+    pub = {"release": "s", "reader": "gpt-4o", "judge": "gpt-4o", "judge_prompt": "longmemeval"}
+    ours = dict(pub, departures=[])
+    assert why_not(pub, ours) is None
+    assert "answer-cap 64" in why_not(pub, dict(ours, departures=got))
+

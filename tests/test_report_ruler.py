@@ -30,7 +30,7 @@ class RulerMatch:
 
 
 def make_run(root: Path, folder: str, system: str, correct: dict[str, float], *, ratio: float | None = 0.5,
-             press: str | None = None, query_aware: bool = False, slots: int = 512, created: str | None = None,
+             press: str | None = None, query_aware: bool | str = False, slots: int = 512, created: str | None = None,
              dataset: str = "ruler") -> Path:
     """A run folder as eval task=compression dataset=ruler leaves it: ``correct[task]`` of N answers right
     (a half: one of the two expected strings)."""
@@ -47,8 +47,10 @@ def make_run(root: Path, folder: str, system: str, correct: dict[str, float], *,
            "method": {"name": system, **({"press": press} if press else {})}}
     extra = {"system": system, "dataset": dataset}
     if ratio is not None:
-        extra["protocol"] = {"name": "kvpress", "ratio": ratio, "query_aware": query_aware,
+        extra["protocol"] = {"name": "kvpress", "ratio": ratio, "query_aware": bool(query_aware),
                              "budget": "(1 - ratio) x context tokens, per example"}
+        if query_aware is True:  # kvpress's compress_questions (evaluation/protocol.py protocol_record)
+            extra["protocol"]["asked"] = "empty"
     out = root / folder
     out.mkdir(parents=True)
     finalize(out, records, [RulerMatch()], cfg, "eval", with_cost=True, extra=extra, progress=False)
@@ -67,6 +69,8 @@ def runs(tmp_path):
     make_run(root, "snap50_old", "snapkv", {"niah_single_1": 0, "vt": 0}, created="2000-01-01T00:00:00Z")  # older: loses
     make_run(root, "snap875", "snapkv", {"niah_single_1": 1, "vt": 0.5}, ratio=0.875, slots=128)
     make_run(root, "snap50_qa", "snapkv", {"niah_single_1": 4, "vt": 3}, query_aware=True)
+    # query-aware as written before issue 54 (no protocol.asked): the question was asked again, not kvpress's mode
+    make_run(root, "snap50_qa_again", "snapkv", {"niah_single_1": 4, "vt": 4}, query_aware="old")
     make_run(root, "knorm50", "method=kvpress", {"niah_single_1": 2, "vt": 2}, press="knorm")
     make_run(root, "locomo", "snapkv", {"niah_single_1": 0, "vt": 0}, ratio=None, dataset="locomo_sample")  # not RULER
     return root
@@ -77,7 +81,7 @@ def test_table_csv_and_png_from_run_folders(runs, tmp_path):
     result = table_report("ruler", [runs], out)
     recs = {(r["method"], r["ratio"]): r for r in result["records"]}
     assert set(recs) == {("full_cache", 0.0), ("snapkv", 0.5), ("snapkv", 0.875), ("snapkv (query-aware)", 0.5),
-                         ("kvpress:knorm", 0.5)}  # the locomo run is not RULER; the older snapkv@0.5 lost
+                         ("snapkv (query-aware, asked again)", 0.5), ("kvpress:knorm", 0.5)}  # the locomo run is not RULER; the older snapkv@0.5 lost
     snap = recs[("snapkv", 0.5)]
     assert snap["run"].endswith("snap50") and snap["tasks"]["niah_single_1"]["score"] == 75.0
     assert snap["tasks"]["vt"]["score"] == 50.0 and snap["average"] == 62.5
@@ -87,6 +91,7 @@ def test_table_csv_and_png_from_run_folders(runs, tmp_path):
     assert snap["held"]["kv_slots"] == 512 and snap["budget"] == 512 and snap["held"]["kv_bytes"] == 51200
     md = out.read_text()
     assert md == result["markdown"]
+    assert "`ruler_match` = RULER's string_match_all (its postprocess_pred" in md  # says which reading it is
     avg = md.split("## Average over tasks", 1)[1].split("## Per task", 1)[0]
     assert "| method | ratio 0 | ratio 0.5 | ratio 0.875 |" in avg
     assert "| snapkv | — | 62.5 ± " in avg and "| full_cache | 100.0 ± 0.0 | — | — |" in avg
@@ -101,7 +106,9 @@ def test_table_csv_and_png_from_run_folders(runs, tmp_path):
     assert list(rows[0])[len(KVPRESS_COLUMNS):len(KVPRESS_COLUMNS) + 3] == [*TASKS, "score"]
     by = {(r["press_name"], r["compression_ratio"], r["query_aware"]): r for r in rows}
     assert set(by) == {("no_press", "0.00", "False"), ("snapkv", "0.50", "False"), ("snapkv", "0.88", "False"),
-                       ("snapkv", "0.50", "True"), ("knorm", "0.50", "False")}
+                       ("snapkv", "0.50", "True"), ("snapkv", "0.50", "asked_again"), ("knorm", "0.50", "False")}
+    # query_aware=True in kvpress's column only for kvpress's compress_questions (the question asked empty)
+    assert by[("snapkv", "0.50", "True")]["run"].endswith("snap50_qa")
     knorm = by[("knorm", "0.50", "False")]
     assert (knorm["dataset"], knorm["data_dir"], knorm["model"], knorm["source"]) == ("ruler", "1024", "smollm2_135m",
                                                                                     "kvpress")

@@ -31,7 +31,7 @@ def tok_dir(tmp_path_factory):
 
 def cfg(tok_dir, **kw):
     base = {"name": "ruler", "tasks": list(TASKS), "length": 2048, "n_per_task": 2, "seed": 0,
-            "tokenizer": tok_dir, "limit": None}
+            "tokenizer": tok_dir, "limit": None, "answer_tokens": "ctxbench"}
     return OmegaConf.create({**base, **kw})
 
 
@@ -110,9 +110,24 @@ def test_ruler_match_is_string_match_all():
     assert m.score("The numbers are 1234567 and 7654321.", q) == 1.0
     assert m.score("1234567", q) == 0.5
     assert m.score("none", q) == 0.0
-    assert string_match_all("ABC-def\x00", ["abc-DEF"]) == 1.0  # case-insensitive, control chars dropped
+    assert string_match_all("ABC-def\x00", ["abc-DEF"]) == 1.0  # case-insensitive, trailing control chars stripped
     bare = Question(id="y", question="?", answer="alpha, beta")  # a predictions file: no meta
     assert m.score("beta", bare) == 0.5
+
+
+def test_ruler_and_kvpress_read_control_characters_each_their_own_way():
+    """RULER's postprocess_pred replaces [\\x00-\\x1f] with a newline; kvpress's calculate_metrics removes them.
+    ruler_match is RULER's (its name's source), ruler_match_kvpress kvpress's."""
+    from ctxbench.core import registry
+    from ctxbench.metrics.ruler import postprocess
+
+    q = Question(id="x", question="?", answer="1234567", meta={"outputs": ["1234567"]})
+    split = "The number is 1234\x00567."
+    assert postprocess(split, "ruler") == "The number is 1234\n567." and postprocess(split) == postprocess(split, "ruler")
+    assert postprocess(split, "kvpress") == "The number is 1234567."
+    assert RulerMatch().score(split, q) == 0.0  # RULER: the control character still splits the number
+    assert registry.get("metric", "ruler_match_kvpress")().score(split, q) == 1.0  # kvpress: it is gone
+    assert "RULER" in RulerMatch.reference and "kvpress" in registry.get("metric", "ruler_match_kvpress").reference
 
 
 def test_malformed_config_is_one_line(tok_dir):
@@ -186,3 +201,99 @@ def test_default_metrics_gain_the_datasets_own(tok_dir):
     assert metric_names(c) == ["f1"]
     c.metrics, c.dataset.name = default_metrics(), "locomo_sample"
     assert metric_names(c) == default_metrics()
+
+
+def test_noise_and_needle_haystacks_use_ruler_uniform_slots_and_never_end_with_the_needle(tok_dir):
+    """niah.py / variable_tracking.py: noise and needle haystacks put each item before a line drawn with
+    random.sample(range(lines), k) — never after the last line. Only essay haystacks use the 40-point
+    depth grid (whose 100% point put the needle last in ~1 of 40 niah_single_1 examples before issue 54)."""
+    from ctxbench.data.ruler.haystack import DEPTHS, uniform_slots
+
+    assert all(sorted(uniform_slots(10, 3, s)) == uniform_slots(10, 3, s) for s in range(50))
+    seen = {x for s in range(400) for x in uniform_slots(10, 1, s)}
+    assert seen == set(range(10))  # uniform over the lines, the last line included, never past it
+    samples = ruler_samples(cfg(tok_dir, tasks=["niah_single_1", "niah_multikey_2", "vt", "niah_single_2"],
+                                length=2048, n_per_task=20))
+    last_is_item = 0
+    off_grid = 0
+    for s in samples:
+        m = s.questions[0].meta
+        lines = s.history.text.rstrip().split("\n")
+        if m["haystack"] == "essay":
+            assert all(d in DEPTHS for d in m["depths"])  # essay: RULER's grid
+            continue
+        off_grid += any(d not in DEPTHS for d in m["depths"])
+        tail = lines[-1]
+        last_is_item += any(o in tail for o in m["outputs"]) or ("VAR" in tail and m["task"] == "vt")
+        assert all(0 <= d < 1 for d in m["depths"])
+    assert last_is_item == 0 and off_grid > 0
+
+
+def test_ruler_length_is_counted_in_the_evaluated_models_tokenizer(capsys):
+    """RULER counts dataset.length in the evaluated model's tokenizer: eval binds dataset.tokenizer=null to it
+    (before issue 54 it stayed SmolLM2's, so a Llama run's 4k was 4k SmolLM2 tokens)."""
+    from ctxbench.evaluation.evaluator import bind_ruler_tokenizer
+
+    def bound(**cfg):
+        c = OmegaConf.create({"dataset": {"name": "ruler", "tokenizer": None}, **cfg})
+        bind_ruler_tokenizer(c)
+        return c.dataset.tokenizer
+
+    hub = "meta-llama/Meta-Llama-3.1-8B-Instruct"
+    assert bound(method={"name": "snapkv"}, model={"name": "hf", "path": hub}) == hub
+    assert bound(method={"name": "snapkv"}, model={"name": "smollm2_135m"}) == "smollm2_135m"
+    assert bound(memory={"name": "rag"}, llm={"name": "hf", "model": hub}) == hub
+    assert bound(memory={"name": "rag"}, llm={"name": "openai", "model": "m", "tokenizer": "/tok"}) == "/tok"
+    assert capsys.readouterr().err == ""
+    assert bound(memory={"name": "rag"}, llm={"name": "openai", "model": "gpt-4o-mini", "tokenizer": None}) == "smollm2_135m"
+    assert "names no tokenizer" in capsys.readouterr().err  # said, not silent
+    c = OmegaConf.create({"dataset": {"name": "ruler", "tokenizer": "/mine"}, "method": {"name": "snapkv"},
+                          "model": {"name": "hf", "path": hub}})
+    bind_ruler_tokenizer(c)
+    assert c.dataset.tokenizer == "/mine"  # an explicit tokenizer stands
+
+
+def test_fwe_gold_is_the_three_most_frequent_coded_words(tok_dir):
+    """freq_words_extraction.py: counts int(n · k^-2 / ζ(2)) for the k-th vocabulary word, '...' first (noise the
+    question says to ignore), gold = vocab[1:4]: the three most frequent words after it, most frequent first."""
+    from collections import Counter
+
+    for s in ruler_samples(cfg(tok_dir, tasks=["fwe"], n_per_task=3)):
+        out = s.questions[0].meta["outputs"]
+        words = s.history.text.split(". ", 1)[1].split() if ". " in s.history.text else s.history.text.split()
+        counts = Counter(w for w in words if w.isalpha() and len(w) == 6 and w.islower())
+        ranked = [w for w, _ in counts.most_common()]
+        assert counts["..."] == 0 and s.history.text.count(" ... ") > counts[out[0]]  # '...' is the most frequent
+        assert ranked[:3] == out and counts[out[0]] > counts[out[1]] > counts[out[2]] > counts[ranked[3]]
+
+
+def test_ruler_answer_tokens_restores_rulers_caps_and_reservation(tok_dir):
+    """dataset.answer_tokens=ruler: RULER's tokens_to_generate per task (niah 128, vt 30, cwe 120, fwe 50) is the
+    answer cap and is reserved inside the length (input + cap <= length); ctxbench's default keeps one cap (the
+    prompt's 64) and the whole length for the input."""
+    from ctxbench.core.system import System
+
+    def count(text):  # the byte-level tokenizer: one token a byte
+        return len(text.encode())
+
+    ours = {s.questions[0].meta["task"]: s for s in ruler_samples(cfg(tok_dir, n_per_task=1, tasks=["niah_single_1", "vt", "cwe", "fwe"]))}
+    theirs = {s.questions[0].meta["task"]: s for s in ruler_samples(cfg(tok_dir, n_per_task=1, answer_tokens="ruler",
+                                                                        tasks=["niah_single_1", "vt", "cwe", "fwe"]))}
+    for task, cap in (("niah_single_1", 128), ("vt", 30), ("cwe", 120), ("fwe", 50)):
+        q = theirs[task].questions[0]
+        assert q.meta["max_new_tokens"] == cap and "max_new_tokens" not in ours[task].questions[0].meta
+        whole = f"{theirs[task].history.text}\n{q.question}{q.meta['answer_prefix']}"
+        assert count(whole) + cap <= 2048 < count(whole) + cap + 60  # reserved, and still fitted closely
+        assert len(theirs[task].history.text) < len(ours[task].history.text)
+
+    class Bare(System):
+        def ingest(self, history):
+            pass
+
+        def answer(self, question):
+            pass
+
+    s = Bare()
+    s.use_prompt(get_prompt("ruler"))
+    assert s.answer_max_tokens(theirs["vt"].questions[0]) == 30 and s.answer_max_tokens(ours["vt"].questions[0]) == 64
+    assert s.answer_max_tokens() == 64

@@ -76,7 +76,32 @@ def test_paired_bootstrap_detects_a_planted_difference():
 def test_paired_bootstrap_of_identical_runs():
     a = np.random.default_rng(2).random(50)
     res = paired_bootstrap(a, a.copy())
-    assert res["delta"] == 0.0 and res["ci95"] == [0.0, 0.0] and res["p"] == 1.0
+    assert res["delta"] == 0.0 and res["ci95"] is None and res["p"] is None and res["note"].startswith("no variance")
+
+
+def test_no_p_value_on_tiny_or_varianceless_cells():
+    """The review's cell: one temporal question, A 0.5, B 0.5714 — a bootstrap over one question has no variance,
+    yet it printed p = 0.0002 and a star. Below the minimum n, or when every resample is the same, only Δ."""
+    one = paired_bootstrap([0.5], [0.5714])
+    assert one["delta"] == pytest.approx(0.0714) and one["p"] is None and one["ci95"] is None
+    assert one["note"].startswith("n too small")
+    same = paired_bootstrap([0.0] * 40, [1.0] * 40)  # every question +1: every resample gives +1
+    assert same["delta"] == 1.0 and same["p"] is None and same["note"].startswith("no variance")
+    nine = paired_bootstrap([0.0] * 9, [1.0, 0.0] * 4 + [1.0])
+    assert nine["p"] is None and nine["n"] == 9
+    ten = paired_bootstrap([0.0] * 10, [1.0, 0.0] * 5)
+    assert ten["p"] is not None and ten["ci95"] is not None and "note" not in ten
+
+
+def test_paired_bootstrap_interval_is_95_percent():
+    """The interval's level: the 2.5th and 97.5th percentiles of the resampled means (a 90% interval labelled
+    ci95 would fail here): for n = 400 iid N(0.1, 1) differences it matches mean ± 1.96 · sd/√n closely."""
+    x = np.random.default_rng(5).normal(0.1, 1.0, 400)
+    res = paired_bootstrap(np.zeros(400), x, resamples=20000)
+    se = x.std(ddof=1) / np.sqrt(400)
+    lo, hi = res["ci95"]
+    assert (hi - lo) == pytest.approx(2 * 1.959964 * se, rel=0.05)
+    assert (hi - lo) > 2 * 1.7 * se  # a 90% interval (± 1.645 se) is clearly narrower
 
 
 def test_paired_bootstrap_of_noise_is_not_significant():

@@ -95,9 +95,13 @@ class System(abc.ABC):
         # any system's config: its cap key (max_new_tokens, answer_max_tokens) is its schema's, or absent
         return cfg.get(self.answer_cap_key) if cfg is not None and hasattr(cfg, "get") else None
 
-    def answer_max_tokens(self) -> int:
-        """The answer cap: :meth:`explicit_answer_cap` when set, else the prompt's ``max_new_tokens``."""
-        return self.answer_prompt.cap(self.explicit_answer_cap())
+    def answer_max_tokens(self, question: Question | None = None) -> int:
+        """The answer cap: :meth:`explicit_answer_cap` when set, else the question's own
+        (``meta["max_new_tokens"]``: ``dataset=ruler`` with ``dataset.answer_tokens=ruler``, RULER's per-task
+        cap), else the prompt's ``max_new_tokens``."""
+        explicit = self.explicit_answer_cap()
+        own = (question.meta or {}).get("max_new_tokens") if question is not None and explicit is None else None
+        return self.answer_prompt.cap(explicit if own is None else own)
 
     @abc.abstractmethod
     def ingest(self, history: History) -> None:

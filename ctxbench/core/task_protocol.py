@@ -76,14 +76,30 @@ def check_ratio(ratio: Any, key: str = "task.ratio") -> float:
     return float(ratio)
 
 
+BUDGET_ROUNDINGS = ("ceil", "kvpress")
+_ROUNDING = ["ceil"]  # task.budget of the running eval (set_budget_rounding); one per process
+
+
+def set_budget_rounding(mode: str) -> None:
+    """``ceil`` (ctxbench's) or ``kvpress`` (kvpress's ``int(q_len * (1 - compression_ratio))``) for every
+    :func:`ratio_budget` of this process (``task.budget``, set when the protocol prepares a system)."""
+    if mode not in BUDGET_ROUNDINGS:
+        raise ValueError(f"task.budget={mode!r}: use one of {', '.join(BUDGET_ROUNDINGS)}")
+    _ROUNDING[0] = mode
+
+
 def ratio_budget(ratio: float, n: int) -> int:
     """What a reader may hold of ``n`` ingested tokens at compression ratio ``ratio``: ceil((1 − ratio) × n).
 
     Computed in exact decimal arithmetic on the ratio as written, so 0.75 of 1000 is 250, never 251
-    from a binary float's rounding."""
+    from a binary float's rounding. Under ``task.budget=kvpress`` (:func:`set_budget_rounding`) it is
+    kvpress's own ``int(n * (1 - ratio))`` in binary floats instead: truncated, so one slot fewer when
+    the product is not whole, and 99 for 0.9 of 1000 (1 - 0.9 is 0.09999999999999998)."""
     from decimal import Decimal
     import math
 
+    if _ROUNDING[0] == "kvpress":
+        return int(int(n) * (1 - float(ratio)))
     keep = (Decimal(1) - Decimal(repr(float(ratio)))) * int(n)
     return int(math.ceil(keep))
 

@@ -9,7 +9,8 @@ haystack_session_ids, haystack_dates, haystack_sessions, answer_session_ids}``; 
 ``<session id>_<k>`` (k from 1, as LongMemEval's retrieval code numbers them), ``Turn.meta["has_answer"]``
 on evidence turns; and one question (category = question_type; abstention questions, ids ending
 ``_abs``, keep their type and carry ``meta["abstention"]``), ``evidence`` = the has_answer turn ids,
-``meta`` = ``question_date``, ``evidence_sessions`` (answer_session_ids), ``abstention``, ``release``.
+``meta`` = ``question_date``, ``evidence_sessions`` (answer_session_ids), ``abstention``, ``release``,
+``retrieval_gold`` (LongMemEval's retrieval gold, user-side evidence only: :func:`retrieval_gold`).
 
 Invariants, each a one-line :class:`DataError` naming the file, the question id and the field: the
 three haystack lists have equal length; turns have role user|assistant and string content; every
@@ -19,7 +20,9 @@ evidence session is not dated on a later day than its question.
 
 Odd-but-valid records, handled and counted in ``Samples.quirks``:
 
-- ``sessions_after_question``: a non-evidence session dated after its question is dropped, so no
+- ``sessions_after_question``: a non-evidence session dated after its question is dropped (unless
+  ``dataset.after_question=keep``, LongMemEval's own: every haystack session is read; then counted in
+  ``sessions_after_question_kept``), so no
   history holds a session from the question's future (LongMemEval_S has 77 questions asked earlier
   on the day of their last session, xiaowu0162/LongMemEval#8);
 - ``evidence_after_question_same_day``: an evidence session later on the question's own day is kept
@@ -67,7 +70,7 @@ RELEASE_FILES = {
     "m": ("longmemeval_m_cleaned.json", "longmemeval_m.json"),
     "oracle": ("longmemeval_oracle.json",),
 }
-QUIRKS = ("sessions_after_question", "evidence_after_question_same_day", "sessions_reordered", "duplicate_sessions",
+QUIRKS = ("sessions_after_question", "sessions_after_question_kept", "evidence_after_question_same_day", "sessions_reordered", "duplicate_sessions",
           "session_id_with_other_content", "non_string_answers", "empty_sessions", "empty_turns",
           "evidence_turns_outside_answer_sessions", "questions_without_evidence_turns")
 DATE_EXAMPLE = "2023/05/20 (Sat) 02:21"
@@ -127,7 +130,23 @@ def _turns(raw: Any, path: Path, rec: str, j: int, sid: str, quirks: Counter) ->
     return turns
 
 
-def _entry(raw: Any, path: Path, i: int, release: str, quirks: Counter, pool: _Pool) -> Sample:
+RETRIEVAL_GOLD = "retrieval_gold"  # Question.meta / the prediction record: LongMemEval's retrieval gold
+
+
+def retrieval_gold(slots: list[tuple[Any, ...]], answer_ids: list[str]) -> dict[str, Any]:
+    """LongMemEval's retrieval gold (``src/retrieval/run_retrieval.py``), which indexes user turns only: the
+    user turns with ``has_answer`` in an answer session (``turns``), the answer sessions holding one
+    (``sessions``; an answer session without user-side evidence is relabelled ``noans`` there, not gold),
+    and ``has_target``: whether any user turn of the whole haystack (sessions dropped after the question
+    included) has ``has_answer`` — its averages skip the questions without one."""
+    answer = set(answer_ids)
+    user = [(s[2], t) for s in slots for t in s[4] if t.speaker == "user" and t.meta.get("has_answer")]
+    turns = list(dict.fromkeys(t.id for sid, t in user if sid in answer))
+    sessions = [a for a in dict.fromkeys(answer_ids) if any(sid == a for sid, _ in user)]
+    return {"turns": turns, "sessions": sessions, "has_target": bool(user)}
+
+
+def _entry(raw: Any, path: Path, i: int, release: str, quirks: Counter, pool: _Pool, keep_after: bool = False) -> Sample:
     qid = field(raw, "question_id", str, path, f"index {i}")
     nonblank(qid, path, f"index {i}", "question_id")
     rec = short_text(qid, 60)
@@ -180,10 +199,12 @@ def _entry(raw: Any, path: Path, i: int, release: str, quirks: Counter, pool: _P
     sessions: list[Session] = []
     seen: dict[str, list[Turn]] = {}
     for when, j, sid, date, turns in ordered:
-        if when > qtime:
-            if sid not in evidence_sessions:
+        if when > qtime and sid not in evidence_sessions:
+            if not keep_after:
                 quirks["sessions_after_question"] += 1
                 continue
+            quirks["sessions_after_question_kept"] += 1  # LongMemEval reads the whole haystack
+        elif when > qtime:
             if when.date() > qtime.date():
                 raise DataError(path, f"evidence session {short_repr(sid)} is dated {date!r}, after question_date "
                                       f"{qdate!r}", record=rec, field=f"haystack_dates[{j}]")
@@ -203,13 +224,15 @@ def _entry(raw: Any, path: Path, i: int, release: str, quirks: Counter, pool: _P
         quirks["questions_without_evidence_turns"] += 1
     q = Question(id=qid, question=question, answer=answer, category=qtype, category_name=qtype, evidence=evidence,
                  meta={"question_date": qdate, "evidence_sessions": list(answer_ids),
-                       "abstention": qid.endswith(ABSTENTION_SUFFIX), "release": release})
+                       "abstention": qid.endswith(ABSTENTION_SUFFIX), "release": release,
+                       RETRIEVAL_GOLD: retrieval_gold(slots, answer_ids)})
     return Sample(History(id=qid, sessions=sessions, speakers=list(ROLES)), [q])
 
 
-def load_longmemeval_file(path: Path, release: str | None = None) -> Samples:
+def load_longmemeval_file(path: Path, release: str | None = None, keep_after: bool = False) -> Samples:
     """Every entry of a LongMemEval-format file as one sample, with quirk counts. ``release`` (s, m, oracle,
-    sample) labels the questions; None = from the file name (:func:`release_of`)."""
+    sample) labels the questions; None = from the file name (:func:`release_of`). ``keep_after``: keep the
+    sessions dated after their question (LongMemEval's reading; ctxbench drops them by default)."""
     path = Path(path)
     release = release or release_of(path)
     quirks: Counter = Counter({k: 0 for k in QUIRKS})
@@ -217,7 +240,7 @@ def load_longmemeval_file(path: Path, release: str | None = None) -> Samples:
     samples: list[Sample] = []
     seen: set[str] = set()
     for i, raw in iter_json_array(path):
-        s = _entry(raw, path, i, release, quirks, pool)
+        s = _entry(raw, path, i, release, quirks, pool, keep_after)
         if s.history.id in seen:
             raise DataError(path, "duplicate question_id", record=short_text(s.history.id, 60), field="question_id")
         seen.add(s.history.id)
@@ -274,7 +297,7 @@ def select(samples: Samples, question_types: Iterable[str] | None = None, questi
 def load_longmemeval(cfg: Any) -> Samples:
     release = str(cfg.release or "s")
     samples = load_longmemeval_file(release_path(cfg.path, release),
-                                    release=release)
+                                    release=release, keep_after=str(cfg.after_question) == "keep")
     samples.log_quirks("longmemeval")
     return select(samples, cfg.question_types, cfg.questions, cfg.limit)
 

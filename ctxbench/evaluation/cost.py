@@ -13,13 +13,19 @@ from ctxbench.core.system import System
 from ctxbench.core.types import History, Prediction, Usage
 
 
-def scope_phase(scope: Any, llm: Any, phase: str) -> tuple[int, int, int, int, int]:
-    """(prompt tokens, completion tokens, calls, failures, empty replies) of ``llm``'s calls in one
-    task's scope."""
+def scope_phase(scope: Any, llm: Any, phase: str) -> tuple[int, int, int, int, int, int]:
+    """(prompt tokens, completion tokens, calls, failures, empty replies, calls served by the call cache) of
+    ``llm``'s calls in one task's scope."""
     if llm is None or not hasattr(llm, "meter"):
-        return (0, 0, 0, 0, 0)
+        return (0, 0, 0, 0, 0, 0)
     c = scope.count(llm.meter, phase)
-    return (c.prompt_tokens, c.completion_tokens, c.calls, c.failures, c.empty)
+    return (c.prompt_tokens, c.completion_tokens, c.calls, c.failures, c.empty, c.cached)
+
+
+def cached_calls(meter: tuple[int, ...]) -> dict[str, int]:
+    """``{"cached_calls": n}`` when calls of a :func:`scope_phase` count were served by the call cache
+    (their seconds are a lookup's, not a model's: latency percentiles leave such answers out)."""
+    return {"cached_calls": int(meter[5])} if len(meter) > 5 and meter[5] else {}
 
 
 def empty_calls(meter: tuple[int, ...]) -> dict[str, int]:
@@ -41,6 +47,7 @@ def account_answer(pred: Prediction, llm: Any, meter: tuple[int, ...]) -> Usage:
         usage.answer_prompt_tokens, usage.answer_completion_tokens, usage.answer_calls = meter[:3]
         usage.extra["failed_calls"] = int(meter[3])
         usage.extra.update(empty_calls(meter))
+        usage.extra.update(cached_calls(meter))
     return usage
 
 
@@ -53,7 +60,7 @@ def account_construction(system: System, usage: Usage, meter: tuple[int, ...], s
     reported = (cu.construction_prompt_tokens, cu.construction_completion_tokens, cu.construction_calls)
     tokens = reported if any(reported) else meter[:3]
     return {"prompt_tokens": int(tokens[0]), "completion_tokens": int(tokens[1]), "calls": int(tokens[2]),
-            "failed_calls": int(meter[3]), **empty_calls(meter), "seconds": round(max(seconds, float(cu.ingest_seconds or 0.0)), 4),
+            "failed_calls": int(meter[3]), **empty_calls(meter), **cached_calls(meter), "seconds": round(max(seconds, float(cu.ingest_seconds or 0.0)), 4),
             "memory_items": int(usage.memory_items), "memory_tokens": int(usage.memory_tokens),
             "kv_bytes": int(usage.kv_bytes), "outputs": system.output_counts()}
 

@@ -57,6 +57,21 @@ class EvalFailed(CtxbenchError, RuntimeError):
     """Too many LLM calls, structured outputs or answers failed for the numbers to mean anything."""
 
 
+def bind_ruler_tokenizer(cfg: Any) -> None:
+    """``dataset=ruler`` with ``dataset.tokenizer`` null: the evaluated model's tokenizer
+    (:func:`ctxbench.data.ruler.loader.model_tokenizer`), as RULER counts its length; the packaged
+    SmolLM2's, with one warning, when the config does not name one."""
+    if str(cfg.dataset.get("name")) != "ruler" or cfg.dataset.get("tokenizer"):
+        return
+    from ctxbench.data.ruler.loader import PACKAGED, model_tokenizer
+
+    tok, where = model_tokenizer(cfg)
+    if tok is None:
+        print(f"warning: dataset=ruler: {where} names no tokenizer; dataset.length counts SmolLM2's tokens "
+              "(set dataset.tokenizer= to the evaluated model's tokenizer)", file=sys.stderr)
+    cfg.dataset.tokenizer = tok or PACKAGED
+
+
 def main(cfg: Any) -> dict[str, Any]:
     """``python -m ctxbench eval memory=NAME|method=NAME dataset=NAME [limit=N] [hydra.run.dir=DIR]``."""
     from ctxbench.core.registry import build
@@ -66,12 +81,13 @@ def main(cfg: Any) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     claim_run_dir(out, cfg)  # this process only, and this config only (ctxbench/runs/guard.py)
     check_logger(cfg)  # logger=wandb without the package: one line now, not after the answers
+    bind_ruler_tokenizer(cfg)  # dataset=ruler counts its length in the evaluated model's tokenizer
     samples = build("dataset", cfg.dataset)
     if cfg.task.name not in ("qa", "compression"):  # the papers' own measures (evaluation/tasks/): same results files
         return run_task(cfg, str(cfg.task.name), out, samples)
     protocol = protocol_of(cfg)  # task=compression: the QA path, every system at task.ratio (evaluation/protocol.py)
     if protocol is not None and protocol.query_aware:
-        samples = query_aware_samples(samples)
+        samples = query_aware_samples(samples, protocol.ask_again)
     if not any(s.questions for s in samples):
         raise DataError(f"dataset={cfg.dataset.name}", "has no questions to answer (eval needs a QA dataset)")
     if cfg.estimate:  # the cost before any run: nothing built but tokenizers (evaluation/estimate.py)
@@ -99,6 +115,9 @@ def main(cfg: Any) -> dict[str, Any]:
              "llm": llm_record(cfg, llm), "session_dates": dates, **baseline_record(system)}
     if systems.lent_record is not None:  # a system borrowed the backend (evaluation/lend.py)
         extra["lent_backend"] = systems.lent_record
+    quirks = {k: int(v) for k, v in (getattr(samples, "quirks", None) or {}).items() if v}
+    if quirks:  # odd records the loader handled, in the file read (report table=longmemeval reads the drops)
+        extra["dataset_quirks"] = quirks
     if llm is not None:  # a memory system: work shared across histories (evaluation/reuse.py)
         extra["reuse"] = reuse_record(cfg, samples, llm, getattr(system, "embedder", None), resumed)
     if protocol is not None:

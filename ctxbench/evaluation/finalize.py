@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxbench.evaluation.resume import PREDICTIONS
-from ctxbench.metrics.aggregate import aggregate, count_failed, failed_as_wrong, metric_versions, score_records
+from ctxbench.metrics.aggregate import (aggregate, count_failed, failed_as_wrong, judge_failures, metric_versions,
+                                        score_records, std_conventions)
 from ctxbench.metrics.base import Metric
 from ctxbench.metrics.corrected import CORRECTED, corrected_block
 from ctxbench.metrics.cost import COST_VERSION, aggregate_cost, judging_per_question
@@ -15,7 +16,7 @@ from ctxbench.evaluation import reuse
 from ctxbench.metrics import evidence_recall, longmemeval_scoring
 from ctxbench.metrics.evidence_age import by_evidence_age
 from ctxbench.metrics.guards import run_warnings, warning_lines
-from ctxbench.metrics.health import DEFAULT_MAX_FAILED_FRACTION, run_health
+from ctxbench.metrics.health import DEFAULT_MAX_FAILED_FRACTION, add_judge_failures, run_health
 from ctxbench.metrics.stats import statistics_block
 from ctxbench.metrics.judges.leniency import judges_block
 from ctxbench.runs.results import atomic_write_text, results_markdown, run_metadata, write_json, write_jsonl
@@ -56,9 +57,10 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     answered = [r for r in records if not r.get("failed")]
     scored = score_records(answered, metrics, progress=progress)
     failed = failed_as_wrong([r for r in records if r.get("failed")], metrics)
-    results = aggregate(scored + failed, names)
+    stds = std_conventions(metrics)  # each judge's std over runs as its source takes it
+    results = aggregate(scored + failed, names, stds=stds)
     count_failed(results, failed)
-    only = aggregate(scored, names)
+    only = aggregate(scored, names, stds=stds)
     results["answered_only"] = {"overall": only["overall"], "by_category": only["by_category"]}
     results["statistics"] = statistics_block(scored + failed, names)
     ages = by_evidence_age(scored + failed, names)
@@ -81,9 +83,12 @@ def finalize(out_dir: Path, records: list[dict[str, Any]], metrics: list[Metric]
     by_id = {str(r["id"]): r for r in scored}
     scored = [by_id.get(str(r["id"]), r) for r in records]  # failed ones as they are, in dataset order
     scored = [dict(r, **{CORRECTED: fixes[str(r["id"])]}) if str(r["id"]) in fixes else r for r in scored]
+    failures = judge_failures(scored, names)  # answers a judge could not label: counted wrong in J
+    if failures:
+        results["judge_failures"] = failures
     if with_cost:
         results["cost"] = aggregate_cost(scored)  # scored: with what judging each answer cost
-        results["health"] = run_health(records, max_failed_fraction)
+        results["health"] = add_judge_failures(run_health(records, max_failed_fraction), failures)
     elif judging_per_question(scored) is not None:  # score: no system cost, but judging is this run's own
         results["cost"] = {"version": COST_VERSION, "judging_per_question": judging_per_question(scored)}
     results.update(run_metadata(cfg, command, extra, placement=placement))

@@ -7,25 +7,30 @@ The task is the QA task (same run loop, predictions.jsonl, metrics) plus two thi
   each history is then compressed to at most ceil((1 − ratio) × n) of its n ingested tokens
   (:func:`ctxbench.core.task_protocol.ratio_budget`). A system without it is refused in one line
   that names the systems that have it;
-- ``task.query_aware=true``: the question text is appended to the history text the system ingests
-  (:func:`query_aware_samples`), so it is in the window when the method compresses; the question is
-  then asked as usual. With ``false`` (kvpress's leaderboard) the question reaches the system only
-  when it is asked, after the compression.
+- ``task.query_aware=true``: kvpress's ``compress_questions`` (NVIDIA/kvpress
+  ``evaluation/evaluate.py``: ``context = context + question``, ``question = ""``): the question text is
+  appended to the history text the system ingests (:func:`query_aware_samples`), so it is in the window
+  when the method compresses, and the question the system is then asked is empty, so the model reads
+  the question only from what the compression kept (the answer prefix still opens its reply).
+  ``task.ask_again=true`` also asks the question again, uncompressed, after it (ctxbench's query-aware
+  mode before issue 54; not kvpress's). With ``query_aware=false`` (kvpress's leaderboard) the question
+  reaches the system only when it is asked, after the compression.
 
 results.json records the protocol (:func:`protocol_record`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ctxbench.core.errors import ConfigError
-from ctxbench.core.task_protocol import check_ratio
+from ctxbench.core.task_protocol import BUDGET_ROUNDINGS, check_ratio, set_budget_rounding
 from ctxbench.core.types import History, Sample
 from ctxbench.data.errors import DataError
 
 TASK = "compression"
 BUDGET_RULE = "(1 - ratio) x context tokens, per example"
+KVPRESS_BUDGET_RULE = "int(context tokens x (1 - ratio)), per example (kvpress's rounding)"
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,8 @@ class Protocol:
     ratio: float
     query_aware: bool = False
     prefill: str = "whole"  # the fixed-cache presses: one prefill then one compression, or streamed segments
+    ask_again: bool = False  # query-aware: the question asked again after the compression (not kvpress's)
+    budget: str = "ceil"  # ratio_budget's rounding: ceil (ctxbench) | kvpress (int of the float product)
 
 
 def protocol_of(cfg: Any) -> Protocol | None:
@@ -43,7 +50,10 @@ def protocol_of(cfg: Any) -> Protocol | None:
     prefill = str(task.prefill)
     if prefill not in ("whole", "segments"):
         raise ConfigError(f"task.prefill={prefill!r}: use whole or segments")
-    return Protocol(check_ratio(task.ratio), bool(task.query_aware), prefill)
+    budget = str(task.budget)
+    if budget not in BUDGET_ROUNDINGS:
+        raise ConfigError(f"task.budget={budget!r}: use one of {', '.join(BUDGET_ROUNDINGS)}")
+    return Protocol(check_ratio(task.ratio), bool(task.query_aware), prefill, bool(task.ask_again), budget)
 
 
 def ratio_systems() -> list[str]:
@@ -80,6 +90,7 @@ def prepare(system: Any, protocol: Protocol | None, name: str) -> Any:
     setter = getattr(system, "set_compression_ratio", None)
     if not callable(setter):
         refuse(name)
+    set_budget_rounding(protocol.budget)
     setter(protocol.ratio)
     prefill = getattr(system, "set_compression_prefill", None)
     if callable(prefill):
@@ -87,11 +98,18 @@ def prepare(system: Any, protocol: Protocol | None, name: str) -> Any:
     return system
 
 
-def query_aware_samples(samples: list[Sample]) -> list[Sample]:
-    """Each sample with its question appended to the history text (``task.query_aware=true``).
+ASKED_EMPTY, ASKED_AGAIN = "empty", "again"  # results.json protocol.asked: kvpress's compress_questions / not
+IN_CONTEXT = "question_in_context"  # Question.meta: the question text the query-aware protocol compressed
+
+
+def query_aware_samples(samples: list[Sample], ask_again: bool = False) -> list[Sample]:
+    """Each sample with its question appended to the history text (``task.query_aware=true``) and, as
+    kvpress's ``compress_questions`` does, the question then asked empty (``ask_again``: asked as it is).
 
     kvpress's query-aware protocol compresses context + question once per question, so a history
-    must be a document (``sessions`` empty) with one question; others are refused in one line."""
+    must be a document (``sessions`` empty) with one question; others are refused in one line. The
+    asked question keeps its id, gold and meta, and ``meta["question_in_context"]`` holds its text
+    (predictions.jsonl records that text as the question)."""
     out = []
     for s in samples:
         h = s.history
@@ -103,12 +121,17 @@ def query_aware_samples(samples: list[Sample]) -> list[Sample]:
                                   f"question: the history has {len(s.questions)} questions (one is needed)",
                             field="questions")
         text = h.text if not s.questions else f"{h.text}\n{s.questions[0].question}"
-        out.append(Sample(History(h.id, [], text, list(h.speakers)), list(s.questions)))
+        asked = [q if ask_again else replace(q, question="", meta={**(q.meta or {}), IN_CONTEXT: q.question})
+                 for q in s.questions]
+        out.append(Sample(History(h.id, [], text, list(h.speakers)), asked))
     derive = getattr(samples, "derive", None)  # a loader's Samples: its source, quirks and errata kept
     return derive(out) if callable(derive) else out
 
 
 def protocol_record(protocol: Protocol) -> dict[str, Any]:
     """results.json ``protocol``."""
-    return {"name": "kvpress", "ratio": protocol.ratio, "query_aware": protocol.query_aware,
-            "budget": BUDGET_RULE, "prefill": protocol.prefill}
+    out = {"name": "kvpress", "ratio": protocol.ratio, "query_aware": protocol.query_aware,
+           "budget": BUDGET_RULE if protocol.budget == "ceil" else KVPRESS_BUDGET_RULE, "prefill": protocol.prefill}
+    if protocol.query_aware:  # how the question was asked after the compression (report table=ruler reads it)
+        out["asked"] = ASKED_AGAIN if protocol.ask_again else ASKED_EMPTY
+    return out

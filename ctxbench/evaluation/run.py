@@ -80,9 +80,13 @@ def question_record(q: Question, history_id: str, last_session: int | None = Non
     ``session_<s>`` of its dia ids); an abstention question carries ``abstention: true``. A history without
     LoCoMo's session numbering (LongMemEval) gives its questions' age directly (``evidence_age``: sessions
     after the latest evidence session in ``session_order``, the history's sessions in time order)."""
-    rec: dict[str, Any] = {"id": q.id, "history_id": history_id, "question": q.question,
+    asked_in_context = (q.meta or {}).get("question_in_context")  # task.query_aware: asked empty (protocol.py)
+    rec: dict[str, Any] = {"id": q.id, "history_id": history_id,
+                           "question": q.question if asked_in_context is None else asked_in_context,
                            "answer": answer_text(q.answer), "category": q.category,
                            "category_name": q.category_name}
+    if asked_in_context is not None:
+        rec["question_in_context"] = True  # the question was compressed with the context and asked empty
     if q.adversarial_answer is not None:
         rec["adversarial_answer"] = q.adversarial_answer
     if q.evidence:
@@ -96,6 +100,9 @@ def question_record(q: Question, history_id: str, last_session: int | None = Non
             age = session_evidence_age(session_order, rec["evidence_sessions"])
             if age is not None:
                 rec[AGE] = age
+    gold = (q.meta or {}).get("retrieval_gold")
+    if isinstance(gold, dict):  # LongMemEval's retrieval gold (user-side evidence): ctxbench/metrics/evidence_recall.py
+        rec["retrieval_gold"] = gold
     if is_abstention(q):  # LongMemEval: judged with the abstention template, left out of evidence recall
         rec["abstention"] = True
     return rec
@@ -226,7 +233,7 @@ class HistoryTasks:
         self.prompt = systems.first.answer_prompt
         self.system: System | None = None
         self.ingest_s = 0.0
-        self.construction_meter: tuple[int, ...] = (0, 0, 0, 0, 0)
+        self.construction_meter: tuple[int, ...] = (0, 0, 0, 0, 0, 0)
         self.construction: dict[str, Any] | None = None  # the history's cost, from its first completed answer
         self.history_tokens: int | None = None  # the whole history's tokens (the held-context guard's denominator)
         self.stopped: dict[str, int] | None = None  # its construction stopped at a failed call

@@ -250,10 +250,10 @@ class MemorySystem(System):
             context, noted = self.retrieve_noted(question)
             search_s = time.perf_counter() - t0
             msgs = self.answer_messages(context, question)
-            r = self.llm.chat(msgs, max_new_tokens=self.answer_max_tokens(), temperature=0.0, phase="answer",
+            r = self.llm.chat(msgs, max_new_tokens=self.answer_max_tokens(question), temperature=0.0, phase="answer",
                               **self.answer_prompt.call_kwargs())
         self.store.commit()  # recall side effects (MemoryBank strength) persist
-        held = held_text_tokens(self.llm, msgs, context, self.answer_max_tokens())
+        held = held_text_tokens(self.llm, msgs, context, self.answer_max_tokens(question))
         usage = self.answer_usage(t0, a0, held, {**noted, "search_seconds": round(search_s, 6)})
         return Prediction(text=r.text.strip(), usage=usage, outputs=output_counts(mine),
                           meta={"context": context, "prompt_version": self.prompt_version(), "retrieved": retrieved})

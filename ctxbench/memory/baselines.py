@@ -40,11 +40,11 @@ class _LLMBaseline(System):
 
     def _ask(self, question: Question, context: str, speakers: list[str], extra: dict[str, Any]) -> Prediction:
         msgs = self.answer_prompt.messages(question, context, speakers)
-        r = self.llm.chat(msgs, max_new_tokens=self.answer_max_tokens(), temperature=0.0, phase="answer",
+        r = self.llm.chat(msgs, max_new_tokens=self.answer_max_tokens(question), temperature=0.0, phase="answer",
                           **self.answer_prompt.call_kwargs())
         items, tokens = self.memory_footprint()
         usage = Usage(answer_prompt_tokens=r.prompt_tokens, answer_completion_tokens=r.completion_tokens,
-                      answer_calls=1, held_text=held_text_tokens(self.llm, msgs, context, self.answer_max_tokens()),
+                      answer_calls=1, held_text=held_text_tokens(self.llm, msgs, context, self.answer_max_tokens(question)),
                       memory_items=items, memory_tokens=tokens,
                       extra=dict(extra, failed_calls=int(r.failed), cached_calls=int(r.cached)))
         meta = {"context": context, **({"error": r.error} if r.failed else {})}

@@ -394,7 +394,7 @@ class CCM(TrainableMethod):
         t0 = time.perf_counter()
         self.eval()
         prompt = self._question_ids(question)
-        new = self.generate(self.memory, prompt, self.answer_max_tokens())
+        new = self.generate(self.memory, prompt, self.answer_max_tokens(question))
         text = self.tokenizer.decode(new, skip_special_tokens=True)
         m, c = self.memory, self._construction
         usage = Usage(construction_prompt_tokens=c.construction_prompt_tokens, construction_calls=c.construction_calls,

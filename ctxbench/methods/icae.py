@@ -355,7 +355,7 @@ class ICAE(TrainableMethod):
         n = int(self._slots.shape[0])
         prompt = self.layout.encode(qa_text(question, self.answer_prompt))
         codes = self.layout.ft_prompt(n, prompt)
-        gen = self.greedy(codes, self._slots, self.answer_max_tokens())
+        gen = self.greedy(codes, self._slots, self.answer_max_tokens(question))
         text = self.tokenizer.decode(gen, skip_special_tokens=True).strip()
         info = self._ingest
         usage = Usage(

@@ -581,7 +581,7 @@ class FixedKVMethod(TrainingFreeMethod):
         q_ids = tok(after, add_special_tokens=False)["input_ids"]
         # the question is the last segment: it attends to the cache and itself; only a question-aware
         # press compresses there, and nothing is evicted while decoding
-        out, read = self.runner().generate(self._state, q_ids, self.answer_max_tokens(), stop_token_ids(tok),
+        out, read = self.runner().generate(self._state, q_ids, self.answer_max_tokens(question), stop_token_ids(tok),
                                            tok.pad_token_id)
         raw = tok.decode(out, skip_special_tokens=True).strip()
         context = read.slots - (len(q_ids) - 1)  # cache slots of the history the answer read

@@ -203,7 +203,7 @@ class KVPressMethod(TrainingFreeMethod):
         stop = set(stop_token_ids(tok))
         step = torch.tensor([q_ids], device=self.device)
         out: list[int] = []
-        cap = self.answer_max_tokens()
+        cap = self.answer_max_tokens(question)
         while len(out) < cap:
             position_ids = torch.arange(pos, pos + step.shape[1], device=self.device).unsqueeze(0)
             logits = self.model(input_ids=step, **{self._cache_kw: cache}, position_ids=position_ids,

@@ -144,7 +144,7 @@ class CausalLM(TrainableMethod):
         tok = self.tokenizer
         qa = self.answer_prompt
         window = self.window()
-        max_new = self.answer_max_tokens()
+        max_new = self.answer_max_tokens(question)
         hist_ids = tok(self._history, add_special_tokens=False)["input_ids"]
         frame = prompt_text(qa.messages(question, "x", self._speakers))
         budget = window - max_new - len(tok(frame, add_special_tokens=False)["input_ids"]) - 16

@@ -198,7 +198,7 @@ class PromptCompressionMethod(TrainingFreeMethod):
         ids = torch.tensor([self.reader_ids(before + self._kept + after)], device=self.device)
         stop = stop_token_ids(tok)
         out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                                  max_new_tokens=self.answer_max_tokens(), do_sample=False,
+                                  max_new_tokens=self.answer_max_tokens(question), do_sample=False,
                                   eos_token_id=stop or None, pad_token_id=tok.pad_token_id
                                   if tok.pad_token_id is not None else (stop[0] if stop else 0),
                                   temperature=None, top_p=None, top_k=None)

@@ -16,9 +16,10 @@ each resample it applies to.
 
 A metric judged in several runs (``llm_judge`` with ``judge.runs=N>1``: :mod:`.judge`) gives each record
 ``<metric>_runs`` (one score per run) and ``<metric>`` (their mean, None unless every run scored it).
-Each group then also has ``<metric>_std``: the sample standard deviation (ddof=1) over the runs of the
-per-run means (the run's score averaged over the group's scored questions), the "± std over 10 judge
-runs" of the Mem0 paper; the per-run means themselves go to results.json ``metric_runs``
+Each group then also has ``<metric>_std``: the standard deviation over the runs of the per-run means (the
+run's score averaged over the group's scored questions), the "± std over 10 judge runs" of the Mem0
+paper, taken as the judge's source takes it (``std_ddof`` of the metric, :func:`std_conventions`:
+EverMemOS's ``np.std``, ddof 0; the sample std, ddof 1, for a source that reports none); the per-run means themselves go to results.json ``metric_runs``
 (:func:`run_summary`). The group mean ``<metric>`` is exactly the mean of those per-run means, since
 every run scores the same questions.
 """
@@ -54,6 +55,7 @@ def score_records(records: list[dict[str, Any]], metrics: list[Metric],
         scored = dict(rec)
         scored["category_name"] = category_name(q)
         with call_scope() as scope:  # what judging this answer cost (phase "judge", any judge's backend)
+            scored.pop(JUDGED_BY, None)  # re-scored: the judges of this scoring only
             for m in metrics:
                 scored.pop(m.name + RUNS_SUFFIX, None)  # a re-scored record (a finished run's) keeps no old runs
                 runs = _run_scores(m, pred, q)
@@ -63,6 +65,13 @@ def score_records(records: list[dict[str, Any]], metrics: list[Metric],
                     scored[m.name + RUNS_SUFFIX] = [None if x is None else round(float(x), 6) for x in runs]
                     v = None if any(x is None for x in runs) else sum(runs) / len(runs)
                 scored[m.name] = None if v is None else round(float(v), 6)
+                model = m.model() if callable(getattr(m, "model", None)) else None
+                if model is not None and scored.get(m.name) is not None:  # who judged this row (report compare, board)
+                    scored[JUDGED_BY] = {**(scored.get(JUDGED_BY) or {}), m.name: model}
+                if str(q.id) in (getattr(m, "failed_ids", None) or ()):  # a judge call failed: counted wrong
+                    scored[m.name + JUDGE_FAILED] = True
+                else:
+                    scored.pop(m.name + JUDGE_FAILED, None)
         judged = judge_usage(scope)
         if judged is None:
             scored.pop(JUDGE_USAGE, None)  # not judged this time: no count left from an earlier scoring
@@ -73,6 +82,23 @@ def score_records(records: list[dict[str, Any]], metrics: list[Metric],
 
 
 RUNS_SUFFIX, STD_SUFFIX = "_runs", "_std"
+JUDGED_BY = "judged_by"  # a record's {judge metric: the judge model's name}
+JUDGE_FAILED = "_judge_failed"  # a record's <metric>_judge_failed: a judge call failed, the answer scored WRONG
+
+
+def judge_failures(scored: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
+    """results.json ``judge_failures``: per judge metric with a failed call, how many answers it failed to
+    label (each counted WRONG in the headline J) and J over the answers it labelled alone."""
+    out: dict[str, Any] = {}
+    for name in names:
+        judged = [r for r in scored if r.get(name) is not None and not r.get("failed")]
+        bad = [r for r in judged if r.get(name + JUDGE_FAILED)]
+        if not bad:
+            continue
+        good = [float(r[name]) for r in judged if not r.get(name + JUDGE_FAILED)]
+        out[name] = {"failed": len(bad), "judged": len(judged), "counted": "wrong (0) in the headline",
+                     "labelled_only": {"n": len(good), name: round(sum(good) / len(good), 4) if good else None}}
+    return out
 FAILED_N = "failed_n"  # results.json: failed answers in a group, each scored 0 in the headline numbers
 
 
@@ -119,11 +145,19 @@ def run_means(rows: list[dict[str, Any]], name: str) -> list[float] | None:
     return [sum(float(x[i]) for x in runs) / len(runs) for i in range(width)]
 
 
-def run_std(means: list[float] | None) -> float | None:
-    """Sample standard deviation (ddof=1) of the per-run means; None for fewer than two runs."""
+def run_std(means: list[float] | None, ddof: int = 1) -> float | None:
+    """Standard deviation of the per-run means (``ddof``: 1 the sample std, 0 EverMemOS's np.std); None
+    for fewer than two runs."""
     if not means or len(means) < 2:
         return None
-    return float(np.std(np.asarray(means, dtype=np.float64), ddof=1))
+    return float(np.std(np.asarray(means, dtype=np.float64), ddof=ddof))
+
+
+def std_conventions(metrics: list[Metric]) -> dict[str, dict[str, Any]]:
+    """``{name: {"ddof", "convention"}}`` of the metrics judged in several runs whose source fixes how
+    the std over runs is taken (a judge: :attr:`ctxbench.metrics.judges.prompt.JudgePrompt.std_ddof`)."""
+    return {m.name: {"ddof": int(m.std_ddof), "convention": str(getattr(m, "std_source", ""))}
+            for m in metrics if isinstance(getattr(m, "std_ddof", None), int)}
 
 
 BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED = 1000, 1234
@@ -171,7 +205,7 @@ def _id_key(row: dict[str, Any]) -> str:
 
 
 def _means(rows: list[dict[str, Any]], names: Iterable[str], resamples: int = BOOTSTRAP_RESAMPLES,
-           seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+           seed: int = BOOTSTRAP_SEED, stds: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """``{"n", <metric>, <metric>_stderr, [<metric>_n when some rows are unscored]}`` for one group."""
     names = list(names)
     ordered = sorted(rows, key=_id_key)
@@ -187,7 +221,7 @@ def _means(rows: list[dict[str, Any]], names: Iterable[str], resamples: int = BO
             agg[f"{name}_n"] = len(vals)
         means = run_means(rows, name)
         if means is not None:
-            std = run_std(means)
+            std = run_std(means, int(((stds or {}).get(name) or {}).get("ddof", 1)))
             agg[name + STD_SUFFIX] = None if std is None else round(std, 4)
     return agg
 
@@ -214,8 +248,9 @@ def category_order(scored: list[dict[str, Any]]) -> list[str]:
 
 
 def aggregate(scored: list[dict[str, Any]], metric_names: list[str], resamples: int = BOOTSTRAP_RESAMPLES,
-              seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
-    """``{"overall": {n, metric, metric_stderr...}, "by_category": {name: {id, n, ...}}, "stderr": how}``."""
+              seed: int = BOOTSTRAP_SEED, stds: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``{"overall": {n, metric, metric_stderr...}, "by_category": {name: {id, n, ...}}, "stderr": how}``;
+    ``stds`` (:func:`std_conventions`) says how each judge's source takes the std over runs (default ddof 1)."""
     groups: dict[str, list[dict[str, Any]]] = {}
     ids: dict[str, Any] = {}
     for r in scored:
@@ -223,17 +258,17 @@ def aggregate(scored: list[dict[str, Any]], metric_names: list[str], resamples: 
         ids.setdefault(r["category_name"], r.get("category"))
     by_cat = {}
     for name in sorted(groups, key=lambda n: _cat_key(ids[n])):
-        by_cat[name] = {"id": ids[name], **_means(groups[name], metric_names, resamples, seed)}
-    out = {"overall": _means(scored, metric_names, resamples, seed), "by_category": by_cat,
+        by_cat[name] = {"id": ids[name], **_means(groups[name], metric_names, resamples, seed, stds)}
+    out = {"overall": _means(scored, metric_names, resamples, seed, stds), "by_category": by_cat,
            "stderr": stderr_method(resamples, seed)}
-    runs = run_summary(scored, metric_names, groups)
+    runs = run_summary(scored, metric_names, groups, stds)
     if runs:
         out["metric_runs"] = runs
     return out
 
 
 def run_summary(scored: list[dict[str, Any]], metric_names: list[str],
-                groups: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+                groups: dict[str, list[dict[str, Any]]], stds: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """results.json ``metric_runs``: for each metric judged in several runs, the per-run means
     (overall and per category), how the std is taken, and whether every run gave the same scores."""
     out: dict[str, Any] = {}
@@ -246,7 +281,8 @@ def run_summary(scored: list[dict[str, Any]], metric_names: list[str],
             "runs": max((len(x) for x in lists), default=0),
             "overall": [round(v, 4) for v in overall],
             "by_category": {cat: [round(v, 4) for v in (run_means(rows, name) or [])] for cat, rows in groups.items()},
-            "std": {"over": "runs", "of": "per-run mean", "ddof": 1, "min_runs": 2},
+            "std": {"over": "runs", "of": "per-run mean", "min_runs": 2,
+                    **((stds or {}).get(name) or {"ddof": 1, "convention": "the sample std (ddof 1)"})},
             "identical_runs": all(len(set(x)) <= 1 for x in lists),
         }
     return out

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxbench.data.errata import Errata, ceiling_of
-from ctxbench.metrics.aggregate import aggregate, count_failed, score_records
+from ctxbench.metrics.aggregate import aggregate, count_failed, score_records, std_conventions
 from ctxbench.metrics.base import Metric, answer_text
 
 CORRECTED = "corrected"
@@ -62,7 +62,7 @@ def corrected_block(rows: list[dict[str, Any]], errata: Errata, metrics: list[Me
                     progress: bool = False) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """results.json ``corrected`` and the per-record ``corrected`` fields (by id)."""
     scored, fields, mismatch = score_corrected(rows, errata, metrics, progress)
-    agg = aggregate(scored, [m.name for m in metrics])
+    agg = aggregate(scored, [m.name for m in metrics], stds=std_conventions(metrics))
     count_failed(agg, [r for r in scored if r.get("failed")])
     audited = set(errata.audited)
     n: dict[str, int] = {}

@@ -26,6 +26,12 @@ parts, null when nothing was judged); ``total`` = read + written + construction 
 gists beside its pages). ``latency_s.search`` is over the answers that time their retrieval apart
 (``usage.extra.search_seconds``: the memory systems' retrieve step, Mem0's Table 2 "search"); the
 ``answer`` latency is the whole answer (retrieval and generation: Table 2's "total").
+
+Latency counts real calls only: an answer whose LLM calls were all served by the call cache
+(``usage.extra.cached_calls`` = its calls; a lookup, 0.01 s, beside a model's 80 s) and a history whose
+construction calls all were (``construction.cached_calls``) are left out of the percentiles, and each
+latency block says how many were left out and their share (``cached``, ``cached_share``). An answer
+without LLM calls (a method decoding with its own model) is always real.
 """
 from __future__ import annotations
 
@@ -137,6 +143,19 @@ def held_per_question(records: list[dict[str, Any]]) -> dict[str, Any] | None:
             "kv_bytes": _r(sum(u.kv_bytes for u in held) / n, 1)}
 
 
+def served_from_cache(usage: dict[str, Any]) -> bool:
+    """An answer whose LLM calls were all served by the call cache (``usage.extra.cached_calls``)."""
+    calls = int(usage.get("answer_calls", 0) or 0)
+    cached = int((usage.get("extra") or {}).get("cached_calls", 0) or 0)
+    return calls > 0 and cached >= calls
+
+
+def construction_from_cache(construction: dict[str, Any]) -> bool:
+    """A history whose construction calls were all served by the call cache."""
+    calls = int(construction.get("calls", 0) or 0)
+    return calls > 0 and int(construction.get("cached_calls", 0) or 0) >= calls
+
+
 def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The cost block of results.json over every record (failed ones too: they cost what they cost);
     judging is read from the records' ``judge_usage``, which scored records carry."""
@@ -161,10 +180,12 @@ def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
     ans_calls = sum(usage(r, "answer_calls") for r in records) / n
     con_prompt, con_comp = csum("prompt_tokens") / n, csum("completion_tokens") / n
     con_calls = csum("calls") / n
-    answer_lat = [float(r.get("answer_seconds", 0.0)) for r in records]
+    answer_cached = [served_from_cache(r.get("usage") or {}) for r in records]
+    answer_lat = [float(r.get("answer_seconds", 0.0)) for r, c in zip(records, answer_cached) if not c]
     search_lat = [float(x) for x in (((r.get("usage") or {}).get("extra") or {}).get("search_seconds")
                                      for r in records) if isinstance(x, (int, float)) and not isinstance(x, bool)]
-    ingest_lat = [float(c.get("seconds", 0.0)) for c in histories.values()]
+    ingest_cached = [construction_from_cache(c) for c in histories.values()]
+    ingest_lat = [float(c.get("seconds", 0.0)) for c, hit in zip(histories.values(), ingest_cached) if not hit]
     nh = len(histories)
     held = held_per_question(records)
     judging = judging_per_question(records)
@@ -197,9 +218,12 @@ def aggregate_cost(records: list[dict[str, Any]]) -> dict[str, Any]:
                                 for r in records) + csum("failed_calls")),
         "latency_s": {
             "ingest": {"p50": _r(percentile(ingest_lat, 50)), "p95": _r(percentile(ingest_lat, 95)),
-                       "total": _r(sum(ingest_lat), 3), "n": nh},
+                       "total": _r(sum(ingest_lat), 3), "n": len(ingest_lat), "cached": sum(ingest_cached),
+                       "cached_share": _r(sum(ingest_cached) / nh, 4) if nh else None},
             "answer": {"p50": _r(percentile(answer_lat, 50)), "p95": _r(percentile(answer_lat, 95)),
-                       "mean": _r(sum(answer_lat) / n), "n": n},
+                       "mean": _r(sum(answer_lat) / len(answer_lat)) if answer_lat else None, "n": len(answer_lat),
+                       "cached": sum(answer_cached), "cached_share": _r(sum(answer_cached) / n, 4),
+                       "over": "real calls only: answers served wholly by the call cache left out"},
             "search": {"p50": _r(percentile(search_lat, 50)), "p95": _r(percentile(search_lat, 95)),
                        "n": len(search_lat)},
         },

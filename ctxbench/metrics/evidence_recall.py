@@ -27,6 +27,17 @@ abstention questions (id ending ``_abs`` or ``abstention: true``: nothing to ret
 leaves them out) and questions without evidence at a level are left out of that level, with their
 counts stated. Each level's numbers are means over its questions; ``by_category`` groups them per
 category name.
+
+**LongMemEval's question set and gold.** A record carrying ``retrieval_gold`` (the LongMemEval loader
+writes it: :func:`ctxbench.data.longmemeval.retrieval_gold`) is scored as LongMemEval's
+``src/retrieval/run_retrieval.py`` scores it, which indexes user turns only: the gold turns are the
+user turns with ``has_answer`` in an answer session, the gold sessions the answer sessions holding one
+(an answer session whose evidence is on the assistant's side is not gold), and a question without any
+user-side ``has_answer`` turn is left out (``no_user_evidence_excluded``; e.g. single-session-assistant
+questions). A question whose user-side evidence lies only outside its answer sessions has no gold and
+is kept, as there (recall_any 0, recall_all 1, NDCG 0). ctxbench's wider view — every ``has_answer``
+turn and every answer session as gold, no question dropped for lack of user-side evidence — is the
+second block ``all_evidence`` (same shape), kept when it differs from the first.
 """
 from __future__ import annotations
 
@@ -42,7 +53,12 @@ MEASURES = ("recall_any", "recall_all", "ndcg")
 VERSION = "longmemeval-retrieval-1"
 DEFINITION = ("LongMemEval src/retrieval/eval_utils.py recall_any@k, recall_all@k, ndcg@k; session level: items "
               "mapped to sessions, duplicates collapsed at their first rank, k = distinct sessions; turn level: "
-              "k = distinct turns; abstention questions and questions without evidence left out")
+              "k = distinct turns; abstention questions and questions without evidence left out; LongMemEval "
+              "questions as its run_retrieval.py: user-side evidence only, questions without any left out")
+WIDE = "all_evidence"  # results.json evidence_recall.all_evidence: ctxbench's wider view (every evidence turn)
+WIDE_DEFINITION = ("as the main block, but every has_answer turn (user or assistant) and every answer session is "
+                   "gold and no question is left out for lacking user-side evidence (ctxbench's view)")
+RETRIEVAL_GOLD = "retrieval_gold"  # a record's LongMemEval retrieval gold (ctxbench/data/longmemeval.py)
 
 
 def _distinct(ids: Iterable[Any]) -> list[str]:
@@ -74,7 +90,7 @@ def scores_at(ranked: list[str], gold: set[str], k: int) -> dict[str, float]:
     """``recall_any``, ``recall_all`` and ``ndcg`` of the top ``k`` of ``ranked`` against ``gold`` (not empty)."""
     top = ranked[:k]
     hit = [1 if x in gold else 0 for x in top]
-    ideal = dcg([1] * min(len(gold), k))
+    ideal = dcg([1] * min(len(gold), k))  # no gold (LongMemEval keeps such a question): 0, 1, 0
     return {"recall_any": float(any(hit)), "recall_all": float(gold <= set(top)),
             "ndcg": dcg(hit) / ideal if ideal else 0.0}
 
@@ -108,13 +124,28 @@ def record_retrieved(record: dict[str, Any]) -> list[dict[str, Any]] | None:
     return [x for x in got if isinstance(x, dict)] if isinstance(got, list) else None
 
 
-def record_recall(record: dict[str, Any], ks: tuple[int, ...] = KS) -> dict[str, dict[str, float]]:
-    """One record's ``{level: {"<measure>@k": value}}`` for the levels it has evidence for."""
+def record_gold(record: dict[str, Any], wide: bool = False) -> tuple[set[str], set[str]] | None:
+    """(gold sessions, gold turns) of a record; LongMemEval's user-side gold (``retrieval_gold``) unless
+    ``wide``; None when LongMemEval leaves the question out (no user-side evidence at all)."""
+    gold = record.get(RETRIEVAL_GOLD)
+    if wide or not isinstance(gold, dict):
+        return evidence_sessions(record), evidence_turns(record)
+    if not gold.get("has_target"):
+        return None
+    return {str(s) for s in gold.get("sessions") or []}, {str(t) for t in gold.get("turns") or []}
+
+
+def record_recall(record: dict[str, Any], ks: tuple[int, ...] = KS, wide: bool = False) -> dict[str, dict[str, float]]:
+    """One record's ``{level: {"<measure>@k": value}}`` for the levels it has evidence for (LongMemEval's
+    gold: both levels, gold or not, as its run_retrieval.py scores every question it keeps)."""
     retrieved = record_retrieved(record) or []
+    golds = record_gold(record, wide)
+    if golds is None:
+        return {}
+    reference = isinstance(record.get(RETRIEVAL_GOLD), dict) and not wide
     out: dict[str, dict[str, float]] = {}
-    for level, gold, ranked in (("session", evidence_sessions(record), ranked_sessions),
-                                ("turn", evidence_turns(record), ranked_turns)):
-        if not gold:
+    for level, gold, ranked in (("session", golds[0], ranked_sessions), ("turn", golds[1], ranked_turns)):
+        if not gold and not reference:
             continue
         order = ranked(retrieved)
         out[level] = {f"{m}@{k}": v for k in ks for m, v in scores_at(order, gold, k).items()}
@@ -130,17 +161,19 @@ def _means(rows: list[dict[str, dict[str, float]]]) -> dict[str, Any]:
     return block
 
 
-def evidence_recall(records: list[dict[str, Any]], ks: tuple[int, ...] = KS) -> dict[str, Any] | None:
-    """results.json ``evidence_recall``, or None when no record both retrieved and carries evidence."""
+def _block(records: list[dict[str, Any]], ks: tuple[int, ...], wide: bool) -> dict[str, Any] | None:
     rows, cats = [], []
-    abstention = no_evidence = 0
+    abstention = no_evidence = no_user = 0
     for rec in records:
         if record_retrieved(rec) is None:
             continue
         if record_is_abstention(rec):
             abstention += 1
             continue
-        row = record_recall(rec, ks)
+        if record_gold(rec, wide) is None:
+            no_user += 1
+            continue
+        row = record_recall(rec, ks, wide)
         if not row:
             no_evidence += 1
             continue
@@ -152,24 +185,62 @@ def evidence_recall(records: list[dict[str, Any]], ks: tuple[int, ...] = KS) -> 
     for cat in dict.fromkeys(cats):
         group = [r for r, c in zip(rows, cats) if c == cat]
         by_cat[cat] = {"n": len(group), **_means(group)}
-    return {"version": VERSION, "definition": DEFINITION, "k": list(ks), "n": len(rows), **_means(rows),
-            "by_category": by_cat, "abstention_excluded": abstention, "no_evidence_excluded": no_evidence}
+    out = {"version": VERSION, "definition": WIDE_DEFINITION if wide else DEFINITION, "k": list(ks), "n": len(rows),
+           **_means(rows), "by_category": by_cat, "abstention_excluded": abstention,
+           "no_evidence_excluded": no_evidence}
+    if not wide:
+        out["no_user_evidence_excluded"] = no_user
+    return out
 
 
-def markdown(block: dict[str, Any] | None) -> str:
-    """results.md's evidence recall section: recall_any and ndcg at every k (recall_all in results.json)."""
-    if not block:
-        return ""
-    lines = ["", "## Evidence recall", "",
-             f"{block['n']} questions with evidence and a retrieval ({block['abstention_excluded']} abstention and "
-             f"{block['no_evidence_excluded']} without evidence left out); {DEFINITION}.", "",
-             "| level | n | " + " | ".join(f"{m}@{x}" for x in block["k"] for m in ("recall_any", "ndcg")) + " |",
+def evidence_recall(records: list[dict[str, Any]], ks: tuple[int, ...] = KS) -> dict[str, Any] | None:
+    """results.json ``evidence_recall``, or None when no record both retrieved and carries evidence: over
+    LongMemEval's question set and gold for records that carry ``retrieval_gold``, with ctxbench's wider
+    view (every evidence turn and session) as ``all_evidence`` when that differs."""
+    main = _block(records, ks, wide=False)
+    wide = _block(records, ks, wide=True) if any(isinstance(r.get(RETRIEVAL_GOLD), dict) for r in records) else None
+    if main is None and wide is None:
+        return None
+    if main is None:
+        main = {"version": VERSION, "definition": DEFINITION, "k": list(ks), "n": 0, "by_category": {},
+                "abstention_excluded": wide["abstention_excluded"], "no_evidence_excluded": 0,
+                "no_user_evidence_excluded": sum(1 for r in records if record_retrieved(r) is not None
+                                                 and not record_is_abstention(r) and record_gold(r) is None)}
+    if wide is not None and _levels(wide) != _levels(main):
+        main[WIDE] = wide
+    return main
+
+
+def _levels(block: dict[str, Any]) -> tuple[Any, ...]:
+    return (block.get("n"), *(block.get(level) for level in LEVELS))
+
+
+def _table(block: dict[str, Any]) -> list[str]:
+    lines = ["| level | n | " + " | ".join(f"{m}@{x}" for x in block["k"] for m in ("recall_any", "ndcg")) + " |",
              "|---|---|" + "---|" * (2 * len(block["k"]))]
     for level in LEVELS:
         row = block.get(level)
         if row:
             cells = [f"{row[f'{m}@{x}']:.3f}" for x in block["k"] for m in ("recall_any", "ndcg")]
             lines.append(f"| {level} | {row['n']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def markdown(block: dict[str, Any] | None) -> str:
+    """results.md's evidence recall section: recall_any and ndcg at every k (recall_all in results.json),
+    then ctxbench's wider view when results.json has it."""
+    if not block:
+        return ""
+    user = block.get("no_user_evidence_excluded")
+    lines = ["", "## Evidence recall", "",
+             f"{block['n']} questions with evidence and a retrieval ({block['abstention_excluded']} abstention, "
+             f"{block['no_evidence_excluded']} without evidence"
+             + (f" and {user} without user-side evidence (as LongMemEval's run_retrieval.py)" if user else "")
+             + f" left out); {DEFINITION}.", "", *_table(block)]
+    wide = block.get(WIDE)
+    if wide:
+        lines += ["", f"All evidence (`{WIDE}`, ctxbench's view, not LongMemEval's): {wide['n']} questions; "
+                      f"{WIDE_DEFINITION}.", "", *_table(wide)]
     return "\n".join(lines) + "\n"
 
 

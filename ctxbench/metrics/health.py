@@ -78,8 +78,28 @@ def stopped_histories(records: list[dict[str, Any]]) -> dict[str, dict[str, int]
     return out
 
 
+def add_judge_failures(health: dict[str, Any], failures: dict[str, Any]) -> dict[str, Any]:
+    """``health`` with the answers a judge failed to label (results.json ``judge_failures``; each counted
+    WRONG in J): ``judge_failed_labels`` / ``judged_answers`` (the worst judge), failed like any other
+    share above ``max_failed_fraction``."""
+    if not failures:
+        return health
+    name, worst = max(failures.items(), key=lambda kv: kv[1]["failed"] / max(1, kv[1]["judged"]))
+    health["judge_failed_labels"], health["judged_answers"] = worst["failed"], worst["judged"]
+    limit = float(health.get("max_failed_fraction", DEFAULT_MAX_FAILED_FRACTION))
+    if worst["judged"] and worst["failed"] / worst["judged"] > limit:
+        why = (f"{worst['failed']} of {worst['judged']} answers got no label from {name}'s judge (counted wrong; "
+               f"more than max_failed_fraction={limit:g})")
+        health["reason"] = "; ".join(x for x in (health.get("reason"), why) if x)
+        health["status"] = "failed"
+        health["remedy"] = health.get("remedy") or REMEDY
+    return health
+
+
 def health_line(h: dict[str, Any]) -> str:
     empty = int(h.get("empty_replies", 0) or 0)
     calls = f"failed calls {h['failed_calls']}/{h['llm_calls']}" + (f" ({empty} empty replies)" if empty else "")
+    judged = (f", unlabelled by the judge {h['judge_failed_labels']}/{h['judged_answers']} (counted wrong)"
+              if h.get("judge_failed_labels") else "")
     return (f"{calls}, invalid outputs {h['invalid_outputs']}/{h['structured_calls']}, "
-            f"failed questions {h['failed_questions']}")
+            f"failed questions {h['failed_questions']}{judged}")

@@ -15,9 +15,13 @@ temperature 0, where the API itself varies). With ``runs=N>1`` every answer is j
 ``i`` sending ``seed + i`` as the call's sampling seed, so each run is its own call with its own call
 cache key (a rerun with the same seeds replays the cache; other seeds ask again). ``runs=1`` sends no
 seed: the call, and its cache key, are what they were before repeated judging existed. A question is
-scored only when every run gave a label (any run's failed or unlabelled call leaves it ``None``), so
-every run judges the same questions and the mean over questions of the per-question run average is
-exactly the mean of the per-run J values; :mod:`.aggregate` reports their spread (``llm_judge_std``).
+judged in every run. A failed or unlabelled judge call counts as WRONG (0 in that run), as EverMemOS
+counts it (LongMemEval retries until it gets a label; ctxbench's call layer retries what it retries,
+then counts the rest wrong): a judge outage cannot lift J by dropping the questions it failed on. The
+record gets ``<metric>_judge_failed: true``; results.json ``judge_failures`` gives, per judge, how many
+and J over the labelled questions alone, and ``health`` counts them. So every run judges the same
+questions and the mean over questions of the per-question run average is exactly the mean of the
+per-run J values; :mod:`.aggregate` reports their spread (``llm_judge_std``).
 A judge that decodes greedily (a local ``llm=hf`` model at ``temperature=0``) gives N identical runs
 (std 0; results.json ``judge.identical_runs``): sample with ``judge.temperature > 0`` for a spread.
 """
@@ -38,6 +42,7 @@ from ctxbench.metrics.judges.prompt import JudgePrompt
 from ctxbench.metrics.judges.prompt import label_word_or_json as parse_label  # noqa: F401
 
 DEFAULT_JUDGE = "mem0"
+PARSES = ("ctxbench", "source")  # judge.parse
 
 
 def get_judge(name: str) -> JudgePrompt:
@@ -68,12 +73,17 @@ class LLMJudge:
 
     def __init__(self, llm: Any, max_new_tokens: int | None = None, runs: int = 1, temperature: float = 0.0,
                  seed: int = 0, judge: str = DEFAULT_JUDGE, name: str | None = None,
-                 memo: dict[Any, float | None] | None = None):
+                 memo: dict[Any, float | None] | None = None, parse: str = "ctxbench"):
         if int(runs) < 1:
             raise ConfigError(f"judge.runs={runs}: need >= 1 (the number of judge runs per answer)")
         if float(temperature) < 0:
             raise ConfigError(f"judge.temperature={temperature}: need >= 0")
+        if parse not in PARSES:
+            raise ConfigError(f"judge.parse={parse!r}: use one of {', '.join(PARSES)}")
         self.prompt = get_judge(judge)
+        self.parse = parse  # ctxbench: the prompt's parse; source: the source's own where it differs (mem0)
+        self._parse = (self.prompt.source_parse if parse == "source" and self.prompt.source_parse is not None
+                       else self.prompt.parse)
         self.judge = self.prompt.name
         self.name = name or "llm_judge"
         self.version = self.prompt.version
@@ -84,6 +94,16 @@ class LLMJudge:
         self.temperature = float(temperature)
         self.seed = int(seed)
         self.memo = {} if memo is None else memo  # shared by two metrics of one judge: one call per answer
+        self.failed_ids: set[str] = set()  # questions whose last scoring had a failed / unlabelled judge call
+
+    @property
+    def std_ddof(self) -> int:
+        """The ddof of the std over judge runs in the judge's source (:attr:`JudgePrompt.std_ddof`)."""
+        return self.prompt.std_ddof
+
+    @property
+    def std_source(self) -> str:
+        return self.prompt.std_source
 
     def seeds(self) -> list[int | None]:
         """The sampling seed of each run: none for a single run (today's call), ``seed + i`` for run i."""
@@ -97,18 +117,24 @@ class LLMJudge:
     def settings(self) -> dict[str, Any]:
         """What results.json records about how J was judged."""
         return {"runs": self.runs, "temperature": self.temperature, "seeds": self.seeds(), "judge": self.judge,
-                "model": self.model(), "max_new_tokens": self.max_new_tokens}
+                "model": self.model(), "max_new_tokens": self.max_new_tokens, "parse": self.parse}
 
     def score_runs(self, prediction: str, question: Question) -> list[float | None]:
-        """One label per run (1.0 CORRECT, 0.0 WRONG, None failed/unlabelled/adversarial)."""
+        """One label per run (1.0 CORRECT, 0.0 WRONG or a failed / unlabelled call; None: adversarial, not
+        judged). A failed call puts the question in :attr:`failed_ids`."""
         qtype = judged_type(question)
         if qtype is None:
             return [None] * self.runs
         messages = self.prompt.messages(question.question, answer_text(question.answer), prediction, qtype)
-        return [self._judge(question.id, messages, seed) for seed in self.seeds()]
+        labels = [self._judge(question.id, messages, seed) for seed in self.seeds()]
+        if any(v is None for v in labels):
+            self.failed_ids.add(str(question.id))
+        else:
+            self.failed_ids.discard(str(question.id))
+        return [0.0 if v is None else v for v in labels]
 
     def score(self, prediction: str, question: Question) -> float | None:
-        """The mean label over the runs; None unless every run labelled the answer."""
+        """The mean label over the runs (a failed call counted WRONG); None for a question not judged."""
         labels = self.score_runs(prediction, question)
         if any(v is None for v in labels):
             return None
@@ -127,5 +153,5 @@ class LLMJudge:
                           json_mode=self.prompt.json_mode, **structured, **seeded)
         if r.failed:
             return None
-        label = self.prompt.parse(r.text)
+        label = self._parse(r.text)
         return None if label is None else float(label)

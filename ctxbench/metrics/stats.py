@@ -16,7 +16,10 @@ paired bootstrap of two runs on the same questions.
   resampled with replacement (the same resample for A and B), the 95% interval is the 2.5th and 97.5th
   percentiles of the resampled Δ, and the two-sided p is ``min(1, 2 · min(P*(Δ* ≤ 0), P*(Δ* ≥ 0)))``
   with P* the share of resamples, each counted as (count + 1) / (resamples + 1) so it is never 0:
-  the smallest α at which the percentile interval excludes 0. Identical runs give Δ = 0 and p = 1.
+  the smallest α at which the percentile interval excludes 0. Below :data:`COMPARE_MIN_N` pairs, or
+  when every resample gives the same Δ (no variance to test: identical runs, or one question), there is
+  no interval and no p — only Δ and a ``note`` ("n too small" / "no variance"): a bootstrap over one
+  question once starred +0.07 with p = 0.0002.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import numpy as np
 
 ALPHA, POWER = 0.05, 0.8
 COMPARE_RESAMPLES, COMPARE_SEED = 10000, 1234
+COMPARE_MIN_N = 10  # fewer paired questions: Δ only, no interval or p ("n too small")
 _CHUNK = 1 << 22
 
 
@@ -99,12 +103,18 @@ def statistics_block(scored: list[dict[str, Any]], names: Sequence[str]) -> dict
 
 def paired_bootstrap(a: Sequence[float], b: Sequence[float], resamples: int = COMPARE_RESAMPLES,
                      seed: int = COMPARE_SEED) -> dict[str, Any]:
-    """``{"n", "a", "b", "delta", "ci95", "p"}`` for Δ = mean(b) − mean(a) over paired values."""
+    """``{"n", "a", "b", "delta", "ci95", "p"}`` for Δ = mean(b) − mean(a) over paired values; ``ci95`` and
+    ``p`` None with a ``note`` below :data:`COMPARE_MIN_N` pairs or when every resample is the same."""
     x = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
     n = int(x.size)
     if n == 0:
         return {"n": 0, "a": None, "b": None, "delta": None, "ci95": None, "p": None}
     delta = float(x.mean())
+    head = {"n": n, "a": round(float(np.mean(a)), 4), "b": round(float(np.mean(b)), 4), "delta": round(delta, 4)}
+    if n < COMPARE_MIN_N:
+        return {**head, "ci95": None, "p": None, "note": f"n too small (< {COMPARE_MIN_N})"}
+    if float(np.ptp(x)) == 0.0:  # every question differs by the same amount: every resample gives Δ
+        return {**head, "ci95": None, "p": None, "note": "no variance (every resample gives the same difference)"}
     rng = np.random.default_rng(seed)
     stars = np.empty(resamples)
     step = max(1, min(resamples, _CHUNK // n))
@@ -115,6 +125,4 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], resamples: int = CO
     low = (np.count_nonzero(stars <= tol) + 1) / (resamples + 1)
     high = (np.count_nonzero(stars >= -tol) + 1) / (resamples + 1)
     lo, hi = np.percentile(stars, [2.5, 97.5])
-    return {"n": n, "a": round(float(np.mean(a)), 4), "b": round(float(np.mean(b)), 4),
-            "delta": round(delta, 4), "ci95": [round(float(lo), 4), round(float(hi), 4)],
-            "p": round(min(1.0, 2 * min(low, high)), 4)}
+    return {**head, "ci95": [round(float(lo), 4), round(float(hi), 4)], "p": round(min(1.0, 2 * min(low, high)), 4)}

@@ -55,7 +55,7 @@ def prompt_style(question: Question) -> str:
     return "choice" if question.options else "plain"
 
 
-GOLD_META = ("outputs", "evidence_sessions", "abstention")  # question.meta keys a system is not told under protocol_pure
+GOLD_META = ("outputs", "evidence_sessions", "abstention", "retrieval_gold")  # question.meta keys a system is not told under protocol_pure
 DATE_FORM = "(Current date: {date}) {question}"
 
 

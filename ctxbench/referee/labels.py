@@ -11,6 +11,10 @@ from typing import Any
 from ctxbench.core.types import Question
 
 
+STD_OF_FORMAT = {"evermemos": (0, "EverMemOS evaluation/src/evaluators/llm_judge.py: np.std of the per-run "
+                                   "accuracies (ddof 0), as its std_accuracy")}
+
+
 class StoredJudge:
     """``llm_judge`` from the artifact's labels (keyed by the matched question id)."""
 
@@ -19,6 +23,8 @@ class StoredJudge:
 
     def __init__(self, labels: dict[str, list[float | None]], runs: int, fmt: str):
         self.labels, self.runs, self.fmt = labels, runs, fmt
+        # the std over runs as the artifact's source reports it (EverMemOS: np.std, ddof 0; others ddof 1)
+        self.std_ddof, self.std_source = STD_OF_FORMAT.get(fmt, (1, "the sample std (ddof 1)"))
         self.reference = f"the artifact's own judge labels (format={fmt}), one per judge run"
 
     def settings(self) -> dict[str, Any]:

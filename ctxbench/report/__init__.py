@@ -66,7 +66,8 @@ def main(cfg: Any) -> dict[str, Any] | None:
             import importlib
 
             build = getattr(importlib.import_module(f"ctxbench.report.{key}"), f"{key}_report")
-            result = build(cfg[key], cfg.out)
+            extra = {"judge_mismatch": str(cfg.judge_mismatch)} if key == "compare" else {}
+            result = build(cfg[key], cfg.out, **extra)
             print(result["markdown"])
             print(f"report: wrote {result['path']} and {Path(result['path']).with_suffix('.json')}")
             return result

@@ -100,6 +100,7 @@ def row_record(spec: dict[str, Any], run: Run | None) -> dict[str, Any]:
                memory_items=_num(cost, "memory_per_history", "items"),
                memory_tokens=_num(cost, "memory_per_history", "tokens"),
                answer_p50_s=_num(cost, "latency_s", "answer", "p50"),
+               answer_cached_share=_num(cost, "latency_s", "answer", "cached_share"),
                ingest_s=_num(cost, "latency_s", "ingest", "total"),
                health=(res.get("health") or {}).get("status"),
                checkpoint=(res.get("config") or {}).get("checkpoint"),
@@ -108,6 +109,7 @@ def row_record(spec: dict[str, Any], run: Run | None) -> dict[str, Any]:
     rec["questions"] = question_hash(question_ids(run))
     rec["lenient"] = sorted(lenient_metrics(res))  # metrics whose judge was flagged on the calibration set
     rec["llm_judge_lenient"] = "llm_judge" in rec["lenient"]
+    rec["judge_model"] = judge_model(res)  # who judged J: rows judged by another model are marked (mark_judges)
     return rec
 
 
@@ -129,6 +131,23 @@ def mark_questions(records: list[dict[str, Any]]) -> str | None:
     for r in records:
         r["same_questions"] = r.get("questions") == common if r.get("questions") else None
     return common
+
+
+def judge_model(res: dict[str, Any]) -> str | None:
+    """The model that judged a run's J (results.json ``metrics.llm_judge.model``), None when not judged."""
+    node = (res.get("metrics") or {}).get("llm_judge")
+    return str(node["model"]) if isinstance(node, dict) and node.get("model") else None
+
+
+def mark_judges(records: list[dict[str, Any]]) -> None:
+    """Add to ``guards`` the mark of each row whose J was judged by another model than most rows' J."""
+    known = {r["row"]: r["judge_model"] for r in records if r.get("judge_model")}
+    if len(set(known.values())) < 2:
+        return
+    common = Counter(known.values()).most_common(1)[0][0]
+    for r in records:
+        if r["row"] in known and known[r["row"]] != common:
+            r.setdefault("guards", []).append(f"judged by {known[r['row']]} (other rows: {common})")
 
 
 def mark_prompts(records: list[dict[str, Any]]) -> None:
@@ -212,6 +231,7 @@ def board_report(board: dict[str, Any], matched: Matched, out: Path, plot: bool 
     records = [row_record(spec, matched.runs.get(spec["row"])) for spec in board["rows"] + matched.added]
     mark_questions(records)
     mark_prompts(records)
+    mark_judges(records)  # J judged by another model than the other rows': marked, never silently compared
     live = [r for r in records if r.get("f1") is not None and r.get("held") is not None
             and r.get("same_questions") is not False]
     for i in pareto([(r["held"], r["f1"]) for r in live]):

@@ -24,6 +24,12 @@ def _tok(v: float | None) -> str:
     return MISSING if v is None else f"{v:,.0f}"
 
 
+def _cached(share: float | None) -> str:
+    """`` (40% cached)`` beside an answer latency when some answers were served by the call cache (left out
+    of the latency, which is over real calls only)."""
+    return f" ({share:.0%} cached)" if share else ""
+
+
 def _sec(v: float | None) -> str:
     return MISSING if v is None else f"{v:.2f}"
 
@@ -78,7 +84,9 @@ COST_COLUMNS: dict[str, tuple[str, Callable[[dict[str, Any]], str], str]] = {
     "memory": ("memory per history", _memory,
                "memory per history = the KV bytes a compression method holds between ingest and answer, or a memory "
                "system's items and their tokens."),
-    "answer_p50_s": ("answer p50 s", lambda r: _sec(r.get("answer_p50_s")), ""),
+    "answer_p50_s": ("answer p50 s", lambda r: _sec(r.get("answer_p50_s")) + _cached(r.get("answer_cached_share")),
+                     "answer p50 s = over the answers that called a model (answers served wholly by the call cache "
+                     "left out; their share beside it, \"cached\")."),
     "ingest_s": ("ingest s", lambda r: _sec(r.get("ingest_s")), ""),
 }
 DEFAULT_COLUMNS = ("f1", "bleu1", "rougeL", "llm_judge", "session_recall", "held", "read", "written",

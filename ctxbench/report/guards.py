@@ -69,4 +69,5 @@ MARKS_NOTE = ("guards = why a row's number may not measure a memory (results.jso
               f"of the whole history's tokens on some questions ({EXPECTED}: full context, the plain model, a full "
               "KV cache, where it is what the row is for); top-k >= stored items = retrieval returned everything "
               "stored; lenient judge = a judge of its J accepts wrong answers beyond the documented share; answer "
-              "prompt = another answer prompt than the other rows'.")
+              "prompt = another answer prompt than the other rows'; judged by = its J judged by another model than "
+              "the other rows' (the judge model defaults to the run's own llm=).")

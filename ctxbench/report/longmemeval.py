@@ -134,6 +134,7 @@ def run_record(run: Run, types: list[str]) -> dict[str, Any]:
     judge = judge_of(run, metric or METRIC)
     recall = res.get(RECALL) if isinstance(res.get(RECALL), dict) else None
     return {"kind": "ours", "row": run.path.name, "label": f"ours: {run.path.name}", "run": str(run.path),
+            "departures": departures(res),
             "system": res.get("system"), "reader": reader_of(run), "judge": judge["model"],
             "judge_name": judge["name"], "judge_prompt": judge["prompt"], "release": release_of(run),
             "n": sum(ns) if ns else None, "n_by_type": {t: (by_type.get(t) or {}).get("n") for t in types},
@@ -143,9 +144,27 @@ def run_record(run: Run, types: list[str]) -> dict[str, Any]:
                 "turn": {k: (recall.get("turn") or {}).get(k) for k in RECALL_KEYS}}}
 
 
+READER_CAP = 500  # LongMemEval's reader: src/generation max_tokens
+
+
+def departures(res: dict[str, Any]) -> list[str]:
+    """Where a run departs from LongMemEval's own reading in ways that move its numbers: a reader answer cap
+    other than LongMemEval's 500 tokens (results.json ``qa_prompt.answer_max_tokens``) and sessions dated
+    after their question dropped (``dataset_quirks.sessions_after_question``; LongMemEval reads them)."""
+    out = []
+    cap = (res.get("qa_prompt") or {}).get("answer_max_tokens")
+    if isinstance(cap, int) and cap != READER_CAP:
+        out.append(f"answer-cap {cap} tokens (LongMemEval's reader: {READER_CAP}; memory.answer_max_tokens={READER_CAP})")
+    dropped = (res.get("dataset_quirks") or {}).get("sessions_after_question")
+    if dropped:
+        out.append(f"sessions-after-question {dropped} dropped (LongMemEval reads them; dataset.after_question=keep)")
+    return out
+
+
 def why_not(pub: dict[str, Any], ours: dict[str, Any]) -> str | None:
-    """Why a published row cannot stand beside one of our runs (release, reader, judge), else None."""
-    diffs = []
+    """Why a published row cannot stand beside one of our runs (release, reader, judge, and the run's own
+    departures from LongMemEval's reading: :func:`departures`), else None."""
+    diffs = list(ours.get("departures") or [])
     if str(pub.get("release")) != str(ours.get("release")):
         diffs.append(f"release {pub.get('release')} vs ours {ours.get('release')}")
     if model_key(pub.get("reader")) is None or model_key(pub.get("reader")) != model_key(ours.get("reader")):

@@ -6,7 +6,11 @@ runs; the report itself reads whatever RULER runs it finds below ``runs=`` (resu
 methods. Each run is one (method, compression ratio, query-aware?) point; the newest run of a point
 wins (by results.json ``created``). The method is results.json ``system``, ``kvpress:<press>`` for
 ``method=kvpress`` (the press from the run's config ``method.press``), with ``(query-aware)`` added when
-the question was in the window as the method compressed. The ratio and the mode come from results.json
+the question was in the window as the method compressed and then asked empty (kvpress's
+``compress_questions``: results.json ``protocol.asked`` = ``empty``), and ``(query-aware, asked again)``
+when the question was asked again after it (``task.ask_again=true``, or a query-aware run written before
+issue 54, which has no ``asked``): not kvpress's mode, so its CSV ``query_aware`` is ``asked_again``, not
+True. The ratio and the mode come from results.json
 ``protocol`` (``eval task=compression`` writes it); a RULER run without that block counts as ratio 0
 when its system keeps the whole context (``full_cache`` / ``full_context``: nothing to compress), and
 is refused in one line naming its folder otherwise (its ratio is unknown).
@@ -39,6 +43,9 @@ from ctxbench.report.markdown import MISSING, md_table
 from ctxbench.report.runs import ReportError, Run, find_runs
 
 METRIC = "ruler_match"
+#: the metrics a RULER run may be scored with, by preference, and the reading each names (metrics/ruler.py)
+METRICS = {"ruler_match": "RULER's string_match_all (its postprocess_pred: control characters → newline)",
+           "ruler_match_kvpress": "kvpress's string_match_all (its calculate_metrics: control characters removed)"}
 #: RULER's task names in its own order (NVIDIA/RULER; kvpress's 4k leaderboard runs all 13)
 TASKS = ("niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2", "niah_multikey_3",
          "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa_1", "qa_2")
@@ -48,7 +55,7 @@ WHOLE_CONTEXT = ("full_cache", "full_context")
 KVPRESS_NAME = {"streamingllm": "streaming_llm"}
 CSV_NAME = "ruler_kvpress_rows.csv"
 KVPRESS_COLUMNS = ("dataset", "data_dir", "model", "press_name", "compression_ratio", "query_aware")
-OWN_COLUMNS = ("ctxbench_method", "source", "n", "held_per_question", "held_text", "held_kv_slots",
+OWN_COLUMNS = ("ctxbench_method", "source", "metric", "n", "held_per_question", "held_text", "held_kv_slots",
                "held_soft_slots", "kv_bytes_per_question", "budget_per_question", "run")
 
 
@@ -57,12 +64,18 @@ def is_ruler(run: Run) -> bool:
     return str(res.get("dataset") or (run.config.get("dataset") or {}).get("name")) == "ruler"
 
 
-def protocol_of(run: Run) -> tuple[float, bool]:
-    """(compression ratio, query-aware) from results.json ``protocol``; a whole-context run without
-    one is ratio 0, any other is refused (one line naming the folder)."""
+ASKED_AGAIN = "asked_again"  # the query-aware mode that is not kvpress's (the question asked again)
+
+
+def protocol_of(run: Run) -> tuple[float, bool | str]:
+    """(compression ratio, query-aware: False, True (kvpress's compress_questions) or ``asked_again``) from
+    results.json ``protocol``; a whole-context run without one is ratio 0, any other is refused (one line
+    naming the folder)."""
     proto = (run.results or {}).get("protocol")
     if isinstance(proto, dict) and isinstance(proto.get("ratio"), (int, float)):
-        return float(proto["ratio"]), bool(proto.get("query_aware", False))
+        if not proto.get("query_aware"):
+            return float(proto["ratio"]), False
+        return float(proto["ratio"]), True if proto.get("asked") == "empty" else ASKED_AGAIN
     if (run.results or {}).get("system") in WHOLE_CONTEXT:
         return 0.0, False
     raise ReportError(f"{run.path}: a RULER run without results.json protocol (eval task=compression task.ratio=R "
@@ -124,11 +137,12 @@ def run_record(run: Run) -> dict[str, Any]:
     label, press, source = method_of(run)
     res = run.results or {}
     cats = res.get("by_category") or {}
+    metric = next((m for m in METRICS if any(_num(row.get(m)) is not None for row in cats.values())), METRIC)
     tasks = {}
     for name, row in cats.items():
-        if _num(row.get(METRIC)) is None:
+        if _num(row.get(metric)) is None:
             continue
-        tasks[task_name(name, row)] = {"score": _pct(row[METRIC]), "stderr": _pct(row.get(f"{METRIC}_stderr")),
+        tasks[task_name(name, row)] = {"score": _pct(row[metric]), "stderr": _pct(row.get(f"{metric}_stderr")),
                                        "n": row.get("n")}
     if not tasks:
         raise ReportError(f"{run.path}: results.json has no {METRIC} per task (by_category); score it with "
@@ -137,9 +151,11 @@ def run_record(run: Run) -> dict[str, Any]:
     ses = [t["stderr"] for t in tasks.values()]
     held = ((res.get("cost") or {}).get("held_per_question")) or {}
     length = (run.config.get("dataset") or {}).get("length")
-    return {"method": label + (" (query-aware)" if aware else ""), "system": res.get("system"), "press_name": press,
+    mode = {False: "", True: " (query-aware)", ASKED_AGAIN: " (query-aware, asked again)"}[aware]
+    return {"method": label + mode, "system": res.get("system"), "press_name": press,
             "source": source, "ratio": ratio, "query_aware": aware, "model": model_of(run), "length": length,
             "run": str(run.path), "created": res.get("created"), "n": (res.get("overall") or {}).get("n"),
+            "metric": metric, "metric_version": ((res.get("metrics") or {}).get(metric) or {}).get("version"),
             "tasks": tasks, "average": round(sum(scores) / len(scores), 2),
             "average_stderr": None if any(s is None for s in ses)
             else round(math.sqrt(sum(s * s for s in ses)) / len(ses), 2),
@@ -212,12 +228,14 @@ def render(table: dict[str, Any], records: list[dict[str, Any]], png: str | None
                  _se(r["average"], r["average_stderr"])] for r in recs]
         header = ["method", "ratio", "n", "held / q", "budget / q", *tasks, "average"]
         lines += [md_table(header, rows, formatter=str), ""]
-    lines += ["Scores: RULER's string_match_all ×100 (`ruler_match`: the share of expected strings found in the "
-              "answer), as kvpress reports them; ± = bootstrap standard error over the task's questions; average = "
+    used = list(dict.fromkeys(r["metric"] for r in records))
+    lines += ["Scores: " + "; ".join(f"`{m}` = {METRICS.get(m, m)}" for m in used) + ", ×100 (the share of "
+              "expected strings found in the answer), as kvpress reports them; ± = bootstrap standard error over the task's questions; average = "
               "mean over the tasks (kvpress's leaderboard), ± sqrt(Σ SE²) / tasks. ratio = the share of the context "
               "the method removes (the reader may hold (1 − ratio) × the context's tokens, per example); "
               "query-aware "
-              "= the question was in the window while the method compressed. held / q = what the reader held per "
+              "= the question was in the window while the method compressed and then asked empty (kvpress's "
+              "compress_questions); asked again = it was also asked after the compression (not kvpress's). held / q = what the reader held per "
               "question (text tokens + KV slots + soft slots, results.json cost.held_per_question); budget / q = the "
               "budget the method was given (its answers' usage.extra.budget). A run without a protocol block counts "
               f"as ratio 0 only for {' / '.join(WHOLE_CONTEXT)}."]
@@ -287,7 +305,8 @@ def kvpress_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[st
                      "press_name": "no_press" if r["system"] in WHOLE_CONTEXT else r["press_name"],
                      "compression_ratio": f"{r['ratio']:.2f}", "query_aware": r["query_aware"],
                      **{t: r["tasks"][t]["score"] if t in r["tasks"] else "" for t in tasks},
-                     "score": r["average"], "ctxbench_method": r["method"], "source": r["source"], "n": r["n"],
+                     "score": r["average"], "ctxbench_method": r["method"], "source": r["source"],
+                     "metric": r["metric"], "n": r["n"],
                      "held_per_question": held.get("total"), "held_text": held.get("text"),
                      "held_kv_slots": held.get("kv_slots"), "held_soft_slots": held.get("soft_slots"),
                      "kv_bytes_per_question": held.get("kv_bytes"), "budget_per_question": r["budget"],

@@ -126,7 +126,8 @@ def statistics_lines(results: dict[str, Any], names: list[str]) -> list[str]:
     for m, info in runs.items():
         std = (results.get("overall") or {}).get(f"{m}_std")
         out += ["", f"Judge reruns (the variance of the judge, the same answers judged {info.get('runs')} times): "
-                    f"{m} std over runs = {_num(std)}"
+                    f"{m} std over runs = {_num(std)} (ddof {(info.get('std') or {}).get('ddof', 1)}: "
+                    f"{(info.get('std') or {}).get('convention') or 'the sample std'})"
                     + (" (every run gave the same labels)" if info.get("identical_runs") else "")
                     + ". The variance of the system (the whole run repeated) is another number: "
                       "`python -m ctxbench report reruns=RUN1,RUN2,...`."]

@@ -59,6 +59,7 @@ class EvalConfigJudge:
     panel: list | None = setting(None, "the judges every answer is judged under (ctxbench/metrics/judges/: mem0, zep, evermemos, longmemeval, strict); llm_judge = the first; two or more also give llm_judge_<name> each and add llm_judge to metrics; null = the dataset's own judge (dataset=longmemeval: longmemeval), else [mem0]", nonempty='name at least one judge, e.g. judge.panel=[mem0,zep,strict]')
     calibration: str | None = setting(None, "a judges.json written by `report judges`: each panel judge's false-accept / false-reject rates and lenient flag go into results.json judges (when judge, prompt version and model match)")
     lenient_above: float = setting(0.2, 'a judge that accepts more than this share of the calibration set\'s wrong answers is flagged lenient', SHARE)
+    parse: str = setting('ctxbench', "how a judge's reply is read: ctxbench = the judge prompt's parse (mem0's: JSON or the one label word named, any case); source = the source's own where it differs (mem0's evaluate_llm_judge: the JSON label exactly CORRECT, case-sensitive)", choices=('ctxbench', 'source'))
 
 
 @dataclass
@@ -474,7 +475,8 @@ class ReportConfig:
     add_unmatched: bool | None = setting(None, "board: runs of a system no row names get rows of their own (a plug-in's); null = the board's add_unmatched (locomo_all: true; a board file: false)")
     runs: str | list | None = setting(None, 'table / board: run folders (or parents) to search, DIR, DIR1,DIR2 or [DIR1,DIR2]; null = outputs/ and multirun/')
     out: str | None = setting(None, 'table / board / compare / reruns / decay: markdown output path (null = outputs/report/<name>.md, with a .json beside it); never a file of a run folder')
-    compare: str | list | None = setting(None, 'RUN_A,RUN_B: paired bootstrap of B - A per metric, judge and category over the questions both answered (ctxbench/report/compare.py)')
+    compare: str | list | None = setting(None, 'RUN_A,RUN_B: paired bootstrap of B - A per metric, judge and category over every question, a failed answer scoring 0 (answered-only beside it; ctxbench/report/compare.py)')
+    judge_mismatch: str = setting('refuse', "compare: two runs whose J was judged by different models: refuse (one line) | mark (compare them, marked in compare.md)", choices=('refuse', 'mark'))
     reruns: str | list | None = setting(None, 'RUN1,RUN2,...: reruns of one config, the variance of the system beside the judge reruns (ctxbench/report/reruns.py)')
     decay: str | list | None = setting(None, 'RUN1,RUN2,... (run folders or folders holding runs): accuracy by evidence age (results.json by_evidence_age) side by side (ctxbench/report/decay.py)')
     judges: bool = setting(False, '`report judges`: judge the calibration set under every judge.panel judge (llm= or judge_llm=) → judges.json / judges.md in hydra.run.dir')

@@ -127,6 +127,7 @@ class LongmemevalDataset(DatasetSettings):
     questions: list | None = setting(None, 'keep these question ids, e.g. [e47becba, gpt4_2655b836]')
     question_types: list | None = setting(None, 'keep these question types, e.g. [temporal-reasoning, knowledge-update]; abstention = the _abs questions')
     limit: int | None = setting(None, 'the first N questions (after the other filters)', ge(0, note='0 or null = all'))
+    after_question: str = setting('drop', "sessions dated after their question (not evidence): drop = ctxbench's (no history reaches past its question) | keep = LongMemEval's own (every haystack session read); report table=longmemeval counts drops as a departure", choices=('drop', 'keep'))
 
 
 @configures('longmemeval_sample')
@@ -140,6 +141,7 @@ class LongmemevalSampleDataset(LongmemevalDataset):
     questions: list | None = setting(None, 'keep these question ids')
     question_types: list | None = setting(None, 'keep these question types; abstention = the _abs questions')
     limit: int | None = setting(None, 'the first N questions', ge(0, note='0 or null = all'))
+    after_question: str = setting('drop', "sessions dated after their question (not evidence): drop = ctxbench's (no history reaches past its question) | keep = LongMemEval's own (every haystack session read); report table=longmemeval counts drops as a departure", choices=('drop', 'keep'))
 
 
 @configures('pile', 'pile', 'pile_sample')
@@ -180,8 +182,9 @@ class RulerDataset(DatasetSettings):
     length: int = setting(4096, "tokens of RULER's input (context + question + answer prefix) in dataset.tokenizer; the haystack grows or shrinks to fit", between(64, 131072))
     n_per_task: int = setting(10, 'examples per task', POSITIVE)
     seed: int = setting(0, 'examples are drawn from random.Random("ruler:<seed>:<task>:<length>:<i>")', SEED)
-    tokenizer: str | None = setting(None, "the tokenizer folder lengths are counted in (the evaluated model's); null = the packaged SmolLM2's")
+    tokenizer: str | None = setting(None, "the tokenizer lengths are counted in: a folder, a hub id, or smollm2_135m (the packaged SmolLM2's); null = the evaluated model's (eval binds model.path / llm.model / llm.tokenizer; SmolLM2's, with a warning, when the config names none)")
     limit: int | None = setting(None, 'the first N examples (tasks in the order given)', ge(0, note='0 or null = all'))
+    answer_tokens: str = setting('ctxbench', "ctxbench = one answer cap for every task (qa_prompt=ruler's 64) and dataset.length all input; ruler = RULER's per-task cap (niah 128, vt 30, cwe 120, fwe 50) and the length reserving it (the input is length - that cap)", choices=('ctxbench', 'ruler'))
 
 
 @configures('text', 'shakespeare_sample', 'text', 'text_sample')

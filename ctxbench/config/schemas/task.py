@@ -29,7 +29,9 @@ class CompressionTask:
 
     name: str = registered('compression')
     ratio: float = setting(0.5, 'share of the context dropped: the reader holds at most ceil((1 - ratio) x n) of the n tokens it ingests (KV slots, soft slots, kept or retrieved tokens), per example', between(0, 1, high_open=True, note='0 = keep everything'))
-    query_aware: bool = setting(False, 'false: the context is compressed before the question is seen (kvpress leaderboard); true: the question text is appended to the context the system compresses, then asked as usual (one question per history)')
+    query_aware: bool = setting(False, "false: the context is compressed before the question is seen (kvpress leaderboard); true: kvpress's compress_questions, the question text appended to the context the system compresses and the question then asked empty (one question per history)")
+    ask_again: bool = setting(False, "with query_aware=true: also ask the question again, uncompressed, after the compression (ctxbench's query-aware mode before issue 54; not kvpress's)")
+    budget: str = setting('ceil', "the budget's rounding: ceil = ctxbench's ceil((1 - ratio) x n) in exact decimals (never below the ratio); kvpress = kvpress's int(n x (1 - ratio)) in floats (truncated: one slot fewer when not whole, 99 for 0.9 of 1000)", choices=('ceil', 'kvpress'))
     prefill: str = setting('whole', "the fixed-cache presses: whole = one prefill of the whole history then one compression (kvpress's protocol); segments = streamed method.segment_len tokens at a time, compressed after each (working set budget + segment_len)", choices=('whole', 'segments'))
 
 

@@ -9,12 +9,16 @@
   needs more words than the text has. The unit is one word; needles go between sentences.
 - needle: distractor needles with other keys (RULER's multikey_2/3 haystack); the unit is one needle.
 
-:func:`insert_at_depths` puts items at fractions of a haystack's units; :func:`fit` finds the largest
+:func:`insert_at_depths` puts items at fractions of a haystack's units (RULER's 40-point depth grid: its
+essay haystack only); :func:`uniform_slots` draws the slots RULER's noise and needle haystacks use
+(``random.sample(range(units), k)``: distinct lines, each item before its line, so never after the
+last line); :func:`fit` finds the largest
 haystack whose rendered input stays within a token budget (grow by doubling, then binary search, as
 RULER's generators do).
 """
 from __future__ import annotations
 
+import random
 import re
 from functools import lru_cache
 from typing import Callable
@@ -23,7 +27,7 @@ from ctxbench.core.paths import samples_dir
 from ctxbench.data.ruler.templates import NOISE
 
 ESSAY_FILE = "shakespeare_sample.txt"
-# RULER's depth grid: 40 points from 0% to 100% of the haystack, rounded to whole percents (niah.py DEPTHS)
+# RULER's depth grid for essay haystacks: 40 points from 0% to 100%, rounded to whole percents (niah.py DEPTHS)
 DEPTHS = tuple(round(100 * i / 39) / 100 for i in range(40))
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -69,8 +73,11 @@ def essay_units(start: int, n: int) -> list[str]:
 
 def insert_at_depths(units: list[str], items: list[str], depths: list[float]) -> list[str]:
     """``units`` with ``items[j]`` inserted before unit ``int(len(units) * depths[j])`` (depths sorted ascending)."""
+    return _before(units, items, [int(len(units) * d) for d in depths])
+
+
+def _before(units: list[str], items: list[str], slots: list[int]) -> list[str]:
     out: list[str] = []
-    slots = [int(len(units) * d) for d in depths]
     k = 0
     for i, unit in enumerate(units):
         while k < len(items) and slots[k] <= i:
@@ -79,6 +86,24 @@ def insert_at_depths(units: list[str], items: list[str], depths: list[float]) ->
         out.append(unit)
     out.extend(items[k:])
     return out
+
+
+def uniform_slots(units: int, k: int, seed: int) -> list[int]:
+    """RULER's placement in its noise and needle haystacks (niah.py ``random.sample(range(num_haystack),
+    len(needles))``; variable_tracking.py the same for its chain): ``k`` distinct line indexes drawn
+    uniformly from ``range(units)``, ascending, each item to go before its line. Seeded per example
+    (the same seed gives the same slots for a haystack size). Fewer lines than items (a near-empty
+    haystack while fitting): slots drawn with repeats from ``range(units + 1)``."""
+    rng = random.Random(seed)
+    if units >= k:
+        return sorted(rng.sample(range(units), k))
+    return sorted(rng.choice(range(units + 1)) for _ in range(k))
+
+
+def insert_before(units: list[str], items: list[str], slots: list[int]) -> tuple[list[str], list[float]]:
+    """``units`` with ``items[j]`` before unit ``slots[j]`` (slots ascending), and each item's depth
+    (its slot as a share of the units)."""
+    return _before(units, items, slots), [round(s / len(units), 4) if units else 0.0 for s in slots]
 
 
 def fit(measure: Callable[[int], int], budget: int, start: int = 16, most: int | None = None) -> int:

@@ -69,8 +69,13 @@ def draw_distinct(kind: str, rng: random.Random, n: int, avoid: set[str] = froze
 
 
 def depths(rng: random.Random, n: int) -> list[float]:
-    """``n`` distinct depths from RULER's 40-point grid, ascending."""
+    """``n`` distinct depths from RULER's 40-point grid, ascending (RULER's essay haystacks only)."""
     return sorted(rng.sample(H.DEPTHS, n))
+
+
+def slotted(units: list[str], items: list[str], seed: int) -> tuple[list[str], list[float]]:
+    """``items`` put in a noise or needle haystack as RULER does (:func:`.haystack.uniform_slots`)."""
+    return H.insert_before(units, items, H.uniform_slots(len(units), len(items), seed))
 
 
 # ---- needle in a haystack ----------------------------------------------------------------------------
@@ -82,7 +87,9 @@ def niah(spec: T.Spec, rng: random.Random) -> Renderer:
     kind = spec.value
     needles = [T.NEEDLE.format(kind=kind, key=k, value=v) for k, vs in zip(keys, values) for v in vs]
     rng.shuffle(needles)
-    at = depths(rng, len(needles))
+    essay = spec.haystack == "essay"
+    # essay: RULER's depth grid; noise / needle: uniform line slots drawn per size from this seed
+    at, slot_seed = (depths(rng, len(needles)), 0) if essay else ([], rng.getrandbits(64))
     asked = sorted(rng.sample(range(n_keys), spec.queries))
     queries = [keys[i] for i in asked]
     outputs = [v for i in asked for v in values[i]]
@@ -97,13 +104,13 @@ def niah(spec: T.Spec, rng: random.Random) -> Renderer:
     distractors = _Distractors(spec, set(keys), random.Random(rng.getrandbits(64)))
 
     def render(n: int) -> Example:
-        if spec.haystack == "essay":
-            body = " ".join(H.insert_at_depths(H.essay_units(start, n), needles, at))
-        elif spec.haystack == "noise":
-            body = "\n".join(H.insert_at_depths(H.noise_units(n), needles, at))
+        if essay:
+            body, where = " ".join(H.insert_at_depths(H.essay_units(start, n), needles, at)), at
         else:
-            body = "\n".join(H.insert_at_depths(distractors.first(n), needles, at))
-        return Example(f"{instruction}\n{body}", question, answer_prefix, outputs, at)
+            units = H.noise_units(n) if spec.haystack == "noise" else distractors.first(n)
+            lines, where = slotted(units, needles, slot_seed)
+            body = "\n".join(lines)
+        return Example(f"{instruction}\n{body}", question, answer_prefix, outputs, where)
 
     return render, None
 
@@ -138,10 +145,11 @@ def _chain(rng: random.Random, letters: int) -> tuple[list[str], str, list[str]]
     return names, value, statements
 
 
-def _vt_text(statements: list[str], at: list[float], n: int, value: str) -> tuple[str, str, str]:
-    body = "\n".join(H.insert_at_depths(H.noise_units(n), statements, at))
-    return (f"{T.VT_INSTRUCTION}\n\n{body}", T.VT_QUESTION.format(value=value),
-            T.VT_PREFIX.format(count=HOPS + 1, value=value))
+def _vt_text(statements: list[str], seed: int, n: int, value: str) -> tuple[str, str, str, list[float]]:
+    """The chain in ``n`` noise sentences at RULER's uniform line slots (variable_tracking.py, noise)."""
+    lines, where = slotted(H.noise_units(n), statements, seed)
+    return (f"{T.VT_INSTRUCTION}\n\n{chr(10).join(lines)}", T.VT_QUESTION.format(value=value),
+            T.VT_PREFIX.format(count=HOPS + 1, value=value), where)
 
 
 ICL_NOISE = 20  # noise sentences in vt's worked example (RULER fills a 500-token example; a shorter one here)
@@ -151,14 +159,14 @@ def vt(spec: T.Spec, rng: random.Random) -> Renderer:
     """RULER's variable_tracking.py: one chain of 4 hops in noise, after one worked example (its ICL
     example: a short chain in a little noise, with its answer)."""
     icl_names, icl_value, icl_statements = _chain(rng, 3)
-    icl_ctx, icl_q, icl_prefix = _vt_text(icl_statements, depths(rng, HOPS + 1), ICL_NOISE, icl_value)
+    icl_ctx, icl_q, icl_prefix, _ = _vt_text(icl_statements, rng.getrandbits(64), ICL_NOISE, icl_value)
     icl = f"{icl_ctx}\n{icl_q}{icl_prefix}{' '.join(icl_names)}\n"
     names, value, statements = _chain(rng, 5)
-    at = depths(rng, HOPS + 1)
+    slot_seed = rng.getrandbits(64)
 
     def render(n: int) -> Example:
-        ctx, question, prefix = _vt_text(statements, at, n, value)
-        return Example(f"{icl}\n{ctx}", question, prefix, list(names), at)
+        ctx, question, prefix, where = _vt_text(statements, slot_seed, n, value)
+        return Example(f"{icl}\n{ctx}", question, prefix, list(names), where)
 
     return render, None
 

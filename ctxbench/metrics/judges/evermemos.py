@@ -5,7 +5,12 @@ Source: EverMind-AI/EverMemOS ``evaluation/config/prompts.yaml`` ``llm_judge`` (
 read from dial481/locomo-audit@9493fb4b4af4 (``evaluation/config/prompts.yaml``, byte for byte the
 upstream file per its methodology/prompts.md, SHA-256 ba4f668e…; the judge logic ported in
 ``fc-baseline/scripts/fc_eval.py`` ``judge_answer`` / ``extract_json``): a system message and a user
-message rendered with ``str.replace`` of ``{question}``, ``{golden_answer}``, ``{generated_answer}``;
+message rendered as EverMemOS renders them (``evaluation/src/utils/prompts.py``: ``get_prompt`` strips
+the YAML block, ``format_prompt`` fills it with ``str.format(question=, golden_answer=,
+generated_answer=)``). locomo-audit's port renders with chained ``str.replace`` and keeps the block's
+trailing newline; the two differ when a question or gold answer holds a later placeholder
+(``{golden_answer}`` in a question: ``str.replace`` substitutes it, ``str.format`` keeps it) and by the
+trailing newlines. ctxbench rendered as the port until issue 54 (``evermemos-judge-1``);
 gpt-4o-mini, temperature 0, no response format, no token cap; 3 runs per answer (``num_runs: 3`` in
 its locomo.yaml; accuracy per run, then mean and std — ctxbench's ``judge.runs=3``).
 
@@ -30,9 +35,9 @@ USER_PROMPT = ACCURACY_PROMPT.replace("{gold_answer}", "{golden_answer}")  # the
 
 
 def render(question: str, gold: str, answer: str, question_type: str = "") -> list[Message]:
-    user = USER_PROMPT.replace("{question}", question).replace("{golden_answer}", gold) \
-        .replace("{generated_answer}", answer)
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    """EverMemOS's ``get_prompt`` (the block stripped) and ``format_prompt`` (``str.format``)."""
+    user = USER_PROMPT.strip().format(question=question, golden_answer=gold, generated_answer=answer)
+    return [{"role": "system", "content": SYSTEM_PROMPT.strip()}, {"role": "user", "content": user}]
 
 
 def extract_json(content: str) -> str:
@@ -58,7 +63,7 @@ def parse(text: str) -> int | None:
 
 
 JUDGE = register("judge", "evermemos")(JudgePrompt(
-    name="evermemos", version="evermemos-judge-1",
+    name="evermemos", version="evermemos-judge-2",
     source="EverMind-AI/EverMemOS evaluation/config/prompts.yaml llm_judge + evaluation/src/evaluators/llm_judge.py "
            "(_judge_answer, _extract_json), via dial481/locomo-audit@9493fb4b4af4",
     render=render, parse=parse,
@@ -67,5 +72,7 @@ JUDGE = register("judge", "evermemos")(JudgePrompt(
               ('{"label": "WRONG"}', 0), ("CORRECT", 0), ("", 0)),
     max_new_tokens=128, json_mode=False, schema=None,
     decoding="gpt-4o-mini, temperature 0, no response format, 3 runs per answer (mean and std of per-run accuracy)",
-    notes="128 new tokens (the source: no cap)",
+    notes="128 new tokens (the source: no cap); rendered as EverMemOS (strip + str.format), not as locomo-audit's "
+          "port (str.replace, trailing newline kept)",
+    std_ddof=0, std_source="EverMemOS evaluation/src/evaluators/llm_judge.py: np.std of the per-run accuracies (ddof 0)",
 ))

@@ -48,9 +48,12 @@ def _rate(scores: list[float | None], flip: bool = False) -> dict[str, Any]:
             "unlabelled": len(scores) - n}
 
 
+JUDGE_FAILED = "_judge_failed"  # a record's <metric>_judge_failed: a judge call failed (ctxbench/metrics/judge.py)
+
 def judge_rates(items: list[dict[str, Any]], scored: list[dict[str, Any]], metric: str) -> dict[str, Any]:
     """False-accept (overall and by kind) and false-reject of one judge metric over the scored items."""
-    by_id = {str(r["id"]): r.get(metric) for r in scored}
+    # a failed judge call scores 0 in J (counted wrong) but is no label here: unlabelled, as before
+    by_id = {str(r["id"]): None if r.get(metric + JUDGE_FAILED) else r.get(metric) for r in scored}
     reject = [it for it in items if it["expect"] == "reject"]
     accept = [it for it in items if it["expect"] == "accept"]
     return {"false_accept": _rate([by_id.get(it["id"]) for it in reject]),

@@ -16,6 +16,9 @@ the two words counts; the source would raise), and a reply naming neither is uns
 """
 from __future__ import annotations
 
+import json
+import re
+
 from ctxbench.core.registry import register
 from ctxbench.llm import schema
 from ctxbench.metrics.judges.prompt import JudgePrompt, label_word_or_json, user_only
@@ -45,6 +48,20 @@ Do NOT include both CORRECT and WRONG in your response, or it will break the eva
 Just return the label CORRECT or WRONG in a json format with the key as "label".
 """
 
+def source_parse(text: str) -> int | None:
+    """mem0's own reading (``evaluate_llm_judge``): ``json.loads(extract_json(reply))["label"]``, 1 if it is
+    exactly ``CORRECT`` (case-sensitive: ``correct`` is 0), else 0; a reply without that JSON, where the
+    source raises, is None (counted WRONG in J as a failed judge call). ``extract_json`` takes a fenced
+    block's inside, else the stripped reply."""
+    body = (text or "").strip()
+    fenced = re.search(r"```(?:json)?\s*(.*?)\s*```", body, re.DOTALL)
+    try:
+        label = json.loads(fenced.group(1) if fenced else body)["label"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return None
+    return int(label == "CORRECT")
+
+
 LABEL_SCHEMA = schema.obj(label=schema.enum(["CORRECT", "WRONG"]))  # the prompt's {"label": ...}, enforced
 
 JUDGE = register("judge", "mem0")(JudgePrompt(
@@ -56,5 +73,7 @@ JUDGE = register("judge", "mem0")(JudgePrompt(
               ("correct, not wrong", None), ("no idea", None)),
     max_new_tokens=128, json_mode=True, schema=LABEL_SCHEMA,
     decoding="gpt-4o-mini, temperature 0, response_format json_object, one call per answer (the paper: 10 runs)",
-    notes="straight quotes, no trailing spaces, no leading newline; JSON schema; 128 new tokens; forgiving parse",
+    notes="straight quotes, no trailing spaces, no leading newline; JSON schema; 128 new tokens; forgiving parse "
+          "(judge.parse=source: mem0's case-sensitive one)",
+    source_parse=source_parse,
 ))

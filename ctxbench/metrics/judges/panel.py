@@ -20,7 +20,7 @@ from typing import Any
 from ctxbench.core.errors import ConfigError
 
 JUDGE_METRIC = "llm_judge"
-JUDGE_KEYS = ("runs", "temperature", "seed")  # passed to every judge of the panel
+JUDGE_KEYS = ("runs", "temperature", "seed", "parse")  # passed to every judge of the panel
 
 
 def judge_settings(judge_cfg: Any) -> Any:

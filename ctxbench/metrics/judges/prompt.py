@@ -13,7 +13,12 @@ A :class:`JudgePrompt` is a frozen value (no state), registered under its name w
   only where the source could not read one either — that answer is then left unscored);
 - ``label_format``: the label format in words, and ``examples``: replies with the label the
   source's parse gives them (tests check every judge's parse against its examples);
-- ``notes``: where ctxbench's copy departs from the source, if anywhere.
+- ``notes``: where ctxbench's copy departs from the source, if anywhere;
+- ``source_parse``: the source's own label parse where ``parse`` is more forgiving (``judge.parse=source``
+  uses it; mem0's: the JSON ``label`` exactly ``CORRECT``, case-sensitive);
+- ``std_ddof`` / ``std_source``: how the source reports the std over judge runs (``judge.runs > 1``):
+  EverMemOS takes ``np.std`` of the per-run accuracies (ddof 0); a source that reports no such std gets
+  the sample std (ddof 1). results.json says which (``metric_runs.<judge>.std``).
 """
 from __future__ import annotations
 
@@ -41,6 +46,9 @@ class JudgePrompt:
     schema: dict[str, Any] | None = None
     decoding: str = ""  # the source's model and decoding, in words
     notes: str = field(default="", compare=False)
+    source_parse: Callable[[str], int | None] | None = None  # the source's own parse where ``parse`` departs
+    std_ddof: int = 1  # the std over judge runs as the source reports it (EverMemOS: np.std, ddof 0)
+    std_source: str = "no std over runs in the source: the sample std (ddof 1)"
 
     def messages(self, question: str, gold: str, answer: str, question_type: str = "") -> list[Message]:
         return self.render(question, gold, answer, question_type)
@@ -49,7 +57,8 @@ class JudgePrompt:
         """What results.json / judges.json record about the prompt."""
         return {"prompt_version": self.version, "source": self.source, "label_format": self.label_format,
                 "max_new_tokens": self.max_new_tokens, "json_mode": self.json_mode,
-                "schema": self.schema is not None, "source_decoding": self.decoding}
+                "schema": self.schema is not None, "source_decoding": self.decoding,
+                "std_over_runs": {"ddof": self.std_ddof, "convention": self.std_source}}
 
 
 def user_only(template: str) -> Callable[[str, str, str, str], list[Message]]:

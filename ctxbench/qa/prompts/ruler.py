@@ -10,7 +10,9 @@ single at 1k and 2k tokens 10/10 with the prefix in its turn and 0/10 without it
 
 The reply is kept whole (answers are lists: no first-line cut). Cap: 64 new tokens for every task — the
 prompt has one cap, and the longest answers (cwe's ten numbered words, niah_multivalue's four 7-digit
-numbers) fit in 64 SmolLM2 tokens; RULER allows 128 (niah) / 30 (vt) / 120 (cwe) / 50 (fwe).
+numbers) fit in 64 SmolLM2 tokens; RULER allows 128 (niah) / 30 (vt) / 120 (cwe) / 50 (fwe), which
+``dataset.answer_tokens=ruler`` restores per question (``meta["max_new_tokens"]``, honoured by
+:meth:`ctxbench.core.system.System.answer_max_tokens`).
 The prefix loses its leading space (RULER's text follows the question on one line; here it opens a turn).
 """
 from __future__ import annotations
@@ -20,7 +22,10 @@ from ctxbench.qa.prompt import AnswerPrompt
 
 
 def user(question: Question, context: str, speakers: list[str]) -> str:
-    """"<context>\\n<question>" (the question alone when there is no context)."""
+    """"<context>\\n<question>" (the question alone when there is no context; the context alone when the
+    question is empty: ``task.query_aware=true`` put it at the context's end, as kvpress's compress_questions)."""
+    if not question.question:
+        return context
     return f"{context}\n{question.question}" if context else question.question
 
 

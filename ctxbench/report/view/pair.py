@@ -1,7 +1,7 @@
 """Two runs' payloads on the same questions → the paired difference per metric and the disagreements.
 
-Pairs are the questions both runs answered (a failed answer in either leaves the pair out, as in
-``report compare``). Per metric: Δ = mean over pairs of (B − A), its bootstrap standard error
+Pairs are every question both runs were asked, a failed answer scoring 0 in every metric (the headline's
+rule, as in ``report compare``). Per metric: Δ = mean over pairs of (B − A), its bootstrap standard error
 (:func:`ctxbench.metrics.aggregate.bootstrap_stderr` of the per-question differences) and the 95%
 paired-bootstrap interval and p (:func:`ctxbench.metrics.stats.paired_bootstrap`). A question
 *disagrees* when a judge both runs have labels it differently (label = score ≥ 0.5) or a non-judge
@@ -24,16 +24,20 @@ def _label(v: float | None) -> bool | None:
     return None if v is None else v >= LABEL_AT
 
 
+def _score(row: dict[str, Any], metric: str) -> float | None:
+    return 0.0 if row["failed"] else row["scores"].get(metric)
+
+
 def pair_payload(a: dict[str, Any], b: dict[str, Any], threshold: float = 0.3) -> dict[str, Any]:
     """``{metrics: [{metric, n, a, b, delta, se, ci95, p}], disagree: [{id, why}], only_a, only_b, n_pairs}``."""
     rows_a = {r["id"]: r for r in a["rows"]}
     rows_b = {r["id"]: r for r in b["rows"]}
     shared = [i for i in rows_a if i in rows_b]
-    pairs = [i for i in shared if not rows_a[i]["failed"] and not rows_b[i]["failed"]]
+    pairs = shared
     metrics = [m for m in a["metrics"] if m in b["metrics"]]
     out = []
     for m in metrics:
-        both = [(rows_a[i]["scores"].get(m), rows_b[i]["scores"].get(m)) for i in pairs]
+        both = [(_score(rows_a[i], m), _score(rows_b[i], m)) for i in pairs]
         both = [(x, y) for x, y in both if x is not None and y is not None]
         if not both:
             continue
