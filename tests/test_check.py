@@ -187,6 +187,8 @@ def test_a_system_that_borrows_the_backend_passes_through_the_lent_backend(tmp_p
     assert all(r.status == PASS for r in results.values()), results
     assert results["contract"].reason.endswith("borrows_backend: ingest/answer run by the eval check")
     assert "construction 1 calls" in results["usage"].reason  # its calls over HTTP counted as its own
+    # stopped between answers only: its construction calls run in the lent server, out of an in-process stop's reach
+    assert "answers" in results["resume"].reason and "construction call" not in results["resume"].reason
 
 
 # ---- a metric and a dataset --------------------------------------------------------------------------
