@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxbench.report.runs import Run
+from ctxbench.report.runs import Run, created
 
 
 @dataclass
@@ -94,16 +94,6 @@ def screen(run: Run) -> str | None:
     if health.get("status") == "failed":
         return f"failed run ({health.get('reason') or 'health: failed'})"
     return None
-
-
-def created(run: Run) -> str:
-    stamp = (run.results or {}).get("created")
-    if stamp:
-        return str(stamp)
-    try:
-        return f"{run.path.stat().st_mtime:020.3f}"
-    except OSError:
-        return ""
 
 
 def system_overrides(run: Run, system: str) -> list[str]:

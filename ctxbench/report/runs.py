@@ -214,3 +214,14 @@ def find_runs(roots: Iterable[str | Path], skipped: list[str] | None = None, qui
             stack.extend(sorted((p for p in d.iterdir() if p.is_dir() and p.name not in (".hydra", "checkpoints")),
                                 reverse=True))
     return found
+
+
+def created(run: Run) -> str:
+    """When the run was made, sortable: results.json ``created``, else the folder's modification time."""
+    stamp = (run.results or {}).get("created")
+    if stamp:
+        return str(stamp)
+    try:
+        return f"{run.path.stat().st_mtime:020.3f}"
+    except OSError:
+        return ""

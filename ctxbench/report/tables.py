@@ -25,7 +25,7 @@ from typing import Any
 
 from ctxbench.report.guards import table_marks
 from ctxbench.report.markdown import MISSING, fmt, md_table
-from ctxbench.report.runs import ReportError, Run, find_runs
+from ctxbench.report.runs import ReportError, Run, created, find_runs
 
 PAPERS_DIR = Path(__file__).resolve().parent / "papers"
 TRAIN_METRICS = ("eval_loss", "eval_ppl", "final_loss")
@@ -75,15 +75,6 @@ def load_table(name: str) -> dict[str, Any]:
     return data
 
 
-def _created(run: Run) -> str:
-    created = (run.results or {}).get("created")
-    if created:
-        return str(created)
-    try:
-        return f"{run.path.stat().st_mtime:020.3f}"
-    except OSError:
-        return ""
-
 
 def runs_by_experiment(roots: list[Path]) -> dict[str, Run]:
     """Newest run per ``experiment.name`` found below ``roots``."""
@@ -92,7 +83,7 @@ def runs_by_experiment(roots: list[Path]) -> dict[str, Run]:
         name = run.experiment().get("name")
         if not name or run.kind == "unknown":
             continue
-        if name not in best or _created(run) > _created(best[name]):
+        if name not in best or created(run) > created(best[name]):
             best[name] = run
     return best
 
