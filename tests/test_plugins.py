@@ -303,3 +303,30 @@ def test_the_press_keeps_low_key_norms_and_the_window():
     kv = LayerKV(k, torch.zeros_like(k), torch.arange(10).view(1, 1, 10), torch.zeros(1, 1, 10))
     kept = mod.KeepNormsPress(window=2).compress(kv, SegmentInfo(0, 1, 10, None, "ingest"), budget=3)
     assert kept.pos.flatten().tolist() == [2, 8, 9]
+
+
+PROMPT_AND_JUDGE = '''
+import dataclasses
+from ctxbench.api import register
+from ctxbench.metrics.judges.mem0 import JUDGE as MEM0
+from ctxbench.qa.prompts.brief import PROMPT as BRIEF
+
+register("qa_prompt", "terse")(dataclasses.replace(BRIEF, name="terse", version="terse-1", max_new_tokens=4))
+register("judge", "lenient_test")(dataclasses.replace(MEM0, name="lenient_test", version="lenient-1"))
+'''
+
+
+def test_an_answer_prompt_and_a_judge_from_a_plugin(tmp_path):
+    f = tmp_path / "prompts.py"
+    f.write_text(PROMPT_AND_JUDGE)
+    p = run_cli("eval", f"plugins={f}", "memory=no_context", "qa_prompt=terse", "judge.panel=[lenient_test]",
+                "metrics=[f1,llm_judge]", "dataset=locomo_sample", "llm.model=tiny", TINY_ANSWERS, "llm.cache=false",
+                "progress=false", "limit=2", f"hydra.run.dir={tmp_path / 'run'}", timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    res = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert res["qa_prompt"]["name"] == "terse" and res["qa_prompt"]["version"] == "terse-1"
+    assert "lenient-1" in json.dumps(res["judges"])
+    assert {(x["kind"], x["name"]) for x in res["provenance"]["plugins"]} >= {("qa_prompt", "terse"),
+                                                                              ("judge", "lenient_test")}
+    bad = run_cli("eval", f"plugins={f}", "memory=no_context", "qa_prompt=tersee", "dataset=locomo_sample")
+    assert bad.returncode == 2 and "config key 'qa_prompt' must be one of" in bad.stderr and "terse" in bad.stderr
