@@ -139,6 +139,11 @@ def test_an_installed_plugin_runs_like_a_built_in(installed, tmp_path):
     assert res["provenance"]["plugins"] == [{"kind": "memory", "name": "lastturns", "target": "lastturns_pkg:LastTurns",
                                              "distribution": "lastturns-pkg", "version": "0.2.0"}]
     assert "plug-in memory=lastturns from lastturns-pkg 0.2.0" in (tmp_path / "run" / "results.md").read_text()
+    board = tmp_path / "mine.yaml"  # a board of the user's: the plug-in's row says where it came from
+    board.write_text("dataset: locomo_sample\nrows:\n  - {system: lastturns, label: Last turns}\n")
+    rep = run_cli("report", f"board={board}", f"runs={tmp_path / 'run'}", f"out={tmp_path / 'board.md'}")
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    assert "Plug-ins: Last turns: memory=lastturns from lastturns-pkg 0.2.0." in (tmp_path / "board.md").read_text()
     again = _eval(tmp_path / "run", "memory=lastturns", "memory.n_turns=2")  # a rerun resumes: nothing asked again
     assert again.returncode == 0, again.stderr[-2000:]
     assert len((tmp_path / "run" / "predictions.jsonl").read_text().splitlines()) == 3

@@ -110,7 +110,18 @@ def row_record(spec: dict[str, Any], run: Run | None) -> dict[str, Any]:
     rec["lenient"] = sorted(lenient_metrics(res))  # metrics whose judge was flagged on the calibration set
     rec["llm_judge_lenient"] = "llm_judge" in rec["lenient"]
     rec["judge_model"] = judge_model(res)  # who judged J: rows judged by another model are marked (mark_judges)
+    rec["plugins"] = plugin_sources(res)  # a plug-in's distribution and version (or file and sha256) beside its row
     return rec
+
+
+def plugin_sources(res: dict[str, Any]) -> list[str]:
+    """``memory=lastturns from lastturns-pkg 0.2.0`` for each plug-in results.json's provenance records."""
+    out = []
+    for p in (res.get("provenance") or {}).get("plugins") or []:
+        where = (f"{p.get('distribution')} {p.get('version')}" if p.get("distribution")
+                 else f"{Path(str(p.get('file'))).name} sha256:{str(p.get('sha256'))[:12]}")
+        out.append(f"{p.get('kind')}={p.get('name')} from {where}")
+    return out
 
 
 def pareto(points: list[tuple[float, float]]) -> list[int]:
@@ -177,6 +188,9 @@ def render_board(board: dict[str, Any], records: list[dict[str, Any]], png: str 
     if board.get("description"):
         lines += [str(board["description"]).strip(), ""]
     lines += [md_table(header, rows), ""]
+    plugged = [r for r in records if r.get("plugins")]
+    if plugged:
+        lines += ["Plug-ins: " + "; ".join(f"{r['label']}: {', '.join(r['plugins'])}" for r in plugged) + ".", ""]
     trained = [r for r in records if r.get("trained_by")]
     if trained:
         lines += ["Trained rows: " + "; ".join(
