@@ -14,8 +14,9 @@ import inspect
 import math
 from typing import Any
 
+from ctxbench.check.harness import prediction_problem
 from ctxbench.check.result import Fail, Skip
-from ctxbench.core.types import History, Prediction, Question, Sample, Usage
+from ctxbench.core.types import History, Question, Sample, Usage
 
 CALL = ("prompt_tokens", "completion_tokens", "calls")
 
@@ -55,13 +56,9 @@ def system(ctx: Any) -> str:
         for q in sample.questions[:2]:
             before = _meter(llm, "answer")
             pred = _step("answer(question)", instance.answer, q)
-            if not isinstance(pred, Prediction):
-                raise Fail(f"answer() returned {type(pred).__name__} {_short(pred)}, not a ctxbench.api.Prediction "
-                           "(return Prediction(text=..., usage=Usage(...)))")
-            if not isinstance(pred.text, str):
-                raise Fail(f"answer() returned Prediction(text={_short(pred.text)}): text must be a str")
-            if not isinstance(pred.usage, Usage):
-                raise Fail(f"answer() returned Prediction(usage={_short(pred.usage)}): usage must be a ctxbench.api.Usage")
+            problem = prediction_problem(pred)
+            if problem:
+                raise Fail(problem)
             after = _meter(llm, "answer")
             direct.append((pred.usage, tuple(a - b for a, b in zip(after, before))))
     finally:
@@ -92,11 +89,6 @@ def _step(what: str, fn: Any, *args: Any) -> Any:
 def _line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else repr(e)
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def dataset(ctx: Any) -> str:

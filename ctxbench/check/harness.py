@@ -71,18 +71,25 @@ def _watched(system: Any, answers: _Answers, inner: CheckLLM | None, seen: list[
             if inner is not None:
                 inner.asking.qid = ""  # the calls of a later ingest on this thread belong to no question
         seen.append((question.id, pred))
-        if not isinstance(pred, Prediction):
-            raise ContractBroken(f"answer() returned {type(pred).__name__} {_short(pred)}, not a ctxbench.api.Prediction "
-                                 "(return Prediction(text=..., usage=Usage(...)))")
-        if not isinstance(pred.text, str):
-            raise ContractBroken(f"answer() returned Prediction(text={_short(pred.text)}): text must be a str")
-        if not isinstance(pred.usage, Usage):
-            raise ContractBroken(f"answer() returned Prediction(usage={_short(pred.usage)}): usage must be a "
-                                 "ctxbench.api.Usage")
+        problem = prediction_problem(pred)
+        if problem:
+            raise ContractBroken(problem)
         return pred
 
     system.answer = answer
     return system
+
+
+def prediction_problem(pred: Any) -> str | None:
+    """Why ``pred`` (what ``answer()`` returned) is not a Prediction with a str text and a Usage; None when it is."""
+    if not isinstance(pred, Prediction):
+        return (f"answer() returned {type(pred).__name__} {_short(pred)}, not a ctxbench.api.Prediction "
+                "(return Prediction(text=..., usage=Usage(...)))")
+    if not isinstance(pred.text, str):
+        return f"answer() returned Prediction(text={_short(pred.text)}): text must be a str"
+    if not isinstance(pred.usage, Usage):
+        return f"answer() returned Prediction(usage={_short(pred.usage)}): usage must be a ctxbench.api.Usage"
+    return None
 
 
 def _short(value: Any) -> str:

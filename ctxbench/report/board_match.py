@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxbench.report.runs import Run, created
+from ctxbench.report.runs import Run, config_value, created
 
 
 @dataclass
@@ -47,15 +47,6 @@ def run_dataset(run: Run) -> str | None:
         return str(ds)
     node = run.config.get("dataset")
     return str(node["name"]) if isinstance(node, dict) and node.get("name") else None
-
-
-def config_value(config: dict[str, Any], dotted: str) -> Any:
-    node: Any = config
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def same(a: Any, b: Any) -> bool:

@@ -225,3 +225,13 @@ def created(run: Run) -> str:
         return f"{run.path.stat().st_mtime:020.3f}"
     except OSError:
         return ""
+
+
+def config_value(config: dict[str, Any], dotted: str) -> Any:
+    """The value at ``dotted`` (``task.name``) in a run's recorded config; None where any part is missing."""
+    node: Any = config
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node

@@ -25,7 +25,7 @@ from typing import Any
 
 from ctxbench.report.guards import table_marks
 from ctxbench.report.markdown import MISSING, fmt, md_table
-from ctxbench.report.runs import ReportError, Run, created, find_runs
+from ctxbench.report.runs import ReportError, Run, config_value, created, find_runs
 
 PAPERS_DIR = Path(__file__).resolve().parent / "papers"
 TRAIN_METRICS = ("eval_loss", "eval_ppl", "final_loss")
@@ -122,15 +122,6 @@ def task_row(run: Run, cell: dict[str, Any]) -> dict[str, Any] | None:
         want["system"] = ((run.results.get("config") or {}).get("method") or {}).get("name")
     return next((r for r in run.results["rows"] if isinstance(r, dict)
                  and all(str(r.get(k)) == str(v) for k, v in want.items())), None)
-
-
-def config_value(config: dict[str, Any], dotted: str) -> Any:
-    node: Any = config
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def setting_differs(table: dict[str, Any], cell: dict[str, Any], run: Run | None) -> str | None:
