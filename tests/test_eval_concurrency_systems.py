@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from ctxbench.bench.scripted_llm import ScriptedChatModel
+from ctxbench.check.harness import untimed  # the records without wall times, as `check` compares them
 from ctxbench.config.schemas import load_conf_file
 from ctxbench.core import registry
 from ctxbench.core.system import System
@@ -34,8 +35,6 @@ from http_memory import with_remote
 from memory_scripted import BowEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMING = (("answer_seconds",), ("lock_wait_seconds",), ("usage", "answer_seconds"), ("usage", "ingest_seconds"),
-          ("usage", "extra", "search_seconds"), ("construction", "seconds"))
 # small pages, so ReadAgent's history has several to look up
 SETTINGS = {"readagent": {"max_page_tokens": 40, "min_page_tokens": 20, "tail_tokens": 10}}
 CASES = [(n, SETTINGS.get(n, {})) for n in registry.names("memory")] + [("memgpt", {"persist_core_edits": False})]
@@ -97,19 +96,6 @@ def run(name: str, settings: dict[str, Any], out: Path, concurrency: int) -> lis
     records = run_system(systems, samples(), out, llm=llm, progress=False, concurrency=concurrency)
     assert not llm.inner.unknown, dict(llm.inner.unknown)
     return records
-
-
-def untimed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for r in records:
-        r = json.loads(json.dumps(r))
-        for path in TIMING:
-            node = r
-            for key in path[:-1]:
-                node = node.get(key) or {}
-            node.pop(path[-1], None)
-        out.append(r)
-    return out
 
 
 @pytest.mark.parametrize("name,settings", CASES, ids=[n + ("-no-persist" if s.get("persist_core_edits") is False
